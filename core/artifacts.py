@@ -1,0 +1,68 @@
+"""Saving and loading artifacts: config (JSON) + weights (torch, ``weights_only=True``) + metrics.
+
+Writes go to a temporary file first and are renamed into place, so a killed build never leaves a
+half-written checkpoint that looks complete.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from core.errors import MissingArtifactError
+
+
+def save_json(path: str | Path, obj: Any) -> None:
+    """Atomically write JSON (dataclasses are converted)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def load_json(path: str | Path, what: str, command: str) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(what, command)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MissingArtifactError(what, command, f"corrupt ({path.name}: {exc})") from None
+
+
+def save_torch(path: str | Path, state: dict) -> None:
+    """Atomically save a state dict (tensors and plain containers only)."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_torch(path: str | Path, what: str, command: str) -> dict:
+    """Load a state dict with ``weights_only=True``; missing or corrupt -> ``MissingArtifactError``."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(what, command)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for truncated/garbage files
+        raise MissingArtifactError(what, command, f"corrupt ({path.name}: {type(exc).__name__})") from None
+
+
+def config_from_dict(cls: type, data: dict) -> Any:
+    """Rebuild a config dataclass, ignoring unknown keys (older/newer artifacts)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names})

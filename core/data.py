@@ -1,0 +1,450 @@
+"""Dataset model and loaders: collection (id -> text), queries, qrels, labelled pairs.
+
+Loaders
+- ``qqp-bimpm``: Quora Question Pairs, BiMPM partition (dev + test; train is not bundled).
+  * Retrieval protocol of Guo et al. (tree-search-bert-guo.md §4.1): collection = every unique
+    question of dev + test (36,737), queries = the questions of the 10,000 positive pairs, relevant =
+    every other question of the query's paraphrase cluster (transitive closure of positive pairs,
+    sdml-bonadiman2019.md §4.1.2). Every query is also in the collection, so it is dropped from its
+    own ranking before scoring (BEIR ``ignore_identical_ids``): ``Dataset.ignore_identical_ids``.
+  * A deterministic cluster-disjoint train / dev / test split for the learned models. The unit of
+    the split is a connected component of *all* pairs (positive and negative), so every paraphrase
+    cluster stays whole and every negative pair has both questions on the same side (none are
+    dropped; the largest component has 60 questions). Components go 80/10/10 by a stable hash of
+    their smallest question id.
+- ``trecqa``: TrecQA answer selection (TRAIN, DEV, raw/clean TEST), one candidate list per question.
+- Bring your own data: a BEIR folder, a pairs TSV (``label \\t text1 \\t text2``) or a candidate-list
+  TSV (``qid \\t query \\t docid \\t doc \\t label``). Malformed input raises ``DataFormatError``
+  naming the file and line; nothing is half-loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import DataFormatError, UnknownNameError
+from core.paths import data_dir
+from core.text import display_form
+
+SPLITS = ("train", "dev", "test")
+SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A labelled question pair; ids point into the collection."""
+
+    id1: str
+    id2: str
+    label: int
+    pair_id: str = ""
+
+
+@dataclass
+class Dataset:
+    """A retrieval/reranking dataset.
+
+    ``corpus`` holds the original (model) text; ``display(doc_id)`` the form shown to people.
+    ``query_splits`` names subsets of ``queries`` ("all", "train", "dev", "test", ...).
+    ``candidates`` is set for reranking datasets (TrecQA, candidate-list TSV): qid -> doc ids.
+    """
+
+    name: str
+    description: str
+    corpus: dict[str, str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    pairs: dict[str, list[Pair]] = field(default_factory=dict)
+    query_splits: dict[str, list[str]] = field(default_factory=dict)
+    candidates: dict[str, list[str]] = field(default_factory=dict)
+    ignore_identical_ids: bool = False
+    tokenized: bool = False
+
+    def display(self, doc_id: str) -> str:
+        """Human-readable text of a collection item (CoreNLP tokenization undone)."""
+        text = self.corpus[doc_id]
+        return display_form(text) if self.tokenized else text
+
+    def display_query(self, qid: str) -> str:
+        text = self.queries[qid]
+        return display_form(text) if self.tokenized else text
+
+    def split_queries(self, split: str = "all") -> dict[str, str]:
+        """Queries of one split (``all`` = every query with qrels)."""
+        if split == "all":
+            return dict(self.queries)
+        if split not in self.query_splits:
+            raise UnknownNameError("query split", split, ["all", *self.query_splits])
+        return {qid: self.queries[qid] for qid in self.query_splits[split]}
+
+    def split_qrels(self, split: str = "all") -> dict[str, dict[str, int]]:
+        return {qid: self.qrels[qid] for qid in self.split_queries(split) if self.qrels.get(qid)}
+
+    def stats(self) -> dict[str, int]:
+        out = {
+            "collection": len(self.corpus),
+            "queries": len(self.queries),
+            "judged pairs (qrels)": sum(len(v) for v in self.qrels.values()),
+        }
+        for split, qids in self.query_splits.items():
+            out[f"queries[{split}]"] = len(qids)
+        for split, pairs in self.pairs.items():
+            pos = sum(p.label > 0 for p in pairs)
+            out[f"pairs[{split}]"] = len(pairs)
+            out[f"positive pairs[{split}]"] = pos
+        return out
+
+
+# ----------------------------------------------------------------------------- clusters
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:  # path compression
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def paraphrase_clusters(pairs: list[Pair]) -> dict[str, str]:
+    """Question id -> cluster id (the cluster's smallest id): transitive closure of positive pairs.
+
+    Questions that only occur in negative pairs are singleton clusters.
+    """
+    uf = _UnionFind()
+    for p in pairs:
+        uf.find(p.id1), uf.find(p.id2)
+        if p.label > 0:
+            uf.union(p.id1, p.id2)
+    return {q: uf.find(q) for q in uf.parent}
+
+
+def cluster_split(cluster_id: str, fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> str:
+    """Deterministic split of a cluster: a stable hash of its id, cut at the given fractions."""
+    bucket = int(hashlib.sha1(cluster_id.encode("utf-8")).hexdigest()[:8], 16) / 0xFFFFFFFF
+    if bucket < fractions[0]:
+        return "train"
+    if bucket < fractions[0] + fractions[1]:
+        return "dev"
+    return "test"
+
+
+def split_by_component(pairs: list[Pair]) -> dict[str, str]:
+    """Question id -> split, one split per connected component of all pairs (see module docstring)."""
+    uf = _UnionFind()
+    for p in pairs:
+        uf.union(p.id1, p.id2)
+    return {q: cluster_split(uf.find(q)) for q in uf.parent}
+
+
+def dataset_from_pairs(
+    name: str,
+    description: str,
+    rows: list[tuple[int, str, str, str]],
+    tokenized: bool = False,
+) -> Dataset:
+    """Build the retrieval protocol and the cluster-disjoint split from labelled pairs.
+
+    ``rows`` are ``(label, text1, text2, pair_id)``; question ids are assigned in order of first
+    appearance (``q00000``...), so they are stable for a given file.
+    """
+    ids: dict[str, str] = {}
+    width = max(5, len(str(2 * len(rows))))
+
+    def qid(text: str) -> str:
+        if text not in ids:
+            ids[text] = f"q{len(ids):0{width}d}"
+        return ids[text]
+
+    pairs = [Pair(qid(t1), qid(t2), label, pid) for label, t1, t2, pid in rows]
+    corpus = {i: t for t, i in ids.items()}
+    cluster_of = paraphrase_clusters(pairs)
+    members: dict[str, list[str]] = defaultdict(list)
+    for q, c in cluster_of.items():
+        members[c].append(q)
+
+    positive_questions = sorted({q for p in pairs if p.label > 0 for q in (p.id1, p.id2)})
+    qrels = {
+        q: {d: 1 for d in members[cluster_of[q]] if d != q} for q in positive_questions
+    }
+    split_of = split_by_component(pairs)
+    pair_splits: dict[str, list[Pair]] = {s: [] for s in SPLITS}
+    for p in pairs:
+        pair_splits[split_of[p.id1]].append(p)  # both ends share a component, hence a split
+    query_splits = {s: [q for q in positive_questions if split_of[q] == s] for s in SPLITS}
+    return Dataset(
+        name=name,
+        description=description,
+        corpus=corpus,
+        queries={q: corpus[q] for q in positive_questions},
+        qrels=qrels,
+        pairs={"all": pairs, **pair_splits},
+        query_splits=query_splits,
+        ignore_identical_ids=True,
+        tokenized=tokenized,
+    )
+
+
+# ----------------------------------------------------------------------------- file readers
+def _read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise DataFormatError(path, None, "file not found")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _label(value: str, path: Path, lineno: int) -> int:
+    try:
+        label = int(value.strip())
+    except ValueError:
+        raise DataFormatError(path, lineno, f"label must be an integer, got {value[:40]!r}") from None
+    if label < 0:
+        raise DataFormatError(path, lineno, f"label must be >= 0, got {label}")
+    return label
+
+
+def read_pairs_tsv(path: str | Path, require_pair_id: bool = False) -> list[tuple[int, str, str, str]]:
+    """Read ``label \\t text1 \\t text2 [\\t pair_id]`` lines (blank lines skipped)."""
+    path = Path(path)
+    rows = []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) < 3 or (require_pair_id and len(cols) < 4):
+            raise DataFormatError(path, lineno, f"expected label<TAB>text1<TAB>text2, got {len(cols)} column(s)")
+        label = _label(cols[0], path, lineno)
+        t1, t2 = cols[1].strip(), cols[2].strip()
+        if not t1 or not t2:
+            raise DataFormatError(path, lineno, "empty question text")
+        rows.append((label, t1, t2, cols[3].strip() if len(cols) > 3 else str(lineno)))
+    if not rows:
+        raise DataFormatError(path, None, "no pairs found")
+    return rows
+
+
+def load_qqp_bimpm(root: Path | None = None) -> Dataset:
+    """QQP BiMPM dev + test: retrieval protocol and cluster-disjoint split (see module docstring)."""
+    root = Path(root or data_dir() / "qqp-bimpm")
+    rows = read_pairs_tsv(root / "dev.tsv", require_pair_id=True) + read_pairs_tsv(
+        root / "test.tsv", require_pair_id=True
+    )
+    return dataset_from_pairs(
+        "qqp-bimpm",
+        "Quora Question Pairs (BiMPM partition, dev+test): every unique question is in the collection; "
+        "queries are the questions of the positive pairs; relevant = same paraphrase cluster. "
+        "Each query is dropped from its own ranking (ignore_identical_ids).",
+        rows,
+        tokenized=True,
+    )
+
+
+def load_pairs_dataset(path: str | Path) -> Dataset:
+    """A user pairs TSV (``label \\t text1 \\t text2``) with the same protocol as QQP."""
+    path = Path(path)
+    return dataset_from_pairs(
+        f"pairs:{path.name}",
+        f"Pairs from {path.name}: retrieval protocol by paraphrase clusters (ignore_identical_ids).",
+        read_pairs_tsv(path),
+    )
+
+
+# ----------------------------------------------------------------------------- reranking data
+TRECQA_SPLITS = {
+    "train": "train",
+    "dev": "raw-dev",
+    "test": "raw-test",
+    "clean-dev": "clean-dev",
+    "clean-test": "clean-test",
+}
+
+
+def _read_token_file(path: Path) -> list[str]:
+    lines = _read_lines(path)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def load_trecqa(root: Path | None = None) -> Dataset:
+    """TrecQA from the tokenized folders: per question its candidate sentences with 0/1 labels.
+
+    Query ids are ``<split>/<question id>``; candidate ids ``<split>/<question id>/<n>``. Questions
+    without candidates have no rows in these files (see data/trecqa/PROVENANCE.md).
+    """
+    root = Path(root or data_dir() / "trecqa" / "toks")
+    corpus: dict[str, str] = {}
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    candidates: dict[str, list[str]] = defaultdict(list)
+    query_splits: dict[str, list[str]] = {}
+    for split, folder in TRECQA_SPLITS.items():
+        files = {n: _read_token_file(root / folder / f"{n}") for n in ("a.toks", "b.toks", "id.txt", "sim.txt")}
+        lengths = {n: len(v) for n, v in files.items()}
+        if len(set(lengths.values())) != 1:
+            raise DataFormatError(root / folder, None, f"files are not line-aligned: {lengths}")
+        order: list[str] = []
+        for i, (q, a, qid_raw, sim) in enumerate(
+            zip(files["a.toks"], files["b.toks"], files["id.txt"], files["sim.txt"]), start=1
+        ):
+            qid = f"{split}/{qid_raw.strip()}"
+            if qid not in queries:
+                queries[qid] = q.strip()
+                order.append(qid)
+                qrels[qid] = {}
+            did = f"{qid}/{len(candidates[qid])}"
+            corpus[did] = a.strip()
+            candidates[qid].append(did)
+            qrels[qid][did] = _label(sim, root / folder / "sim.txt", i)
+        query_splits[split] = order
+    return Dataset(
+        name="trecqa",
+        description="TrecQA answer selection (TRAIN / DEV / raw and clean TEST): rerank each question's "
+        "candidate sentences. TRAIN-ALL is not available.",
+        corpus=corpus,
+        queries=queries,
+        qrels=qrels,
+        query_splits=query_splits,
+        candidates=dict(candidates),
+        tokenized=True,
+    )
+
+
+def load_candidates_tsv(path: str | Path) -> Dataset:
+    """A candidate-list TSV: ``qid \\t query \\t docid \\t doc \\t label`` (a reranking dataset)."""
+    path = Path(path)
+    corpus: dict[str, str] = {}
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    candidates: dict[str, list[str]] = defaultdict(list)
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 5:
+            raise DataFormatError(path, lineno, f"expected 5 tab-separated columns (qid, query, docid, doc, label), got {len(cols)}")
+        qid, query, did, doc, label = (c.strip() for c in cols)
+        if not qid or not did or not query or not doc:
+            raise DataFormatError(path, lineno, "empty qid, query, docid or doc")
+        if queries.setdefault(qid, query) != query:
+            raise DataFormatError(path, lineno, f"query id {qid!r} has two different texts")
+        if corpus.setdefault(did, doc) != doc:
+            raise DataFormatError(path, lineno, f"doc id {did!r} has two different texts")
+        qrels[qid][did] = _label(label, path, lineno)
+        candidates[qid].append(did)
+    if not queries:
+        raise DataFormatError(path, None, "no rows found")
+    return Dataset(
+        name=f"candidates:{path.name}",
+        description=f"Candidate lists from {path.name} (reranking).",
+        corpus=corpus,
+        queries=queries,
+        qrels=dict(qrels),
+        query_splits={"test": list(queries)},
+        candidates=dict(candidates),
+    )
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    out = []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict) or "_id" not in obj:
+            raise DataFormatError(path, lineno, 'each line must be a JSON object with an "_id"')
+        out.append(obj)
+    return out
+
+
+def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
+    """A BEIR-layout folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
+
+    Like BEIR, a query whose id is also a corpus id is dropped from its own ranking.
+    """
+    root = Path(path)
+    corpus = {}
+    for lineno, obj in enumerate(_read_jsonl(root / "corpus.jsonl"), start=1):
+        text = " ".join(x for x in (obj.get("title", ""), obj.get("text", "")) if x).strip()
+        if not text:
+            raise DataFormatError(root / "corpus.jsonl", lineno, f"document {obj['_id']!r} has no title or text")
+        corpus[str(obj["_id"])] = text
+    queries = {str(o["_id"]): str(o.get("text", "")).strip() for o in _read_jsonl(root / "queries.jsonl")}
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for lineno, line in enumerate(_read_lines(qrels_path), start=1):
+        cols = line.split("\t")
+        if lineno == 1 and cols[0].strip().lower() in {"query-id", "query_id", "qid"}:
+            continue
+        if not line.strip():
+            continue
+        if len(cols) != 3:
+            raise DataFormatError(qrels_path, lineno, f"expected query-id<TAB>corpus-id<TAB>score, got {len(cols)} column(s)")
+        qid, did, score = cols[0].strip(), cols[1].strip(), cols[2]
+        if qid not in queries:
+            raise DataFormatError(qrels_path, lineno, f"query id {qid!r} is not in queries.jsonl")
+        if did not in corpus:
+            raise DataFormatError(qrels_path, lineno, f"corpus id {did!r} is not in corpus.jsonl")
+        qrels[qid][did] = _label(score, qrels_path, lineno)
+    judged = [q for q in queries if q in qrels]
+    return Dataset(
+        name=f"beir:{root.name}",
+        description=f"BEIR folder {root.name} ({split} qrels).",
+        corpus=corpus,
+        queries={q: queries[q] for q in judged},
+        qrels=dict(qrels),
+        query_splits={split: judged},
+        ignore_identical_ids=any(q in corpus for q in judged),
+    )
+
+
+# ----------------------------------------------------------------------------- registry
+BUNDLED = {
+    "qqp-bimpm": "Quora Question Pairs, BiMPM partition (bundled; default)",
+    "trecqa": "TrecQA answer selection (bundled)",
+}
+DEFAULT_DATASET = "qqp-bimpm"
+
+
+def list_datasets() -> dict[str, str]:
+    """Bundled datasets plus any imported with ``python -m core data import``."""
+    from core.imports import imported_datasets
+
+    return {**BUNDLED, **imported_datasets()}
+
+
+def load_dataset(name: str) -> Dataset:
+    """Load a dataset by name: bundled, imported (``user/<name>``), or ``beir:``/``pairs:``/``candidates:`` + path."""
+    if name == "qqp-bimpm":
+        return load_qqp_bimpm()
+    if name == "trecqa":
+        return load_trecqa()
+    kind, _, path = name.partition(":")
+    if path and kind in _PATH_LOADERS:
+        return _PATH_LOADERS[kind](path)
+    from core.imports import load_imported
+
+    imported = load_imported(name)
+    if imported is not None:
+        return imported
+    raise UnknownNameError("dataset", name, list(list_datasets()) + ["beir:PATH", "pairs:PATH", "candidates:PATH"])
+
+
+_PATH_LOADERS = {"beir": load_beir_folder, "pairs": load_pairs_dataset, "candidates": load_candidates_tsv}

@@ -1,0 +1,187 @@
+"""One interface per role: a retriever ranks the collection for a query; a reranker rescores candidates.
+
+Every system returns a ``Ranking`` (ordered doc ids, scores, seconds, and counters such as distance
+computations) for one query, and a ``ranx.Run`` named after the system for many queries. Callers
+never branch on concrete classes.
+
+Self-match removal: in the QQP protocol every query is also in the collection; ``search_many(...,
+ignore_identical_ids=True)`` and ``search(..., exclude=[qid])`` fetch one extra hit and drop the
+query's own id before truncating to k (BEIR's ``ignore_identical_ids``).
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from ranx import Run
+
+from core.errors import QueryError
+from core.text import strip_control
+
+MAX_QUERY_CHARS = 2000
+ProgressFn = Callable[[float, str], None]
+
+
+def _no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
+    return None
+
+
+def validate_query(text: str, max_chars: int = MAX_QUERY_CHARS) -> str:
+    """Clean a user query or raise ``QueryError`` with a message to show (nothing is run)."""
+    if not isinstance(text, str):
+        raise QueryError("the query must be text")
+    cleaned = " ".join(strip_control(text).split())
+    if not cleaned:
+        raise QueryError("the query is empty: type a question")
+    if len(cleaned) > max_chars:
+        raise QueryError(f"the query has {len(cleaned):,} characters; the limit is {max_chars:,}")
+    return cleaned
+
+
+@dataclass
+class Ranking:
+    """One system's answer for one query."""
+
+    system: str
+    doc_ids: list[str]
+    scores: list[float]
+    seconds: float = 0.0
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def top(self, k: int) -> Ranking:
+        return Ranking(self.system, self.doc_ids[:k], self.scores[:k], self.seconds, dict(self.stats))
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(self.doc_ids, map(float, self.scores)))
+
+
+@dataclass
+class Hits:
+    """Raw batched output of a retriever: ids and scores per query (best first), optional counters."""
+
+    ids: list[list[str]]
+    scores: list[list[float]]
+    stats: list[dict[str, float]] | None = None
+
+
+def to_run(rankings: Mapping[str, Ranking], name: str) -> Run:
+    """Many rankings -> a ``ranx.Run`` named after the system."""
+    run = Run.from_dict({q: r.as_dict() for q, r in rankings.items() if r.doc_ids}, name=name)
+    run.name = name
+    return run
+
+
+def _drop(ids: Sequence[str], scores: Sequence[float], exclude: set[str], k: int) -> tuple[list[str], list[float]]:
+    keep = [(d, float(s)) for d, s in zip(ids, scores) if d not in exclude][:k]
+    return [d for d, _ in keep], [s for _, s in keep]
+
+
+class Retriever(ABC):
+    """First-stage ranker over a fixed collection. Subclasses implement ``retrieve`` (batched)."""
+
+    name: str = "retriever"
+    batch_size: int = 256
+
+    @abstractmethod
+    def retrieve(self, texts: list[str], k: int) -> Hits:
+        """Top-k collection ids for each text, best first (batched; no self-match handling)."""
+
+    def search(self, query: str, k: int = 10, exclude: Iterable[str] = ()) -> Ranking:
+        """Rank the collection for one query; ids in ``exclude`` (e.g. the query's own id) are dropped."""
+        query = validate_query(query)
+        exclude = set(exclude)
+        start = time.perf_counter()
+        hits = self.retrieve([query], k + len(exclude))
+        ids, scores = _drop(hits.ids[0], hits.scores[0], exclude, k)
+        seconds = time.perf_counter() - start
+        return Ranking(self.name, ids, scores, seconds, (hits.stats or [{}])[0])
+
+    def search_many(
+        self,
+        queries: Mapping[str, str],
+        k: int = 100,
+        ignore_identical_ids: bool = True,
+        progress: ProgressFn = _no_progress,
+    ) -> dict[str, Ranking]:
+        """Rank for many queries in batches; with ``ignore_identical_ids`` a query id never ranks itself."""
+        qids = list(queries)
+        extra = 1 if ignore_identical_ids else 0
+        out: dict[str, Ranking] = {}
+        for start in range(0, len(qids), self.batch_size):
+            batch = qids[start : start + self.batch_size]
+            t0 = time.perf_counter()
+            hits = self.retrieve([queries[q] for q in batch], k + extra)
+            per_query = (time.perf_counter() - t0) / max(1, len(batch))
+            for i, qid in enumerate(batch):
+                ids, scores = _drop(hits.ids[i], hits.scores[i], {qid} if extra else set(), k)
+                out[qid] = Ranking(self.name, ids, scores, per_query, (hits.stats or [{}] * len(batch))[i])
+            progress(min(1.0, (start + len(batch)) / len(qids)), f"{self.name}: {start + len(batch)}/{len(qids)} queries")
+        return out
+
+
+class Reranker(ABC):
+    """Rescores candidates from any first stage. Subclasses implement ``score_pairs`` (batched)."""
+
+    name: str = "reranker"
+
+    @abstractmethod
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        """Relevance score for each (query, doc) pair; higher is better."""
+
+    def rerank(self, query: str, candidates: Ranking, corpus: Mapping[str, str], k: int | None = None) -> Ranking:
+        """Reorder ``candidates`` (same ids, new scores); keep the top ``k`` (all by default)."""
+        query = validate_query(query)
+        start = time.perf_counter()
+        ids = list(candidates.doc_ids)
+        if not ids:
+            return Ranking(self.name, [], [], 0.0)
+        scores = np.asarray(self.score_pairs([query] * len(ids), [corpus[d] for d in ids]), dtype=np.float64)
+        order = np.argsort(-scores, kind="stable")[: k or len(ids)]
+        seconds = time.perf_counter() - start
+        return Ranking(
+            self.name,
+            [ids[i] for i in order],
+            [float(scores[i]) for i in order],
+            seconds,
+            {"pairs_scored": float(len(ids)), "first_stage_seconds": candidates.seconds},
+        )
+
+    def rerank_many(
+        self,
+        queries: Mapping[str, str],
+        candidates: Mapping[str, Ranking],
+        corpus: Mapping[str, str],
+        k: int | None = None,
+        batch_pairs: int = 2048,
+        progress: ProgressFn = _no_progress,
+    ) -> dict[str, Ranking]:
+        """Rerank many queries, batching pairs across queries for throughput."""
+        qids = [q for q in queries if q in candidates]
+        flat_q, flat_d, owners = [], [], []
+        for q in qids:
+            for d in candidates[q].doc_ids:
+                flat_q.append(queries[q])
+                flat_d.append(corpus[d])
+                owners.append(q)
+        scores = np.empty(len(flat_q), dtype=np.float64)
+        t0 = time.perf_counter()
+        for start in range(0, len(flat_q), batch_pairs):
+            end = start + batch_pairs
+            scores[start:end] = self.score_pairs(flat_q[start:end], flat_d[start:end])
+            progress(min(1.0, end / max(1, len(flat_q))), f"{self.name}: {min(end, len(flat_q))}/{len(flat_q)} pairs")
+        per_query = (time.perf_counter() - t0) / max(1, len(qids))
+        out: dict[str, Ranking] = {}
+        pos = 0
+        for q in qids:
+            ids = candidates[q].doc_ids
+            s = scores[pos : pos + len(ids)]
+            pos += len(ids)
+            order = np.argsort(-s, kind="stable")[: k or len(ids)]
+            out[q] = Ranking(self.name, [ids[i] for i in order], [float(s[i]) for i in order], per_query)
+        return out

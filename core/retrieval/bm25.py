@@ -1,0 +1,127 @@
+"""BM25 first-stage retrieval served by ``bm25s`` (sparse precomputed scores, numba top-k).
+
+Variant: Lucene/Anserini BM25 (the engine densetrans-cai2021.md §4.2.3 used), idf = log(1 + (N - n + 0.5)
+/ (n + 0.5)); bm25s omits the constant (k1 + 1) factor of the tf part, which does not change rankings.
+Defaults k1 = 3.44, b = 0.87 as tuned for Quora in densetrans-cai2021.md §4.2.3. Analyzer: lower-cased
+``\\w+`` tokens, no stemming, no stop-word removal (``core.text.word_tokens``).
+``rank-bm25`` is the reference oracle in the tests (same variant, same rankings).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import bm25s
+import numpy as np
+
+from core.artifacts import config_from_dict, load_json, save_json
+from core.data import Dataset
+from core.errors import MissingArtifactError
+from core.registry import build_command, system_dir
+from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.text import word_tokens
+
+PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    """BM25 settings; paper default k1/b from densetrans-cai2021.md §4.2.3."""
+
+    k1: float = 3.44
+    b: float = 0.87
+    method: str = "lucene"
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    return [word_tokens(t) for t in texts]
+
+
+class BM25Retriever(Retriever):
+    """BM25 over a collection; ``retrieve`` scores all queries of a batch with bm25s."""
+
+    def __init__(self, model: bm25s.BM25, doc_ids: list[str], config: BM25Config, name: str = "bm25") -> None:
+        self.model, self.doc_ids, self.config, self.name = model, np.asarray(doc_ids), config, name
+        self.batch_size = 2048
+
+    @classmethod
+    def index(cls, corpus: dict[str, str], config: BM25Config = BM25Config(), name: str = "bm25") -> BM25Retriever:
+        ids = list(corpus)
+        model = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
+        model.index(tokenize([corpus[i] for i in ids]), show_progress=False)
+        return cls(model, ids, config, name)
+
+    def retrieve(self, texts: list[str], k: int) -> Hits:
+        k = min(k, len(self.doc_ids))
+        tokens = tokenize(texts)
+        n_threads = 0 if len(texts) < 64 else 2
+        backend = "numba" if len(texts) >= 64 else "numpy"
+        # bm25s refuses queries made only of unseen words with its vocab check; score them as zeros.
+        known = [[t for t in q if t in self.model.vocab_dict] for q in tokens]
+        nonempty = [i for i, q in enumerate(known) if q]
+        ids: list[list[str]] = [[] for _ in texts]
+        scores: list[list[float]] = [[] for _ in texts]
+        if nonempty:
+            docs, vals = self.model.retrieve(
+                [known[i] for i in nonempty], k=k, show_progress=False, n_threads=n_threads,
+                backend_selection=backend,
+            )
+            for row, i in enumerate(nonempty):
+                keep = vals[row] > 0  # documents sharing no term are not retrieved
+                ids[i] = self.doc_ids[docs[row][keep]].tolist()
+                scores[i] = vals[row][keep].astype(float).tolist()
+        return Hits(ids, scores)
+
+    def score_texts(self, query: str, doc_ids: list[str]) -> np.ndarray:
+        """BM25 score of ``query`` against given collection items (used as a reranker feature)."""
+        all_scores = self.model.get_scores([t for t in word_tokens(query) if t in self.model.vocab_dict])
+        position = {d: i for i, d in enumerate(self.doc_ids.tolist())}
+        return np.asarray([all_scores[position[d]] for d in doc_ids], dtype=np.float32)
+
+
+def _folder(dataset: Dataset, variant: str | None = None):
+    return system_dir(dataset.name, "bm25", variant)
+
+
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+          variant: str | None = None, config: BM25Config | None = None) -> dict:
+    """Index the collection and save it with its config (seconds, not minutes)."""
+    config = config or (BM25Config(*PRESETS[variant]) if variant in PRESETS else BM25Config())
+    progress(0.0, f"BM25: indexing {len(dataset.corpus):,} texts")
+    start = time.perf_counter()
+    retriever = BM25Retriever.index(dataset.corpus, config)
+    folder = _folder(dataset, variant)
+    retriever.model.save(str(folder / "index"))
+    save_json(folder / "doc_ids.json", retriever.doc_ids.tolist())
+    save_json(folder / "config.json", config)
+    seconds = time.perf_counter() - start
+    save_json(folder / "metrics.json", {"index_seconds": seconds, "documents": len(dataset.corpus)})
+    progress(1.0, f"BM25: indexed in {seconds:.1f}s")
+    return {"index_seconds": seconds}
+
+
+def is_built(dataset: Dataset, variant: str | None = None) -> bool:
+    return (_folder(dataset, variant) / "config.json").is_file()
+
+
+def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriever:
+    """Load the saved index; ``k1``/``b`` options re-index in memory (a second or two on 36.7k)."""
+    if "k1" in options or "b" in options:
+        base = BM25Config()
+        cfg = BM25Config(float(options.get("k1", base.k1)), float(options.get("b", base.b)))
+        return BM25Retriever.index(dataset.corpus, cfg, name=f"bm25(k1={cfg.k1},b={cfg.b})")
+    folder = _folder(dataset, variant)
+    command = build_command("bm25", dataset.name)
+    config = config_from_dict(BM25Config, load_json(folder / "config.json", "the BM25 index", command))
+    doc_ids = load_json(folder / "doc_ids.json", "the BM25 index", command)
+    try:
+        model = bm25s.BM25.load(str(folder / "index"))
+    except Exception as exc:
+        raise MissingArtifactError("the BM25 index", command, f"corrupt ({type(exc).__name__})") from None
+    if len(doc_ids) != len(dataset.corpus):
+        raise MissingArtifactError("the BM25 index", command + " --force", "stale (collection changed)")
+    return BM25Retriever(model, doc_ids, config)
+
+
+def config_dict(variant: str | None = None) -> dict:
+    return {**BM25Config().__dict__, "presets": PRESETS, "paper default": "k1=3.44, b=0.87"}
