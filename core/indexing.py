@@ -1,0 +1,127 @@
+"""faiss indexes from a factory string, with the papers' settings as named presets.
+
+Presets (inner product on L2-normalised vectors = cosine):
+
+==================  ==============================  =============  ==============================
+preset              factory                         search params  paper
+==================  ==============================  =============  ==============================
+``flat``            ``Flat``                        —              exact ("compute-all")
+``ivfpq``           ``IVF{nlist},PQ{m}x8``          ``nprobe=10``  DenseTrans §4.2.3: 2000 lists, 16×8-bit
+``ivf``             ``IVF{nlist},Flat``             ``nprobe=10``  SDML §4.3: 2000 lists
+``hnsw``            ``HNSW32,Flat``                 ``efSearch=64`` —
+==================  ==============================  =============  ==============================
+
+Scaling nlist: the papers' 2000 lists were for collections of ~0.5M questions; on 36.7k vectors that
+would leave ~18 vectors per list, below faiss's 39-per-centroid training minimum. We use faiss's rule
+of thumb nlist = 4·√N (767 for 36,737), capped at N/39 so every centroid has enough training points.
+``m`` (PQ sub-vectors) is 16 as in the paper when it divides the dimension, else the largest divisor
+of the dimension that is ≤ 16.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from core.artifacts import load_json, save_json
+from core.errors import MissingArtifactError, UnknownNameError
+
+PRESETS = {
+    "flat": ("Flat", ""),
+    "ivfpq": ("IVF{nlist},PQ{m}x8", "nprobe=10"),
+    "ivf": ("IVF{nlist},Flat", "nprobe=10"),
+    "hnsw": ("HNSW32,Flat", "efSearch=64"),
+}
+
+
+def scaled_nlist(n: int) -> int:
+    """nlist = 4·√N, capped at N/39 (faiss needs ≥ 39 training points per centroid), at least 1."""
+    return max(1, min(round(4 * math.sqrt(n)), n // 39))
+
+
+def pq_subvectors(dim: int, wanted: int = 16) -> int:
+    return max(m for m in range(1, wanted + 1) if dim % m == 0)
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A concrete index: the factory string and its search parameters."""
+
+    factory: str
+    search_params: str = ""
+
+    @classmethod
+    def from_preset(cls, preset: str, n: int, dim: int) -> IndexSpec:
+        if preset not in PRESETS:
+            if "," in preset or preset in ("Flat",) or preset.startswith(("IVF", "HNSW", "PQ")):
+                return cls(preset)
+            raise UnknownNameError("index preset", preset, list(PRESETS))
+        factory, params = PRESETS[preset]
+        return cls(factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim)), params)
+
+
+def build_index(vectors: np.ndarray, spec: IndexSpec, seed: int = 13) -> faiss.Index:
+    """Train (if needed) and fill an inner-product index over L2-normalised float32 vectors."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    index = faiss.index_factory(vectors.shape[1], spec.factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:
+            ivf.cp.seed = seed
+        index.train(vectors)
+    index.add(vectors)
+    set_search_params(index, spec.search_params)
+    return index
+
+
+def set_search_params(index: faiss.Index, params: str) -> None:
+    """Apply ``"nprobe=10"`` / ``"efSearch=64"`` style parameters (faiss ParameterSpace)."""
+    if params:
+        faiss.ParameterSpace().set_index_parameters(index, params)
+
+
+def save_index(folder: Path, index: faiss.Index, spec: IndexSpec, encoder_id: str, count: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / "index.faiss.tmp"
+    faiss.write_index(index, str(tmp))
+    tmp.replace(folder / "index.faiss")
+    save_json(folder / "index.json", {"factory": spec.factory, "search_params": spec.search_params,
+                                      "encoder": encoder_id, "count": count})
+
+
+def load_index(folder: Path, command: str) -> tuple[faiss.Index, IndexSpec, dict]:
+    meta = load_json(folder / "index.json", f"the faiss index in {folder.name}", command)
+    path = folder / "index.faiss"
+    if not path.is_file():
+        raise MissingArtifactError(f"the faiss index in {folder.name}", command)
+    try:
+        index = faiss.read_index(str(path))
+    except RuntimeError as exc:
+        raise MissingArtifactError(f"the faiss index in {folder.name}", command, f"corrupt ({exc})") from None
+    spec = IndexSpec(meta["factory"], meta.get("search_params", ""))
+    set_search_params(index, spec.search_params)
+    return index, spec, meta
+
+
+def distance_counter(index: faiss.Index):
+    """A callable returning distance computations since the last call (IVF and HNSW stats; Flat = N)."""
+    if faiss.try_extract_index_ivf(index) is not None:
+        stats = faiss.cvar.indexIVF_stats
+    elif "HNSW" in type(index).__name__:
+        stats = faiss.cvar.hnsw_stats
+    else:
+        stats = None
+
+    def reset() -> None:
+        if stats is not None:
+            stats.reset()
+
+    def read(n_queries: int) -> float:
+        if stats is None:
+            return float(index.ntotal)
+        return float(stats.ndis) / max(1, n_queries)
+
+    return reset, read

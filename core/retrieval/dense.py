@@ -1,0 +1,139 @@
+"""Dense retrieval shared by every bi-encoder: encoder protocol, embedding cache, faiss retriever.
+
+An ``Encoder`` maps texts to an L2-normalised float32 matrix (batched, ``torch.inference_mode``,
+CUDA if present). Collection embeddings are cached in ``var/cache/embeddings`` keyed by the encoder id
+and a fingerprint of the collection, so a second build or a second app start does not re-encode.
+
+``DenseRetriever`` searches a faiss index built by ``core.indexing``. Because every bi-encoder here is
+siamese (one encoder for queries and questions), a query whose text is a collection text reuses its
+stored vector instead of being encoded again (exactly the same vector; this makes dataset-wide
+evaluation cost one encoding pass).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from core.artifacts import save_json
+from core.indexing import IndexSpec, build_index, distance_counter, set_search_params
+from core.paths import artifact_dir
+from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+
+
+class Encoder(Protocol):
+    """Texts -> L2-normalised float32 matrix (n, dim)."""
+
+    encoder_id: str  # names model + weights version; part of the embedding cache key
+
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray: ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def corpus_fingerprint(corpus: dict[str, str]) -> str:
+    h = hashlib.sha1()
+    for doc_id, text in corpus.items():
+        h.update(doc_id.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+        h.update(text.encode("utf-8", "surrogatepass"))
+        h.update(b"\x01")
+    return h.hexdigest()[:16]
+
+
+def cached_embeddings(
+    encoder: Encoder,
+    corpus: dict[str, str],
+    progress: ProgressFn = _no_progress,
+    batch_size: int = 128,
+) -> np.ndarray:
+    """Embeddings of ``corpus`` (in its key order), computed once per (encoder, collection)."""
+    key = hashlib.sha1(f"{encoder.encoder_id}|{corpus_fingerprint(corpus)}".encode()).hexdigest()[:20]
+    folder = artifact_dir("cache", "embeddings")
+    path = folder / f"{key}.npy"
+    if path.is_file():
+        try:
+            emb = np.load(path)
+            if emb.shape[0] == len(corpus):
+                progress(1.0, "embeddings loaded from cache")
+                return emb
+        except (ValueError, OSError):
+            pass  # corrupt cache entry: recompute
+    emb = l2_normalize(encoder.encode(list(corpus.values()), batch_size=batch_size, progress=progress))
+    tmp = folder / f".{key}.tmp.npy"
+    np.save(tmp, emb)
+    tmp.replace(path)
+    save_json(folder / f"{key}.json", {"encoder": encoder.encoder_id, "count": len(corpus)})
+    return emb
+
+
+class DenseRetriever(Retriever):
+    """Cosine search over a faiss index; counts distance computations per query."""
+
+    def __init__(
+        self,
+        name: str,
+        encoder: Encoder,
+        doc_ids: list[str],
+        index,
+        spec: IndexSpec,
+        doc_vectors: np.ndarray | None = None,
+        doc_texts: list[str] | None = None,
+    ) -> None:
+        self.name, self.encoder, self.index, self.spec = name, encoder, index, spec
+        self.doc_ids = np.asarray(doc_ids)
+        self.doc_vectors = doc_vectors
+        self._row_of_text = (
+            {t: i for i, t in enumerate(doc_texts)} if doc_texts is not None and doc_vectors is not None else {}
+        )
+        self._reset, self._read = distance_counter(index)
+        self.batch_size = 512
+
+    @classmethod
+    def from_vectors(
+        cls, name: str, encoder: Encoder, corpus: dict[str, str], vectors: np.ndarray, spec: IndexSpec
+    ) -> DenseRetriever:
+        return cls(name, encoder, list(corpus), build_index(vectors, spec), spec, vectors, list(corpus.values()))
+
+    def set_params(self, params: str) -> None:
+        """Change search parameters live (``"nprobe=20"``, ``"efSearch=128"``)."""
+        set_search_params(self.index, params)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        rows = [self._row_of_text.get(t) for t in texts]
+        missing = [i for i, r in enumerate(rows) if r is None]
+        out = np.empty((len(texts), self.index.d), dtype=np.float32)
+        if len(missing) < len(texts):
+            known = [i for i, r in enumerate(rows) if r is not None]
+            out[known] = self.doc_vectors[[rows[i] for i in known]]
+        if missing:
+            out[missing] = l2_normalize(self.encoder.encode([texts[i] for i in missing]))
+        return out
+
+    def retrieve_vectors(self, queries: np.ndarray, k: int) -> Hits:
+        k = min(k, self.index.ntotal)
+        self._reset()
+        scores, rows = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        per_query = self._read(len(queries))
+        ids, vals = [], []
+        for r, s in zip(rows, scores):
+            keep = r >= 0
+            ids.append(self.doc_ids[r[keep]].tolist())
+            vals.append(s[keep].astype(float).tolist())
+        return Hits(ids, vals, [{"distance_computations": per_query}] * len(queries))
+
+    def retrieve(self, texts: list[str], k: int) -> Hits:
+        return self.retrieve_vectors(self.encode_queries(texts), k)
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
