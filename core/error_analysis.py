@@ -1,0 +1,435 @@
+"""Error analysis: label sources, significance with Holm correction, per-query deltas, buckets, imports.
+
+Label source (``LABEL_SOURCES``)
+- ``dataset``: the dataset's qrels; negative labelled pairs (label 0) count as judged, not relevant.
+- ``judgments``: the user judgments of the store (several annotators on one pair: majority vote,
+  ties -> the most recent label).
+- ``both``: the union; **a user judgment wins** over the dataset label for the same (query, doc).
+Only queries with at least one relevant (label > 0) item are evaluated (ranx would otherwise average
+in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.evaluation``):
+paired Student's t-test (``student``) or Fisher's randomization test (``fisher``, 1000 permutations,
+seed 42); the p-values of the systems against the baseline are Holm-corrected per metric.
+
+Buckets
+- Jaccard (frm-multiview-chong.md §4.2): a labelled *pair* is hard when a positive has word Jaccard
+  in [0, 0.2] or a negative in [0.7, 1]; easy when a positive is in [0.7, 1] or a negative in
+  [0, 0.2]; middle otherwise. A *query* is hard when all its positives are hard, easy when all are
+  easy, middle otherwise (the paper buckets pairs; per-query metrics need the query lifted).
+- Query length in words (``core.text.word_tokens``).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from ranx import Run
+
+from core.data import Dataset
+from core.errors import DataFormatError, StudioError, UnknownNameError
+from core.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
+from core.judgments import JudgmentStore
+from core.paths import artifact_dir
+from core.retrieval.base import Ranking, Reranker, Retriever
+from core.text import word_tokens
+
+LABEL_SOURCES = ("dataset", "judgments", "both")
+PRECEDENCE = "user judgments win over dataset qrels for the same (query, doc)"
+DEFAULT_METRICS = ("ndcg@10", "mrr@100", "map@100", "precision@1", "hit_rate@10")
+LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 10**9))
+TIE_TOLERANCE = 1e-9
+
+Qrels = dict[str, dict[str, int]]
+
+
+# ----------------------------------------------------------------------------- labels
+@dataclass
+class LabelSet:
+    """Labels for evaluation: ``qrels`` (queries with a relevant item), ``judged`` (every label,
+    including negatives, for unjudged rates), query texts, and the source name."""
+
+    source: str
+    qrels: Qrels
+    judged: Qrels
+    queries: dict[str, str]
+
+
+def merge_qrels(dataset_qrels: Mapping[str, Mapping[str, int]], user_qrels: Mapping[str, Mapping[str, int]]) -> Qrels:
+    """Union of two label sets; the user label wins for a pair present in both (``PRECEDENCE``)."""
+    out: Qrels = {q: dict(v) for q, v in dataset_qrels.items()}
+    for q, docs in user_qrels.items():
+        out.setdefault(q, {}).update(docs)
+    return out
+
+
+def dataset_labels(dataset: Dataset, split: str = "all") -> tuple[Qrels, dict[str, str]]:
+    """Dataset qrels of a split plus its negative pairs as explicit 0 labels; query texts."""
+    queries = dataset.split_queries(split)
+    labels: Qrels = {q: dict(dataset.qrels.get(q, {})) for q in queries}
+    for pair in dataset.pairs.get("all", []):
+        if pair.label == 0:
+            for a, b in ((pair.id1, pair.id2), (pair.id2, pair.id1)):
+                if a in labels:
+                    labels[a].setdefault(b, 0)
+    return labels, queries
+
+
+def label_set(
+    dataset: Dataset,
+    store: JudgmentStore | None,
+    source: str = "both",
+    split: str = "all",
+    annotators: Sequence[str] | None = None,
+    resolve: str = "majority",
+) -> LabelSet:
+    """Build the labels of one source (see module docstring for the precedence)."""
+    if source not in LABEL_SOURCES:
+        raise UnknownNameError("label source", source, list(LABEL_SOURCES))
+    judged: Qrels = {}
+    queries: dict[str, str] = {}
+    if source in ("dataset", "both"):
+        judged, queries = dataset_labels(dataset, split)
+    if source in ("judgments", "both") and store is not None:
+        user = store.qrels(dataset.name, annotators, resolve)
+        texts = store.query_texts(dataset.name)
+        judged = merge_qrels(judged, user)
+        for q in user:
+            queries.setdefault(q, dataset.queries.get(q, texts.get(q, "")))
+    qrels = {q: dict(v) for q, v in judged.items() if any(label > 0 for label in v.values()) and queries.get(q)}
+    return LabelSet(source, qrels, {q: v for q, v in judged.items() if v}, {q: queries[q] for q in qrels})
+
+
+# ----------------------------------------------------------------------------- runs
+def run_system(
+    system: Retriever | Reranker,
+    dataset: Dataset,
+    queries: Mapping[str, str],
+    k: int = 100,
+    first_stage: Mapping[str, Ranking] | None = None,
+) -> Run:
+    """A ranx ``Run`` of one loaded system over ``queries`` (rerankers rescore the dataset's
+    candidates, or ``first_stage`` rankings)."""
+    if isinstance(system, Retriever):
+        rankings = system.search_many(dict(queries), k=k, ignore_identical_ids=dataset.ignore_identical_ids)
+    elif isinstance(system, Reranker):
+        if dataset.candidates:
+            cands = {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
+                     for q in queries if q in dataset.candidates}
+        elif first_stage is not None:
+            cands = dict(first_stage)
+        else:
+            raise StudioError(f"{system.name} is a reranker: it needs a first-stage run (e.g. bm25)")
+        rankings = system.rerank_many(dict(queries), cands, dataset.corpus, k=k)
+    else:
+        raise StudioError(f"not a system: {type(system).__name__}")
+    return to_run(rankings, system.name)
+
+
+def rename(run: Run, name: str) -> Run:
+    """A copy of a run under another name (ranx keys comparisons by ``Run.name``)."""
+    out = Run.from_dict(run.to_dict(), name=name)
+    out.name = name
+    return out
+
+
+def runs_dir(dataset_name: str) -> Path:
+    """Where imported TREC runs of a dataset are kept."""
+    from core.registry import slug
+
+    return artifact_dir("runs", slug(dataset_name))
+
+
+def import_run(path: str | Path, dataset: Dataset, name: str | None = None) -> tuple[str, Path]:
+    """Validate a TREC run file against the dataset and keep a copy; returns (name, stored path)."""
+    from core.registry import slug
+
+    run = read_trec_run(path, name)
+    docs = {d for ranked in run.to_dict().values() for d in ranked}
+    known = docs & set(dataset.corpus)
+    if not known:
+        raise DataFormatError(path, None, f"none of its {len(docs)} doc ids is in the collection of {dataset.name}")
+    run_name = slug(name or run.name or Path(path).stem)
+    target = runs_dir(dataset.name) / f"{run_name}.trec"
+    rename(run, run_name).save(str(target), kind="trec")
+    return run_name, target
+
+
+def imported_runs(dataset_name: str) -> dict[str, Path]:
+    """Imported run name -> file."""
+    return {p.stem: p for p in sorted(runs_dir(dataset_name).glob("*.trec"))}
+
+
+def load_run_file(path: str | Path, name: str | None = None) -> Run:
+    """A TREC run file as a ranx ``Run`` named ``name`` (default: file stem)."""
+    return rename(read_trec_run(path), name or Path(path).stem)
+
+
+# ----------------------------------------------------------------------------- statistics
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    items = sorted(pvalues.items(), key=lambda kv: kv[1])
+    m = len(items)
+    out: dict[str, float] = {}
+    running = 0.0
+    for i, (name, p) in enumerate(items):
+        running = max(running, min(1.0, (m - i) * p))
+        out[name] = running
+    return out
+
+
+@dataclass
+class Analysis:
+    """Everything the Error Analysis page and ``python -m core compare`` show."""
+
+    systems: list[str]
+    baseline: str
+    metrics: list[str]
+    stat_test: str
+    label_source: str
+    queries: int
+    scores: dict[str, dict[str, float]]  # system -> metric -> mean
+    pvalues: dict[str, dict[str, float]]  # system -> metric -> p vs baseline
+    holm: dict[str, dict[str, float]]  # system -> metric -> Holm-adjusted p
+    win_tie_loss: dict[str, dict[str, dict[str, int]]]  # system -> metric -> W/T/L vs baseline
+    per_query: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # metric -> system -> q -> v
+    max_p: float = 0.05
+
+    def table(self) -> list[dict]:
+        """One row per system: metric means, p, Holm p, significance and W/T/L vs the baseline."""
+        rows = []
+        for s in self.systems:
+            row: dict = {"system": s}
+            for m in self.metrics:
+                row[m] = self.scores[s][m]
+            for m in self.metrics:
+                if s == self.baseline:
+                    row[f"{m} p"] = row[f"{m} p (Holm)"] = None
+                    row[f"{m} W/T/L"] = ""
+                else:
+                    row[f"{m} p"] = self.pvalues[s][m]
+                    row[f"{m} p (Holm)"] = self.holm[s][m]
+                    wtl = self.win_tie_loss[s][m]
+                    row[f"{m} W/T/L"] = f"{wtl['W']}/{wtl['T']}/{wtl['L']}"
+            rows.append(row)
+        return rows
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (no per-query values)."""
+        return {
+            "label_source": self.label_source, "queries": self.queries, "baseline": self.baseline,
+            "stat_test": self.stat_test, "metrics": self.metrics, "table": self.table(),
+        }
+
+
+def analyze(
+    labels: LabelSet,
+    runs: Sequence[Run],
+    baseline: str | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    stat_test: str = "student",
+    max_p: float = 0.05,
+) -> Analysis:
+    """ranx comparison of ``runs`` on ``labels.qrels`` with Holm-corrected tests against ``baseline``."""
+    if not runs:
+        raise StudioError("pick at least one system or run")
+    if not labels.qrels:
+        raise StudioError(f"no query has a relevant label in the '{labels.source}' label source")
+    if stat_test not in ("student", "fisher"):
+        raise UnknownNameError("statistical test", stat_test, ["student", "fisher"])
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise StudioError(f"two runs share a name: {names}")
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise UnknownNameError("baseline", baseline, names)
+    metrics = check_metrics(list(metrics))
+    ordered = [r for r in runs if r.name == baseline] + [r for r in runs if r.name != baseline]
+    pq = {m: {r.name: per_query(labels.qrels, r, m) for r in ordered} for m in metrics}
+    scores = {r.name: {m: float(np.mean(list(pq[m][r.name].values()))) for m in metrics} for r in ordered}
+    pvalues: dict[str, dict[str, float]] = {}
+    wtl: dict[str, dict[str, dict[str, int]]] = {}
+    if len(ordered) > 1:
+        report = compare_runs(labels.qrels, list(ordered), metrics, stat_test=stat_test, max_p=max_p)
+        for r in ordered[1:]:
+            pvalues[r.name] = {m: float(report.comparisons[r.name, baseline][m]["p_value"]) for m in metrics}
+            wtl[r.name] = {m: win_tie_loss(pq[m][r.name], pq[m][baseline]) for m in metrics}
+    adjusted: dict[str, dict[str, float]] = {s: {} for s in pvalues}
+    for m in metrics:
+        for s, p in holm({s: pvalues[s][m] for s in pvalues}).items():
+            adjusted[s][m] = p
+    return Analysis(
+        systems=[r.name for r in ordered], baseline=baseline, metrics=metrics, stat_test=stat_test,
+        label_source=labels.source, queries=len(labels.qrels), scores=scores, pvalues=pvalues, holm=adjusted,
+        win_tie_loss=wtl, per_query=pq, max_p=max_p,
+    )
+
+
+def win_tie_loss(system: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, int]:
+    """Queries where the system beats / ties / loses to the baseline (|Δ| ≤ 1e-9 is a tie)."""
+    out = {"W": 0, "T": 0, "L": 0}
+    for q, v in system.items():
+        d = v - baseline.get(q, 0.0)
+        out["W" if d > TIE_TOLERANCE else "L" if d < -TIE_TOLERANCE else "T"] += 1
+    return out
+
+
+def query_deltas(analysis: Analysis, system: str, metric: str) -> list[tuple[str, float]]:
+    """(query id, system − baseline) for every evaluated query, most negative first."""
+    sys_v = analysis.per_query[metric][system]
+    base = analysis.per_query[metric][analysis.baseline]
+    return sorted(((q, sys_v[q] - base.get(q, 0.0)) for q in sys_v), key=lambda t: (t[1], t[0]))
+
+
+# ----------------------------------------------------------------------------- unjudged
+@dataclass(frozen=True)
+class UnjudgedRate:
+    """Share of a system's top-k items that carry no label in the chosen source."""
+
+    system: str
+    k: int
+    retrieved: int
+    unjudged: int
+
+    @property
+    def rate(self) -> float:
+        return self.unjudged / self.retrieved if self.retrieved else 0.0
+
+
+def unjudged_rate(run: Run, judged: Mapping[str, Mapping[str, int]], k: int = 10,
+                  queries: Sequence[str] | None = None) -> UnjudgedRate:
+    """How many of the run's top-k items (over ``queries``, default all) have no label."""
+    data = run.to_dict()
+    retrieved = unjudged = 0
+    for q in queries if queries is not None else list(data):
+        top = sorted(data.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        labels = judged.get(q, {})
+        retrieved += len(top)
+        unjudged += sum(d not in labels for d, _ in top)
+    return UnjudgedRate(run.name, k, retrieved, unjudged)
+
+
+def most_unjudged(runs: Sequence[Run], judged: Mapping[str, Mapping[str, int]], k: int = 10,
+                  limit: int = 20) -> list[tuple[str, int, dict[str, list[str]]]]:
+    """Queries with the most unlabelled items in the systems' pooled top-k: (qid, count, pool)."""
+    datas = {r.name: r.to_dict() for r in runs}
+    qids = sorted({q for d in datas.values() for q in d})
+    out = []
+    for q in qids:
+        pool = {name: [d for d, _ in sorted(data.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+                for name, data in datas.items()}
+        missing = {d for ids in pool.values() for d in ids if d not in judged.get(q, {})}
+        if missing:
+            out.append((q, len(missing), pool))
+    out.sort(key=lambda t: (-t[1], t[0]))
+    return out[:limit]
+
+
+# ----------------------------------------------------------------------------- buckets
+def jaccard(a: str, b: str) -> float:
+    """Word-set Jaccard similarity (``core.text.word_tokens``); 0 for two empty texts."""
+    sa, sb = set(word_tokens(a)), set(word_tokens(b))
+    union = sa | sb
+    return len(sa & sb) / len(union) if union else 0.0
+
+
+def pair_bucket(similarity: float, relevant: bool) -> str:
+    """frm-multiview-chong.md §4.2: hard / easy / middle for one labelled pair."""
+    low, high = similarity <= 0.2, similarity >= 0.7
+    if relevant:
+        return "hard" if low else "easy" if high else "middle"
+    return "hard" if high else "easy" if low else "middle"
+
+
+def query_buckets(qrels: Mapping[str, Mapping[str, int]], queries: Mapping[str, str],
+                  corpus: Mapping[str, str]) -> dict[str, str]:
+    """Query -> bucket from its positives: all hard -> hard, all easy -> easy, else middle."""
+    out = {}
+    for q, docs in qrels.items():
+        buckets = {pair_bucket(jaccard(queries[q], corpus[d]), True) for d, label in docs.items()
+                   if label > 0 and d in corpus}
+        if buckets:
+            out[q] = buckets.pop() if len(buckets) == 1 and buckets <= {"hard", "easy"} else "middle"
+    return out
+
+
+def pair_bucket_counts(judged: Mapping[str, Mapping[str, int]], queries: Mapping[str, str],
+                       corpus: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Labelled pairs per bucket, split into positives and negatives."""
+    out = {b: {"positive": 0, "negative": 0} for b in ("hard", "middle", "easy")}
+    for q, docs in judged.items():
+        if q not in queries:
+            continue
+        for d, label in docs.items():
+            if d in corpus:
+                out[pair_bucket(jaccard(queries[q], corpus[d]), label > 0)]["positive" if label > 0 else "negative"] += 1
+    return out
+
+
+def length_bucket(text: str) -> str:
+    """Query length bin in words (``LENGTH_BINS``)."""
+    n = len(word_tokens(text))
+    for lo, hi in LENGTH_BINS:
+        if lo <= n <= hi:
+            return f"{lo}-{hi}" if hi < 10**9 else f"{lo}+"
+    return "0"
+
+
+def metric_by_group(analysis: Analysis, metric: str, groups: Mapping[str, str],
+                    order: Sequence[str] | None = None) -> list[dict]:
+    """Mean per-query metric of every system within each group: rows {group, queries, system...}."""
+    values = analysis.per_query[metric]
+    names = list(order) if order is not None else sorted(set(groups.values()))
+    rows = []
+    for g in names:
+        qids = [q for q in values[analysis.baseline] if groups.get(q) == g]
+        if not qids:
+            continue
+        row: dict = {"group": g, "queries": len(qids)}
+        for s in analysis.systems:
+            row[s] = float(np.mean([values[s].get(q, 0.0) for q in qids]))
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- export
+def qrels_to_trec(qrels: Mapping[str, Mapping[str, int]]) -> str:
+    """TREC qrels text (``qid 0 docid label``), sorted."""
+    return "".join(f"{q} 0 {d} {qrels[q][d]}\n" for q in sorted(qrels) for d in sorted(qrels[q]))
+
+
+def run_to_trec(run: Run) -> str:
+    """TREC run text (``qid Q0 docid rank score tag``), best first."""
+    lines = []
+    for q, docs in sorted(run.to_dict().items()):
+        for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda kv: (-kv[1], kv[0])), start=1):
+            lines.append(f"{q} Q0 {d} {rank} {s:.6f} {run.name}\n")
+    return "".join(lines)
+
+
+def rows_to_csv(rows: Sequence[Mapping]) -> str:
+    """CSV text of a list of dicts (columns in first-seen order)."""
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(c for c in r if c not in cols)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def per_query_rows(analysis: Analysis, metric: str, queries: Mapping[str, str]) -> list[dict]:
+    """One row per query: text, each system's value, each system's delta to the baseline."""
+    values = analysis.per_query[metric]
+    rows = []
+    for q in sorted(values[analysis.baseline]):
+        row: dict = {"query_id": q, "query": queries.get(q, "")}
+        for s in analysis.systems:
+            row[s] = values[s].get(q, 0.0)
+        for s in analysis.systems[1:]:
+            row[f"{s} - {analysis.baseline}"] = row[s] - row[analysis.baseline]
+        rows.append(row)
+    return rows

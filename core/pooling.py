@@ -1,0 +1,76 @@
+"""Pooling for blind judging: the union of each system's top k, deduplicated and shuffled.
+
+The order is a deterministic shuffle seeded by (dataset, query), so the same query shows the same
+order to every annotator and after a reload, and no system's order leaks through. Each pool item
+remembers which systems retrieved it and at what rank (1-based); the Annotate page hides this and
+stores it with the label.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from core.data import Dataset
+from core.retrieval.base import Ranking
+
+
+@dataclass(frozen=True)
+class PoolItem:
+    """One candidate to judge: doc id and {system: rank} (hidden from the annotator)."""
+
+    doc_id: str
+    systems: dict[str, int] = field(default_factory=dict)
+
+
+def shuffle_seed(dataset: str, query: str) -> int:
+    """A stable 64-bit seed from the dataset and query text."""
+    return int.from_bytes(hashlib.sha256(f"{dataset}\x00{query}".encode("utf-8")).digest()[:8], "big")
+
+
+def build_pool(
+    rankings: Mapping[str, Ranking | Sequence[str]],
+    k: int,
+    dataset: str,
+    query: str,
+    exclude: Sequence[str] = (),
+) -> list[PoolItem]:
+    """Union of the top ``k`` of every system (``Ranking`` or a list of doc ids), shuffled blind.
+
+    ``exclude`` drops ids (e.g. the query's own id in QQP).
+    """
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    skip = set(exclude)
+    seen: dict[str, dict[str, int]] = {}
+    for system in sorted(rankings):
+        ranked = rankings[system]
+        ids = ranked.doc_ids if isinstance(ranked, Ranking) else list(ranked)
+        rank = 0
+        for doc in ids:
+            if doc in skip:
+                continue
+            rank += 1
+            if rank > k:
+                break
+            seen.setdefault(doc, {}).setdefault(system, rank)
+    order = sorted(seen)  # canonical order before the seeded shuffle
+    random.Random(shuffle_seed(dataset, query)).shuffle(order)
+    return [PoolItem(doc, dict(seen[doc])) for doc in order]
+
+
+def available_systems(dataset: Dataset) -> list[str]:
+    """Registered systems that apply to the dataset and are built (importable and ``is_built``)."""
+    from core.registry import list_systems, supports, system_module
+
+    out = []
+    for spec in list_systems():
+        if not supports(spec, dataset):
+            continue
+        try:
+            if system_module(spec.name).is_built(dataset):
+                out.append(spec.name)
+        except ModuleNotFoundError:
+            continue
+    return out
