@@ -372,19 +372,23 @@ class JudgmentStore:
 
         def tx() -> LabelResult:
             with self._write() as s, s.begin():
-                a = self._annotator(s, annotator)
-                q = self._query(s, dataset, query, query_id)
-                d = self._document(s, dataset, doc_id, doc_text)
                 row = s.scalar(
-                    select(JudgmentRow).where(
-                        JudgmentRow.annotator_id == a.id, JudgmentRow.query_id == q.id, JudgmentRow.document_id == d.id
-                    )
+                    select(JudgmentRow)
+                    .join(Annotator, JudgmentRow.annotator_id == Annotator.id)
+                    .join(QueryRow, JudgmentRow.query_id == QueryRow.id)
+                    .join(DocumentRow, JudgmentRow.document_id == DocumentRow.id)
+                    .where(Annotator.name == annotator, QueryRow.dataset == dataset,
+                           QueryRow.text_hash == text_hash(query), DocumentRow.doc_id == doc_id,
+                           DocumentRow.text_hash == text_hash(doc_text))
                 )
                 previous = row.label if row is not None else None
                 if row is not None and row.label == label and (note is None or note == row.note):
-                    return LabelResult(False, previous)
+                    return LabelResult(False, previous)  # the common re-submit path: one SELECT
                 now = _now()
                 if row is None:
+                    a = self._annotator(s, annotator)
+                    q = self._query(s, dataset, query, query_id)
+                    d = self._document(s, dataset, doc_id, doc_text)
                     row = JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=label,
                                       note=note, systems=hits or None, created_at=now)
                     s.add(row)
@@ -394,8 +398,9 @@ class JudgmentStore:
                         row.note = note
                     if hits:
                         row.systems = {**(row.systems or {}), **hits}
-                s.add(HistoryRow(annotator_id=a.id, query_id=q.id, document_id=d.id, action="set", label=label,
-                                 previous_label=previous, note=row.note, systems=row.systems, created_at=now))
+                s.add(HistoryRow(annotator_id=row.annotator_id, query_id=row.query_id, document_id=row.document_id,
+                                 action="set", label=label, previous_label=previous, note=row.note,
+                                 systems=row.systems, created_at=now))
                 return LabelResult(True, previous)
 
         return self._retry(tx)
