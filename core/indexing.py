@@ -11,6 +11,9 @@ preset              factory                         search params  paper
 ``hnsw``            ``HNSW32,Flat``                 ``efSearch=64`` —
 ==================  ==============================  =============  ==============================
 
+Metric: inner product by default; ``IndexSpec(metric="l2")`` ranks by squared Euclidean distance
+(SDML, whose loss is defined on it); a ``DenseRetriever`` then reports scores as −distance.
+
 Scaling nlist: the papers' 2000 lists were for collections of ~0.5M questions; on 36.7k vectors that
 would leave ~18 vectors per list, below faiss's 39-per-centroid training minimum. We use faiss's rule
 of thumb nlist = 4·√N (767 for 36,737), capped at N/39 so every centroid has enough training points.
@@ -35,6 +38,7 @@ PRESETS = {
     "ivf": ("IVF{nlist},Flat", "nprobe=10"),
     "hnsw": ("HNSW32,Flat", "efSearch=64"),
 }
+METRICS = {"ip": faiss.METRIC_INNER_PRODUCT, "l2": faiss.METRIC_L2}
 
 
 def scaled_nlist(n: int) -> int:
@@ -52,21 +56,25 @@ class IndexSpec:
 
     factory: str
     search_params: str = ""
+    metric: str = "ip"  # "ip" (inner product = cosine on unit vectors) or "l2" (squared Euclidean)
 
     @classmethod
-    def from_preset(cls, preset: str, n: int, dim: int) -> IndexSpec:
+    def from_preset(cls, preset: str, n: int, dim: int, metric: str = "ip") -> IndexSpec:
+        if metric not in METRICS:
+            raise UnknownNameError("index metric", metric, list(METRICS))
         if preset not in PRESETS:
             if "," in preset or preset in ("Flat",) or preset.startswith(("IVF", "HNSW", "PQ")):
-                return cls(preset)
+                return cls(preset, metric=metric)
             raise UnknownNameError("index preset", preset, list(PRESETS))
         factory, params = PRESETS[preset]
-        return cls(factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim)), params)
+        return cls(factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim)), params, metric)
 
 
 def build_index(vectors: np.ndarray, spec: IndexSpec, seed: int = 13) -> faiss.Index:
-    """Train (if needed) and fill an inner-product index over L2-normalised float32 vectors."""
+    """Train (if needed) and fill an index: inner product over L2-normalised float32 vectors, or
+    squared Euclidean distance when ``spec.metric == "l2"`` (SDML, sdml-bonadiman2019.md §2.1.2)."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = faiss.index_factory(vectors.shape[1], spec.factory, faiss.METRIC_INNER_PRODUCT)
+    index = faiss.index_factory(vectors.shape[1], spec.factory, METRICS[spec.metric])
     if not index.is_trained:
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
@@ -89,7 +97,7 @@ def save_index(folder: Path, index: faiss.Index, spec: IndexSpec, encoder_id: st
     faiss.write_index(index, str(tmp))
     tmp.replace(folder / "index.faiss")
     save_json(folder / "index.json", {"factory": spec.factory, "search_params": spec.search_params,
-                                      "encoder": encoder_id, "count": count})
+                                      "metric": spec.metric, "encoder": encoder_id, "count": count})
 
 
 def load_index(folder: Path, command: str) -> tuple[faiss.Index, IndexSpec, dict]:
@@ -101,7 +109,7 @@ def load_index(folder: Path, command: str) -> tuple[faiss.Index, IndexSpec, dict
         index = faiss.read_index(str(path))
     except RuntimeError as exc:
         raise MissingArtifactError(f"the faiss index in {folder.name}", command, f"corrupt ({exc})") from None
-    spec = IndexSpec(meta["factory"], meta.get("search_params", ""))
+    spec = IndexSpec(meta["factory"], meta.get("search_params", ""), meta.get("metric", "ip"))
     set_search_params(index, spec.search_params)
     return index, spec, meta
 

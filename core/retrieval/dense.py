@@ -53,9 +53,14 @@ def cached_embeddings(
     corpus: dict[str, str],
     progress: ProgressFn = _no_progress,
     batch_size: int = 128,
+    normalize: bool = True,
 ) -> np.ndarray:
-    """Embeddings of ``corpus`` (in its key order), computed once per (encoder, collection)."""
-    key = hashlib.sha1(f"{encoder.encoder_id}|{corpus_fingerprint(corpus)}".encode()).hexdigest()[:20]
+    """Embeddings of ``corpus`` (in its key order), computed once per (encoder, collection).
+
+    ``normalize=False`` keeps the encoder's raw vectors (for squared-Euclidean indexes, e.g. SDML).
+    """
+    raw = "" if normalize else "|raw"
+    key = hashlib.sha1(f"{encoder.encoder_id}|{corpus_fingerprint(corpus)}{raw}".encode()).hexdigest()[:20]
     folder = artifact_dir("cache", "embeddings")
     path = folder / f"{key}.npy"
     if path.is_file():
@@ -66,7 +71,8 @@ def cached_embeddings(
                 return emb
         except (ValueError, OSError):
             pass  # corrupt cache entry: recompute
-    emb = l2_normalize(encoder.encode(list(corpus.values()), batch_size=batch_size, progress=progress))
+    emb = encoder.encode(list(corpus.values()), batch_size=batch_size, progress=progress)
+    emb = l2_normalize(emb) if normalize else np.asarray(emb, dtype=np.float32)
     tmp = folder / f".{key}.tmp.npy"
     np.save(tmp, emb)
     tmp.replace(path)
@@ -75,7 +81,10 @@ def cached_embeddings(
 
 
 class DenseRetriever(Retriever):
-    """Cosine search over a faiss index; counts distance computations per query."""
+    """Cosine search over a faiss index; counts distance computations per query.
+
+    With an ``l2`` index (``spec.metric``) vectors are not normalised and scores are −‖q − d‖².
+    """
 
     def __init__(
         self,
@@ -95,6 +104,7 @@ class DenseRetriever(Retriever):
         )
         self._reset, self._read = distance_counter(index)
         self.batch_size = 512
+        self.normalize = getattr(spec, "metric", "ip") != "l2"
 
     @classmethod
     def from_vectors(
@@ -114,7 +124,8 @@ class DenseRetriever(Retriever):
             known = [i for i, r in enumerate(rows) if r is not None]
             out[known] = self.doc_vectors[[rows[i] for i in known]]
         if missing:
-            out[missing] = l2_normalize(self.encoder.encode([texts[i] for i in missing]))
+            vecs = self.encoder.encode([texts[i] for i in missing])
+            out[missing] = l2_normalize(vecs) if self.normalize else vecs
         return out
 
     def retrieve_vectors(self, queries: np.ndarray, k: int) -> Hits:
@@ -122,6 +133,8 @@ class DenseRetriever(Retriever):
         self._reset()
         scores, rows = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
         per_query = self._read(len(queries))
+        if not self.normalize:
+            scores = -scores  # faiss returns squared L2 distances: higher score = closer
         ids, vals = [], []
         for r, s in zip(rows, scores):
             keep = r >= 0
