@@ -7,8 +7,9 @@ Label source (``LABEL_SOURCES``)
 - ``both``: the union; **a user judgment wins** over the dataset label for the same (query, doc).
 Only queries with at least one relevant (label > 0) item are evaluated (ranx would otherwise average
 in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.evaluation``):
-paired Student's t-test (``student``) or Fisher's randomization test (``fisher``, 1000 permutations,
-seed 42); the p-values of the systems against the baseline are Holm-corrected per metric.
+paired Student's t-test (``student``, ranx) or Fisher's randomization test (``fisher``, 1000
+permutations, seed 42; ranx's statistic with a seeded generator, see ``randomization_test``); the
+p-values of the systems against the baseline are Holm-corrected per metric.
 
 Buckets
 - Jaccard (frm-multiview-chong.md §4.2): a labelled *pair* is hard when a positive has word Jaccard
@@ -180,6 +181,26 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
+def randomization_test(control: Sequence[float], treatment: Sequence[float], n_permutations: int = 1000,
+                       seed: int = 42) -> float:
+    """Paired two-sided Fisher randomization test (Smucker et al., CIKM'07), as ranx computes it.
+
+    Each permutation swaps the two systems' scores of a query with probability 1/2 (a sign flip of the
+    per-query difference); p = share of permutations whose |mean difference| reaches the observed one.
+    ranx's ``fisher_randomization_test`` runs this loop in numba ``prange`` threads whose random streams
+    ignore the seed, so its p-value changes from call to call; this version draws from a seeded
+    ``numpy.random.Generator`` so the page and the CLI report the same number.
+    """
+    a, b = np.asarray(control, dtype=float), np.asarray(treatment, dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("two equally long, non-empty score lists are needed")
+    diff = b - a
+    observed = abs(diff.mean())
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(n_permutations, diff.size))
+    permuted = np.abs((signs * diff).mean(axis=1))
+    return float(np.mean(permuted >= observed - 1e-12))
+
+
 @dataclass
 class Analysis:
     """Everything the Error Analysis page and ``python -m core compare`` show."""
@@ -252,9 +273,17 @@ def analyze(
     pvalues: dict[str, dict[str, float]] = {}
     wtl: dict[str, dict[str, dict[str, int]]] = {}
     if len(ordered) > 1:
-        report = compare_runs(labels.qrels, list(ordered), metrics, stat_test=stat_test, max_p=max_p)
+        report = compare_runs(labels.qrels, list(ordered), metrics, stat_test="student", max_p=max_p) \
+            if stat_test == "student" else None
         for r in ordered[1:]:
-            pvalues[r.name] = {m: float(report.comparisons[r.name, baseline][m]["p_value"]) for m in metrics}
+            if stat_test == "student":
+                pvalues[r.name] = {m: float(report.comparisons[r.name, baseline][m]["p_value"]) for m in metrics}
+            else:
+                qids = sorted(pq[metrics[0]][baseline])
+                pvalues[r.name] = {
+                    m: randomization_test([pq[m][baseline][q] for q in qids], [pq[m][r.name].get(q, 0.0) for q in qids])
+                    for m in metrics
+                }
             wtl[r.name] = {m: win_tie_loss(pq[m][r.name], pq[m][baseline]) for m in metrics}
     adjusted: dict[str, dict[str, float]] = {s: {} for s in pvalues}
     for m in metrics:
@@ -433,3 +462,26 @@ def per_query_rows(analysis: Analysis, metric: str, queries: Mapping[str, str]) 
             row[f"{s} - {analysis.baseline}"] = row[s] - row[analysis.baseline]
         rows.append(row)
     return rows
+
+
+def system_runs(
+    names: Sequence[str],
+    dataset: Dataset,
+    queries: Mapping[str, str],
+    k: int = 100,
+    first_stage: str = "bm25",
+    depth: int = 20,
+    loader=None,  # noqa: ANN001 - (name, dataset) -> system; default core.registry.load_system
+) -> list[Run]:
+    """Runs of built-in systems by name (rerankers rescore ``first_stage``'s top ``depth``)."""
+    from core.registry import load_system
+
+    load = loader or (lambda name, ds: load_system(name, ds))
+    runs, first = [], None
+    for name in names:
+        system = load(name, dataset)
+        if isinstance(system, Reranker) and not dataset.candidates and first is None:
+            retriever = load(first_stage, dataset)
+            first = retriever.search_many(dict(queries), k=depth, ignore_identical_ids=dataset.ignore_identical_ids)
+        runs.append(rename(run_system(system, dataset, queries, k, first_stage=first), name))
+    return runs
