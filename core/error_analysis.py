@@ -485,3 +485,10 @@ def system_runs(
             first = retriever.search_many(dict(queries), k=depth, ignore_identical_ids=dataset.ignore_identical_ids)
         runs.append(rename(run_system(system, dataset, queries, k, first_stage=first), name))
     return runs
+
+
+def run_from_dict(data: Mapping[str, Mapping[str, float]], name: str) -> Run:
+    """A fresh ranx ``Run`` from ``{qid: {doc: score}}`` (cached runs are kept as plain dicts)."""
+    run = Run.from_dict({q: dict(v) for q, v in data.items() if v}, name=name)
+    run.name = name
+    return run

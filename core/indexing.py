@@ -67,7 +67,10 @@ class IndexSpec:
                 return cls(preset, metric=metric)
             raise UnknownNameError("index preset", preset, list(PRESETS))
         factory, params = PRESETS[preset]
-        return cls(factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim)), params, metric)
+        factory = factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim))
+        if "x8" in factory and n < 256:  # PQ needs ≥ 2^nbits training points: tiny collections get fewer bits
+            factory = factory.replace("x8", f"x{max(1, int(math.log2(max(2, n))))}")
+        return cls(factory, params, metric)
 
 
 def build_index(vectors: np.ndarray, spec: IndexSpec, seed: int = 13) -> faiss.Index:

@@ -74,3 +74,27 @@ def available_systems(dataset: Dataset) -> list[str]:
         except ModuleNotFoundError:
             continue
     return out
+
+
+def system_top_ids(system, dataset: Dataset, query: str, k: int, query_id: str | None = None,  # noqa: ANN001
+                   first_stage=None, depth: int = 20) -> list[str]:  # noqa: ANN001
+    """Top-``k`` doc ids of one loaded system for one query (the query's own id dropped in QQP).
+
+    A reranker rescores the dataset's candidates for ``query_id`` or ``first_stage``'s top ``depth``.
+    """
+    from core.errors import StudioError
+    from core.retrieval.base import Reranker, Retriever
+
+    exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
+    if isinstance(system, Retriever):
+        return system.search(query, k, exclude=exclude).doc_ids
+    if isinstance(system, Reranker):
+        if dataset.candidates and query_id in dataset.candidates:
+            ids = list(dataset.candidates[query_id])
+            cands = Ranking("candidates", ids, [0.0] * len(ids))
+        elif first_stage is not None:
+            cands = first_stage.search(query, depth, exclude=exclude)
+        else:
+            raise StudioError(f"{system.name} is a reranker: it needs a first-stage system")
+        return system.rerank(query, cands, dataset.corpus, k=k).doc_ids
+    raise StudioError(f"not a system: {type(system).__name__}")

@@ -20,3 +20,32 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
     from core.registry import load_system
 
     return load_system(name, dataset(dataset_name), variant=variant, **dict(options))
+
+
+# ----------------------------------------------------------------------------- judgments (issue 7)
+@st.cache_resource(show_spinner=False)
+def judgment_store(url: str):
+    """The judgment store for a database URL (one engine per process; every call commits at once)."""
+    from core.judgments import JudgmentStore
+
+    return JudgmentStore(url)
+
+
+@st.cache_data(show_spinner="Ranking for the pool…", max_entries=512)
+def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | None, k: int) -> list[str]:
+    """Top-k doc ids of one system for one query (rerankers rescore BM25's top 20)."""
+    from core.pooling import system_top_ids
+    from core.registry import get_spec
+
+    first = system("bm25", dataset_name) if get_spec(system_name).kind == "reranker" else None
+    return system_top_ids(system(system_name, dataset_name), dataset(dataset_name), query, k, query_id, first)
+
+
+@st.cache_data(show_spinner="Running the system over the queries…", max_entries=32)
+def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str], ...], k: int) -> dict:
+    """One system's run over ``queries`` as ``{qid: {doc: score}}`` (same code as ``python -m core compare``)."""
+    from core.error_analysis import system_runs
+
+    (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k,
+                         loader=lambda name, _ds: system(name, dataset_name))
+    return run.to_dict()

@@ -17,3 +17,28 @@ def error(exc: BaseException) -> None:
         st.error(str(exc), icon="⚠️")
     else:
         st.error(f"Unexpected error: {type(exc).__name__}: {exc}", icon="🛑")
+
+
+def build_banner(dataset_name: str) -> None:
+    """One line on every page while the background build runs (what is building, how far)."""
+    from core.build import build_running, read_status
+    from core.registry import list_systems, supports
+
+    if not build_running(dataset_name):
+        return
+    ds = _dataset(dataset_name)
+    building = [read_status(ds, s) for s in list_systems() if supports(s, ds)]
+    active = [b for b in building if b.state == "building"]
+    ready = sum(b.state == "ready" for b in building)
+    if active:
+        b = active[0]
+        st.caption(f"⏳ Background build: {b.system} {b.progress:.0%} — {b.message[:80]} · "
+                   f"{ready}/{len(building)} systems ready (see Models)")
+    else:
+        st.caption(f"⏳ Background build running · {ready}/{len(building)} systems ready (see Models)")
+
+
+def _dataset(name: str):
+    from ui.cache import dataset
+
+    return dataset(name)

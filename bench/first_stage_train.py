@@ -1,0 +1,51 @@
+"""Train/build one first-stage system with its build() and print the measured metrics (JSON).
+
+Usage: QRS_VAR=... python bench/first_stage_train.py densetrans|sdml-cnn [variant] [--profile quick]
+       [--threads 1] [--tag TAG] [--set key=value ...]   (overrides of the config for experiments)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("system", choices=["densetrans", "sdml-cnn"])
+    ap.add_argument("variant", nargs="?")
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tag")
+    ap.add_argument("--set", nargs="*", default=[])
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from core.data import load_dataset
+
+    if args.system == "densetrans":
+        from core.retrieval import densetrans as mod
+    else:
+        from core.retrieval import sdml as mod
+    overrides = {}
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        overrides[k] = json.loads(v) if v[:1] in "0123456789-[{tf" and v not in ("full",) else v
+    ds = load_dataset("qqp-bimpm")
+    cfg = mod.make_config(args.profile, args.variant, **overrides)
+    t0 = time.perf_counter()
+    metrics = mod.build(ds, args.profile, variant=args.variant, config=cfg, tag=args.tag,
+                        progress=lambda f, m: None)
+    metrics["wall_seconds"] = time.perf_counter() - t0
+    metrics["threads"] = args.threads
+    print(json.dumps({"system": args.system, "variant": args.variant, "tag": args.tag, "config": overrides,
+                      "metrics": metrics}, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""``python -m core``."""
+import sys
+
+from core.cli import main
+
+sys.exit(main())

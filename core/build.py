@@ -1,0 +1,231 @@
+"""The default build: every registry system for a dataset, in order, with status files the app reads.
+
+``python -m core build --all`` runs it in the foreground; ``--background`` starts it as a detached
+process (one per dataset, guarded by a file lock) so the app is usable while heavier systems train.
+Status of each system is a JSON file ``var/build/<dataset>/<system>.json`` written atomically:
+``state`` (queued / building / ready / failed / skipped), ``progress`` (0–1), ``message``, timings,
+the error text, and the metrics the build returned. Systems already built are not rebuilt (a second
+start reuses everything) unless ``force``.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from core.artifacts import save_json
+from core.data import Dataset, load_dataset
+from core.paths import REPO_ROOT, artifact_dir
+from core.registry import SystemSpec, check_variant, get_spec, list_systems, slug, supports, system_module
+
+STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
+
+
+@dataclass
+class BuildStatus:
+    """What the app shows for one system on one dataset."""
+
+    system: str
+    state: str = "not built"
+    progress: float = 0.0
+    message: str = ""
+    started: float | None = None
+    finished: float | None = None
+    error: str = ""
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float | None:
+        if self.started is None:
+            return None
+        return (self.finished or time.time()) - self.started
+
+
+def _status_dir(dataset_name: str) -> Path:
+    return artifact_dir("build", slug(dataset_name))
+
+
+def _status_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
+    return _status_dir(dataset_name) / (f"{system}@{slug(variant)}.json" if variant else f"{system}.json")
+
+
+def write_status(dataset_name: str, status: BuildStatus, variant: str | None = None) -> None:
+    save_json(_status_path(dataset_name, status.system, variant), asdict(status))
+
+
+def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) -> BuildStatus:
+    """Current status: the status file, reconciled with what is on disk."""
+    import json
+
+    path = _status_path(dataset.name, spec.name, variant)
+    status = BuildStatus(spec.name)
+    if path.is_file():
+        try:
+            status = BuildStatus(**json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError):
+            pass
+    try:
+        built = system_module(spec.name).is_built(dataset, variant=variant)
+    except ModuleNotFoundError:
+        return BuildStatus(spec.name, "unavailable", message="not implemented in this version")
+    if built and status.state != "building":
+        status.state, status.progress = "ready", 1.0
+    elif not built and status.state == "ready":
+        status.state = "not built"
+    if status.state == "building" and not build_running(dataset.name):
+        status.state, status.error = "failed", status.error or "the build process stopped before finishing"
+    return status
+
+
+def default_systems(dataset: Dataset) -> list[SystemSpec]:
+    return [s for s in list_systems() if s.default_build and supports(s, dataset)]
+
+
+class _Progress:
+    """Throttled status writer passed to a system's ``build`` as ``progress(fraction, message)``."""
+
+    def __init__(self, dataset_name: str, status: BuildStatus, variant: str | None, listener=None) -> None:
+        self.dataset_name, self.status, self.variant, self.listener = dataset_name, status, variant, listener
+        self.last = 0.0
+
+    def __call__(self, fraction: float, message: str) -> None:
+        self.status.progress, self.status.message = float(max(0.0, min(1.0, fraction))), message
+        if self.listener is not None:
+            self.listener(fraction, message)
+        now = time.time()
+        if now - self.last > 0.5 or fraction >= 1.0:
+            self.last = now
+            write_status(self.dataset_name, self.status, self.variant)
+
+
+def build_system(
+    dataset: Dataset,
+    name: str,
+    profile: str = "quick",
+    variant: str | None = None,
+    force: bool = False,
+    listener=None,
+) -> BuildStatus:
+    """Build one system (unless already built); failures are recorded, not raised.
+
+    ``listener(fraction, message)`` also receives progress (the CLI draws a tqdm bar with it).
+    """
+    spec = get_spec(name)
+    check_variant(name, variant)
+    module = system_module(name)
+    status = BuildStatus(name)
+    if not force and module.is_built(dataset, variant=variant):
+        status.state, status.progress, status.message = "ready", 1.0, "already built"
+        write_status(dataset.name, status, variant)
+        return status
+    status.state, status.started, status.message = "building", time.time(), f"building ({profile} profile)"
+    write_status(dataset.name, status, variant)
+    try:
+        metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
+                               variant=variant)
+        status.state, status.progress, status.metrics = "ready", 1.0, dict(metrics or {})
+        status.message = "built"
+    except Exception as exc:  # recorded for the Models page; the build goes on with the next system
+        status.state, status.error = "failed", f"{type(exc).__name__}: {exc}"
+        status.message = traceback.format_exc(limit=6)[-2000:]
+    status.finished = time.time()
+    write_status(dataset.name, status, variant)
+    return status
+
+
+def build_all(
+    dataset_name: str, systems: list[str] | None = None, profile: str = "quick", force: bool = False,
+    echo: bool = True,
+) -> list[BuildStatus]:
+    """Build ``systems`` (default: every default-build system for the dataset) in registry order."""
+    dataset = load_dataset(dataset_name)
+    specs = [get_spec(s) for s in systems] if systems else default_systems(dataset)
+    with build_lock(dataset_name) as acquired:
+        if not acquired:
+            raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")
+        for spec in specs:
+            try:
+                system_module(spec.name)
+            except ModuleNotFoundError:
+                continue
+            if not force and system_module(spec.name).is_built(dataset, variant=None):
+                continue
+            write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"))
+        results = []
+        for spec in specs:
+            try:
+                system_module(spec.name)
+            except ModuleNotFoundError:
+                results.append(BuildStatus(spec.name, "unavailable", message="not implemented in this version"))
+                continue
+            if echo:
+                print(f"[build] {spec.name} ...", flush=True)
+            status = build_system(dataset, spec.name, profile=profile, force=force)
+            if echo:
+                took = f" in {status.seconds:.0f}s" if status.seconds else ""
+                print(f"[build] {spec.name}: {status.state}{took} {status.error}", flush=True)
+            results.append(status)
+        return results
+
+
+@contextmanager
+def build_lock(dataset_name: str):
+    """An exclusive, non-blocking file lock per dataset; yields whether it was acquired."""
+    path = _status_dir(dataset_name) / "build.lock"
+    fh = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        fh.close()
+
+
+def build_running(dataset_name: str) -> bool:
+    """True while a build process holds the dataset's lock."""
+    path = _status_dir(dataset_name) / "build.lock"
+    if not path.exists():
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
+
+
+def start_background_build(dataset_name: str, profile: str = "quick", systems: list[str] | None = None) -> bool:
+    """Start the default build as a detached process (no-op if one is running). Returns True if started."""
+    if build_running(dataset_name):
+        return False
+    log = _status_dir(dataset_name) / "build.log"
+    cmd = [sys.executable, "-m", "core", "build", "--dataset", dataset_name, "--profile", profile]
+    cmd += ["--systems", ",".join(systems)] if systems else ["--all"]
+    with open(log, "ab") as out:
+        subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return True
+
+
+def build_log_tail(dataset_name: str, lines: int = 40) -> str:
+    log = _status_dir(dataset_name) / "build.log"
+    if not log.is_file():
+        return ""
+    return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])

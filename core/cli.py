@@ -1,0 +1,280 @@
+"""``python -m core``: one function per verb (argparse); progress bars with tqdm.
+
+Verbs: datasets, data, systems, build, train, eval, search (+ judgments, compare, casestudy when
+their modules are present). Every error a user can cause prints one clear line and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+from tqdm import tqdm
+
+from core.data import DEFAULT_DATASET, list_datasets, load_dataset
+from core.errors import StudioError
+
+
+class TqdmProgress:
+    """A ``progress(fraction, message)`` callback drawing one tqdm bar."""
+
+    def __init__(self, desc: str) -> None:
+        self.bar = tqdm(total=1000, desc=desc, unit="‰", leave=True, dynamic_ncols=True,
+                        bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
+        self.done = 0
+
+    def __call__(self, fraction: float, message: str) -> None:
+        target = int(max(0.0, min(1.0, fraction)) * 1000)
+        if target > self.done:
+            self.bar.update(target - self.done)
+            self.done = target
+        self.bar.set_postfix_str(message[-60:], refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _options(pairs: list[str]) -> dict:
+    out = {}
+    for item in pairs or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise StudioError(f"--option takes key=value, got {item!r}")
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- verbs
+def cmd_datasets(args: argparse.Namespace) -> int:
+    rows = [(name, desc) for name, desc in list_datasets().items()]
+    print(tabulate(rows, headers=["dataset", "description"]))
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    if args.action == "stats":
+        ds = load_dataset(args.dataset)
+        print(ds.description)
+        print(tabulate(list(ds.stats().items()), headers=["what", "count"], intfmt=","))
+        return 0
+    from core.imports import import_dataset
+
+    name = import_dataset(args.kind, args.path, args.name)
+    ds = load_dataset(name)
+    print(f"imported {name}: {len(ds.corpus):,} texts, {len(ds.queries):,} queries")
+    return 0
+
+
+def cmd_systems(args: argparse.Namespace) -> int:
+    from core.build import read_status
+    from core.registry import list_systems, supports
+
+    ds = load_dataset(args.dataset)
+    rows = []
+    for spec in list_systems():
+        state = read_status(ds, spec).state if supports(spec, ds) else "n/a for this dataset"
+        rows.append((spec.name, spec.kind, state, ",".join(spec.variants) or "-", spec.paper))
+    print(tabulate(rows, headers=["system", "kind", f"status ({ds.name})", "variants", "paper"]))
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from core.build import build_all, start_background_build
+
+    systems = [s for s in (args.systems or "").split(",") if s] or None
+    if not systems and not args.all:
+        raise StudioError("say which systems: --systems bm25,minilm or --all")
+    if args.background:
+        started = start_background_build(args.dataset, args.profile, systems)
+        print("background build started" if started else "a build is already running for this dataset")
+        return 0
+    start = time.perf_counter()
+    results = build_all(args.dataset, systems, profile=args.profile, force=args.force)
+    print(tabulate([(r.system, r.state, f"{r.seconds:.1f}" if r.seconds else "-", r.error[:80]) for r in results],
+                   headers=["system", "state", "seconds", "error"]))
+    print(f"total {time.perf_counter() - start:.1f}s")
+    return 0 if all(r.state in ("ready", "unavailable") for r in results) else 1
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from core.build import build_system
+    from core.registry import check_variant, system_module
+
+    ds = load_dataset(args.dataset)
+    bar = TqdmProgress(f"train {args.system}{'@' + args.variant if args.variant else ''}")
+    check_variant(args.system, args.variant)
+    module = system_module(args.system)
+    if not args.force and module.is_built(ds, variant=args.variant):
+        bar.close()
+        print(f"{args.system} is already built for {ds.name}; use --force to retrain")
+        return 0
+    # Same code path as the background build (status file included), with a tqdm bar on top.
+    try:
+        status = build_system(ds, args.system, profile=args.profile, variant=args.variant, force=True, listener=bar)
+    finally:
+        bar.close()
+    if status.state != "ready":
+        print(status.message, file=sys.stderr)
+        raise StudioError(f"training {args.system} failed: {status.error}")
+    print(tabulate(sorted(status.metrics.items()), headers=["metric", "value"], floatfmt=".4f"))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_run, read_trec_run, short, write_trec_run
+    from core.registry import get_spec, load_system
+
+    ds = load_dataset(args.dataset)
+    qrels = ds.split_qrels(args.split)
+    queries = {q: ds.queries[q] for q in qrels}
+    metrics = check_metrics(args.metrics.split(",")) if args.metrics else list(DEFAULT_METRICS)
+    if args.run:
+        run = read_trec_run(args.run)
+        name = run.name
+        rankings = None
+    else:
+        if not args.system:
+            raise StudioError("say --system NAME or --run FILE")
+        spec = get_spec(args.system)
+        options = _options(args.option)
+        system = load_system(args.system, ds, variant=args.variant, **options)
+        bar = TqdmProgress(f"eval {args.system}")
+        start = time.perf_counter()
+        if spec.kind == "retriever":
+            rankings = system.search_many(queries, k=args.k, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
+        else:
+            candidates = _first_stage(ds, queries, args, bar)
+            rankings = system.rerank_many(queries, candidates, ds.corpus, progress=bar)
+        bar.close()
+        seconds = time.perf_counter() - start
+        name = args.system + (f"@{args.variant}" if args.variant else "")
+        run = rankings
+        print(f"{len(queries):,} queries in {seconds:.1f}s ({1000 * seconds / max(1, len(queries)):.2f} ms/query)")
+    scores = evaluate_run(qrels, run, metrics)
+    note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
+    print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries]{note}")
+    print(tabulate([[short(m), v] for m, v in scores.items()], headers=["metric", "value"], floatfmt=".4f"))
+    if args.run_out and rankings is not None:
+        print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
+    return 0
+
+
+def _first_stage(ds, queries, args, bar):
+    """Candidates for a reranker: the dataset's candidate lists, or a first-stage system's top-k."""
+    from core.registry import load_system
+    from core.retrieval.base import Ranking
+
+    if ds.candidates:
+        return {q: Ranking("candidates", list(ds.candidates[q]), [0.0] * len(ds.candidates[q])) for q in queries}
+    first = load_system(args.first_stage, ds)
+    return first.search_many(queries, k=args.depth, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from core.registry import get_spec, load_system
+
+    ds = load_dataset(args.dataset)
+    system = load_system(args.system, ds, variant=args.variant, **_options(args.option))
+    if get_spec(args.system).kind == "reranker":
+        first = load_system(args.first_stage, ds).search(args.query, args.depth)
+        ranking = system.rerank(args.query, first, ds.corpus, k=args.k)
+    else:
+        ranking = system.search(args.query, args.k)
+    rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
+    print(tabulate(rows, headers=["rank", "id", "score", "text"]))
+    print(f"{1000 * ranking.seconds:.1f} ms {ranking.stats or ''}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+EXTENSIONS = ("core.cli_judgments", "core.cli_casestudy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m core", description="Question Retrieval Studio command line")
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    def with_dataset(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--dataset", default=DEFAULT_DATASET, help=f"dataset name (default {DEFAULT_DATASET})")
+        return p
+
+    sub.add_parser("datasets", help="list datasets").set_defaults(func=cmd_datasets)
+
+    data = sub.add_parser("data", help="dataset statistics, or import your own data").add_subparsers(
+        dest="action", required=True)
+    with_dataset(data.add_parser("stats", help="counts of a dataset")).set_defaults(func=cmd_data)
+    p = data.add_parser("import", help="validate and import a BEIR folder, pairs TSV or candidate TSV")
+    p.add_argument("--kind", choices=["beir", "pairs", "candidates"], required=True)
+    p.add_argument("--name", required=True, help="stored as user/NAME")
+    p.add_argument("path", help="file or folder")
+    p.set_defaults(func=cmd_data)
+
+    with_dataset(sub.add_parser("systems", help="list systems and their build status")).set_defaults(func=cmd_systems)
+
+    p = with_dataset(sub.add_parser("build", help="build systems (the app's default build)"))
+    p.add_argument("--systems", help="comma-separated system names")
+    p.add_argument("--all", action="store_true", help="every default-build system for the dataset")
+    p.add_argument("--profile", default="quick", choices=["quick", "paper"])
+    p.add_argument("--force", action="store_true", help="rebuild even if built")
+    p.add_argument("--background", action="store_true", help="run detached; progress in var/build/")
+    p.set_defaults(func=cmd_build)
+
+    p = with_dataset(sub.add_parser("train", help="train/build one system"))
+    p.add_argument("--system", required=True)
+    p.add_argument("--variant")
+    p.add_argument("--profile", default="quick", choices=["quick", "paper"])
+    p.add_argument("--force", action="store_true", help="retrain even if a checkpoint exists")
+    p.set_defaults(func=cmd_train)
+
+    p = with_dataset(sub.add_parser("eval", help="evaluate a system (or a TREC run file) with ranx"))
+    p.add_argument("--system")
+    p.add_argument("--variant")
+    p.add_argument("--run", help="evaluate this TREC run file instead of a system")
+    p.add_argument("--split", default="all", help="query split: all, train, dev, test (QQP); test, clean-test... (TrecQA)")
+    p.add_argument("--k", type=int, default=100, help="retrieval depth")
+    p.add_argument("--metrics", help="comma-separated ranx metrics (H@k, P@k accepted)")
+    p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
+    p.add_argument("--depth", type=int, default=20, help="first-stage depth for rerankers")
+    p.add_argument("--option", action="append", help="system option key=value (e.g. nprobe=20, index=flat)")
+    p.add_argument("--run-out", type=Path, help="write the run as a TREC file")
+    p.set_defaults(func=cmd_eval)
+
+    p = with_dataset(sub.add_parser("search", help="search one query"))
+    p.add_argument("--system", default="bm25")
+    p.add_argument("--variant")
+    p.add_argument("-k", "--k", type=int, default=10)
+    p.add_argument("--first-stage", default="bm25")
+    p.add_argument("--depth", type=int, default=20)
+    p.add_argument("--option", action="append")
+    p.add_argument("query")
+    p.set_defaults(func=cmd_search)
+
+    for module in EXTENSIONS:
+        try:
+            importlib.import_module(module).add_commands(sub)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

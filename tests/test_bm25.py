@@ -1,0 +1,78 @@
+"""BM25 (bm25s) against the rank-bm25 oracle with the same (Lucene) variant."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from core.data import load_qqp_bimpm
+from core.errors import MissingArtifactError, QueryError
+from core.retrieval import bm25
+from core.retrieval.bm25 import BM25Config, BM25Retriever, tokenize
+
+
+class LuceneBM25Oracle(BM25Okapi):
+    """rank-bm25 with Lucene's idf = log(1 + (N - n + 0.5) / (n + 0.5)) (never negative)."""
+
+    def _calc_idf(self, nd):
+        for word, freq in nd.items():
+            self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+
+@pytest.fixture(scope="module")
+def sample():
+    ds = load_qqp_bimpm()
+    ids = list(ds.corpus)[:4000]
+    return {i: ds.corpus[i] for i in ids}
+
+
+@pytest.mark.parametrize("k1,b", [(3.44, 0.87), (0.9, 0.4), (1.2, 0.75)])
+def test_same_scores_and_ranking_as_rank_bm25(sample, k1, b):
+    ids = list(sample)
+    ours = BM25Retriever.index(sample, BM25Config(k1, b))
+    oracle = LuceneBM25Oracle(tokenize(list(sample.values())), k1=k1, b=b)
+    rng = np.random.default_rng(0)
+    for qi in rng.choice(len(ids), 40, replace=False):
+        query = sample[ids[qi]]
+        expected = oracle.get_scores(tokenize([query])[0])
+        hits = ours.retrieve([query], 10)
+        # bm25s drops the constant (k1 + 1) factor of the tf part: same ranking, scaled scores
+        got = np.asarray(hits.scores[0]) * (k1 + 1)
+        want = np.array([expected[ids.index(d)] for d in hits.ids[0]])
+        np.testing.assert_allclose(got, want, rtol=1e-4)
+        top = np.sort(expected[expected > 0])[::-1][:10]  # documents sharing no term are not retrieved
+        np.testing.assert_allclose(np.sort(got)[::-1], top, rtol=1e-4)  # same top-10 (up to ties)
+
+
+def test_query_is_removed_from_its_own_ranking(sample):
+    ret = BM25Retriever.index(sample)
+    qid = next(iter(sample))
+    assert ret.retrieve([sample[qid]], 1).ids[0] == [qid]
+    ranking = ret.search(sample[qid], 5, exclude=[qid])
+    assert qid not in ranking.doc_ids and len(ranking) == 5
+    many = ret.search_many({qid: sample[qid]}, k=5, ignore_identical_ids=True)
+    assert qid not in many[qid].doc_ids and len(many[qid]) == 5
+
+
+def test_unseen_words_and_bad_queries(sample):
+    ret = BM25Retriever.index(sample)
+    assert ret.search("zzzqqq xxyyzz", 5).doc_ids == []
+    for bad in ("", "   ", "\x00\x01", "x" * 5000):
+        with pytest.raises(QueryError):
+            ret.search(bad, 5)
+
+
+def test_build_load_roundtrip_and_missing(tiny_data, fresh_var):
+    from core.data import load_dataset
+
+    ds = load_dataset("qqp-bimpm")
+    assert not bm25.is_built(ds)
+    with pytest.raises(MissingArtifactError, match="python -m core train --system bm25"):
+        bm25.load(ds)
+    bm25.build(ds)
+    loaded = bm25.load(ds)
+    fresh = BM25Retriever.index(ds.corpus)
+    q = next(iter(ds.queries.values()))
+    assert loaded.search(q, 5).doc_ids == fresh.search(q, 5).doc_ids

@@ -1,0 +1,148 @@
+"""DenseTrans: dense-connectivity widths, shapes, gradients, a tiny real training run, artifacts."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from core.data import dataset_from_pairs
+from core.errors import MissingArtifactError
+from core.evaluation import evaluate_run
+from models.densetrans import VARIANTS, DenseTrans, layer_input_widths
+from models.losses import SampledSoftmaxLoss
+
+
+def toy_dataset(n_concepts: int = 100, seed: int = 0):
+    """Paraphrase clusters whose questions name a concept by one of two synonyms (alphaC / betaC),
+    so a lexical or random encoder cannot match "what is alphaC" with "explain betaC"; each component
+    is two clusters joined by a negative pair (so the cluster-disjoint split keeps negatives)."""
+    rng = np.random.default_rng(seed)
+    filler = [f"w{i}" for i in range(30)]
+    rows, pid = [], 0
+
+    def f(k: int) -> str:
+        return " ".join(rng.choice(filler, size=k, replace=False))
+
+    for c in range(0, n_concepts, 2):
+        groups = []
+        for cc in (c, c + 1):
+            a, b = f"alpha{cc}", f"beta{cc}"
+            groups.append([f"what is {a} {f(2)} ?", f"explain {b} {f(3)} ?", f"{f(1)} {a} or {b} {f(1)} ?"])
+        for g in groups:
+            for t1, t2 in ((g[0], g[1]), (g[1], g[2])):
+                rows.append((1, t1, t2, str(pid)))
+                pid += 1
+        rows.append((0, groups[0][0], groups[1][0], str(pid)))
+        pid += 1
+    return dataset_from_pairs("toy", "toy synonyms", rows, tokenized=True)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return toy_dataset()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_widths_and_shapes(variant):
+    torch.manual_seed(0)
+    model = DenseTrans(vocab_size=50, d_model=12, n_layers=3, n_heads=6, max_len=8, variant=variant).eval()
+    expected_inputs = {"full": [12, 24, 48], "-TopDense": [12, 24, 24], "-AllDense": [12, 12, 12],
+                       "+Concat": [12, 12, 12]}[variant]
+    assert layer_input_widths(12, 3, variant) == expected_inputs
+    assert model.widths == expected_inputs
+    ids = torch.tensor([[1, 5, 7, 9, 0, 0], [1, 4, 0, 0, 0, 0]])
+    rep = model.encode(ids)
+    expected_rep = {"full": 48, "-TopDense": 24, "-AllDense": 12, "+Concat": 48}[variant]
+    assert rep.shape == (2, expected_rep) == (2, model.rep_dim)
+    cls = model.layer_cls(ids)
+    assert [c.shape for c in cls] == [(2, 12)] + [(2, w) for w in expected_inputs]
+    if variant == "full":  # Eq. (5): layer ℓ's input is the concatenation of all earlier outputs
+        outs = model.layer_outputs(ids)
+        assert [o.shape[-1] for o in outs] == [12, 12, 24, 48]
+    unit = model(ids)
+    assert torch.allclose(unit.norm(dim=-1), torch.ones(2), atol=1e-5)
+
+
+def test_padding_does_not_change_the_vector():
+    torch.manual_seed(0)
+    model = DenseTrans(vocab_size=50, d_model=12, n_heads=6, max_len=10).eval()
+    short = model(torch.tensor([[1, 5, 7]]))
+    padded = model(torch.tensor([[1, 5, 7, 0, 0, 0]]))
+    assert torch.allclose(short, padded, atol=1e-5)
+
+
+def test_gradients_reach_every_parameter():
+    torch.manual_seed(0)
+    model = DenseTrans(vocab_size=50, d_model=12, n_heads=6, max_len=8, emb_dim=10)
+    q = model(torch.tensor([[1, 5, 7], [1, 8, 9]]))
+    d = model(torch.tensor([[1, 5, 6], [1, 8, 3], [1, 2, 4]]))
+    SampledSoftmaxLoss(0.1)(q, d).backward()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum() > 0)]
+    assert missing == []
+
+
+def test_sampled_softmax_masks_false_negatives():
+    q = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), dim=-1)
+    d = torch.nn.functional.normalize(torch.tensor([[1.0, 0.1], [1.0, 0.0], [0.0, 1.0]]), dim=-1)
+    mask = torch.tensor([[False, True, False], [False, False, False]])
+    loss_masked = SampledSoftmaxLoss(1.0)(q, d, mask)
+    s = q @ d.T
+    expected = (-torch.log_softmax(s[0, [0, 2]], 0)[0] - torch.log_softmax(s[1], 0)[1]) / 2
+    assert torch.isclose(loss_masked, expected, atol=1e-6)
+
+
+def test_tiny_training_beats_random_encoder_and_serves(toy, tmp_path, monkeypatch):
+    monkeypatch.setenv("QRS_VAR", str(tmp_path))
+    from core.retrieval import densetrans as dt
+
+    torch.set_num_threads(1)
+    cfg = dt.make_config("quick", None, d_model=24, embeddings="random", epochs=6, steps_per_epoch=12,
+                         batch_size=16, temperature=0.1, lr=3e-3, dev_distractors=0, patience=6, dropout=0.0)
+    metrics = dt.build(toy, "quick", config=cfg)
+    losses = [h["loss"] for h in metrics["history"]]
+    assert losses[-1] < losses[0]
+    assert dt.is_built(toy)
+    retriever = dt.load(toy, index="flat")
+    queries, qrels = toy.split_queries("all"), toy.split_qrels("all")
+    trained = evaluate_run(qrels, retriever.search_many(queries, k=10), ["recall@10"])["recall@10"]
+    # the same architecture, untrained, through the same serving path
+    enc = retriever.encoder
+    torch.manual_seed(1)
+    random_model = dt._model(cfg, enc.model.token.num_embeddings, enc.model.token.embedding_dim, 0).eval()
+    from core.indexing import IndexSpec
+    from core.retrieval.dense import DenseRetriever, l2_normalize
+    from core.tokenizers import IdsEncoder
+
+    renc = IdsEncoder(random_model, enc.vocab, cfg.max_words, True, "random")
+    rvec = l2_normalize(renc.encode(list(toy.corpus.values())))
+    rand = DenseRetriever.from_vectors("random", renc, toy.corpus, rvec, IndexSpec("Flat"))
+    baseline = evaluate_run(qrels, rand.search_many(queries, k=10), ["recall@10"])["recall@10"]
+    assert trained > baseline + 0.1, (trained, baseline)
+    # the Layers-page contract: N + 1 arrays, widths d, d, 2d, 4d
+    layers = retriever.layer_embeddings(["what is alpha3 ?", "explain beta3 ?"])
+    assert [a.shape for a in layers] == [(2, 24), (2, 24), (2, 48), (2, 96)]
+    # ANN index (default ivfpq) and live parameters
+    ann = dt.load(toy)
+    ann.set_params("nprobe=4")
+    hits = ann.retrieve(["what is alpha3 ?"], 5)
+    assert len(hits.ids[0]) == 5
+    # resuming: the finished run is picked up from last.pt and not retrained
+    again = dt.train(toy, cfg, dt._folder(toy, None))
+    assert [h["loss"] for h in again["history"]] == losses
+
+
+def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
+    monkeypatch.setenv("QRS_VAR", str(tmp_path))
+    from core.registry import build_command, system_dir
+    from core.retrieval import densetrans as dt
+
+    with pytest.raises(MissingArtifactError) as err:
+        dt.load(toy, variant="-AllDense")
+    assert build_command("densetrans", "toy", "-AllDense") in str(err.value)
+    folder = system_dir("toy", "densetrans", None)
+    (folder / "model.pt").write_bytes(b"not a checkpoint")
+    (folder / "config.json").write_text('{"variant": "full", "d_model": 12}')
+    (folder / "vocab.json").write_text('{"kind": "words", "words": ["a"], "hash_bins": 0}')
+    with pytest.raises(MissingArtifactError) as err:
+        dt.load(toy)
+    assert "corrupt" in str(err.value) and "python -m core train --system densetrans" in str(err.value)
