@@ -50,16 +50,18 @@ def test_annotate_labels_a_result_into_the_database(env):
     at.text_input(key="annotate.annotator").input("  Ada  Lovelace ").run()
     pool_table = at.dataframe[0].value
     assert len(pool_table) == 2 and "sysA" not in pool_table.to_string()  # self-match dropped; blind
-    first_doc_text = at.text[1].value
-    at.text_input(key="annotate.note.0." + next(d for d in ("q00001", "q00003") if ds.display(d) == first_doc_text)
-                  ).input("'); DROP TABLE judgments;--").run()
+    shown = [t.value for t in at.text]
+    assert ds.queries[qid] in shown
+    first_doc = next(d for d in ("q00001", "q00003") if ds.display(d) in shown)  # the current candidate
+    first_doc_text = ds.display(first_doc)
+    at.text_input(key=f"annotate.note.0.{first_doc}").input("'); DROP TABLE judgments;--").run()
     at.button(key="annotate.label2").click().run()
     assert not at.exception
     store = JudgmentStore()
     (j,) = store.judgments()
     assert (j.annotator, j.query_id, j.label, j.note) == ("Ada Lovelace", qid, 2, "'); DROP TABLE judgments;--")
     assert ds.display(j.doc_id) == first_doc_text
-    assert j.systems == ({"sysA": 1, "sysB": 1} if j.doc_id == "q00003" else {"sysA": 1})
+    assert j.systems == ({"sysA": 2, "sysB": 1} if j.doc_id == "q00003" else {"sysA": 1})
     # the cursor moved on; label 0 on the second candidate, then undo it
     at.button(key="annotate.label0").click().run()
     assert sorted(x.label for x in store.judgments()) == [0, 2]

@@ -49,3 +49,40 @@ def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str]
     (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k,
                          loader=lambda name, _ds: system(name, dataset_name))
     return run.to_dict()
+
+
+# ----------------------------------------------------------------------------- layers (issue 6)
+LAYER_SOURCES = {
+    "MiniLM [CLS]": ("minilm", None, "cls"),
+    "MiniLM mean": ("minilm", None, "mean"),
+    "DenseTrans": ("densetrans", None, None),
+    "DenseTrans -AllDense": ("densetrans", "-AllDense", None),
+}
+
+
+def layer_fn(label: str, dataset_name: str):
+    """texts -> per-layer vectors for one representation of the Layers page."""
+    name, variant, pooling = LAYER_SOURCES[label]
+    retriever = system(name, dataset_name, variant, (("index", "flat"),) if name == "densetrans" else ())
+    if pooling:
+        return lambda texts: retriever.layer_embeddings(texts, pooling=pooling)
+    return retriever.layer_embeddings
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int, _progress=None):
+    """Discriminativeness per layer on ``n`` sampled queries (cached per settings)."""
+    from core.layers import discriminativeness, sample_triples
+
+    ds = dataset(dataset_name)
+    bm25 = system("bm25", dataset_name) if negatives == "bm25" else None
+    triples = sample_triples(ds, n, negatives, bm25=bm25, seed=seed)
+    kwargs = {"progress": _progress} if _progress else {}
+    return discriminativeness(label, layer_fn(label, dataset_name), triples, **kwargs)
+
+
+@st.cache_data(show_spinner="Computing Recall@k on held-out queries…", max_entries=32)
+def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: int) -> dict[int, float]:
+    from core.layers import recall_curve as compute
+
+    return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
