@@ -43,7 +43,7 @@ class SystemSpec:
 SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("bm25", "retriever", "BM25", "core.retrieval.bm25",
                "Okapi BM25 (bm25s, Lucene variant); k1=3.44, b=0.87 tuned for Quora in densetrans-cai2021.md §4.2.3",
-               datasets=("*",)),
+               variants=("anserini-default", "classic"), datasets=("*",)),
     SystemSpec("minilm", "retriever", "MiniLM bi-encoder (compute-all)", "core.retrieval.bert",
                "tree-search-bert-guo.md §3.2 (representation-based, compute-all cosine)",
                variants=("cls", "mean", "max", "finetuned"), datasets=("*",),
