@@ -78,7 +78,7 @@ def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) 
         status.state, status.progress = "ready", 1.0
     elif not built and status.state == "ready":
         status.state = "not built"
-    if status.state == "building" and not build_running(dataset.name):
+    if status.state == "building" and not _locked(_status_path(dataset.name, spec.name, variant).with_suffix(".lock")):
         status.state, status.error = "failed", status.error or "the build process stopped before finishing"
     return status
 
@@ -116,7 +116,7 @@ def build_system(
 
     ``listener(fraction, message)`` also receives progress (the CLI draws a tqdm bar with it).
     """
-    spec = get_spec(name)
+    get_spec(name)  # unknown names raise with the list of known ones
     check_variant(name, variant)
     module = system_module(name)
     status = BuildStatus(name)
@@ -124,6 +124,14 @@ def build_system(
         status.state, status.progress, status.message = "ready", 1.0, "already built"
         write_status(dataset.name, status, variant)
         return status
+    lock_path = _status_path(dataset.name, name, variant).with_suffix(".lock")
+    with _lock(lock_path) as acquired:
+        if not acquired:
+            return BuildStatus(name, "building", message="another process is building it")
+        return _build_locked(dataset, module, status, profile, variant, listener)
+
+
+def _build_locked(dataset, module, status: BuildStatus, profile, variant, listener) -> BuildStatus:
     status.state, status.started, status.message = "building", time.time(), f"building ({profile} profile)"
     write_status(dataset.name, status, variant)
     try:
@@ -177,7 +185,13 @@ def build_all(
 @contextmanager
 def build_lock(dataset_name: str):
     """An exclusive, non-blocking file lock per dataset; yields whether it was acquired."""
-    path = _status_dir(dataset_name) / "build.lock"
+    with _lock(_status_dir(dataset_name) / "build.lock") as acquired:
+        yield acquired
+
+
+@contextmanager
+def _lock(path: Path):
+    """Exclusive non-blocking ``flock`` on ``path``; released when the holder exits or dies."""
     fh = open(path, "a+")
     try:
         try:
@@ -199,7 +213,10 @@ def build_lock(dataset_name: str):
 
 def build_running(dataset_name: str) -> bool:
     """True while a build process holds the dataset's lock."""
-    path = _status_dir(dataset_name) / "build.lock"
+    return _locked(_status_dir(dataset_name) / "build.lock")
+
+
+def _locked(path: Path) -> bool:
     if not path.exists():
         return False
     with open(path, "a+") as fh:

@@ -1,0 +1,51 @@
+"""The default build: status files, reuse of built systems, failures recorded, background process."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from core import build
+from core.data import load_dataset
+from core.registry import get_spec
+from tests.conftest import TINY_DATA
+
+
+def test_build_writes_status_and_reuses(tiny_data, fresh_var):
+    (status,) = build.build_all("qqp-bimpm", ["bm25"], echo=False)
+    assert status.state == "ready" and status.metrics["index_seconds"] >= 0
+    ds = load_dataset("qqp-bimpm")
+    assert build.read_status(ds, get_spec("bm25")).state == "ready"
+    (again,) = build.build_all("qqp-bimpm", ["bm25"], echo=False)
+    assert again.message == "already built"
+
+
+def test_failure_is_recorded_not_raised(tiny_data, fresh_var, monkeypatch):
+    from core.retrieval import bm25
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(bm25, "build", broken)
+    (status,) = build.build_all("qqp-bimpm", ["bm25"], echo=False)
+    assert status.state == "failed" and "disk full" in status.error
+    assert build.read_status(load_dataset("qqp-bimpm"), get_spec("bm25")).state == "failed"
+
+
+def test_one_build_at_a_time(tiny_data, fresh_var):
+    with build.build_lock("qqp-bimpm") as first:
+        assert first and build.build_running("qqp-bimpm")
+        with pytest.raises(RuntimeError, match="another build"):
+            build.build_all("qqp-bimpm", ["bm25"], echo=False)
+    assert not build.build_running("qqp-bimpm")
+
+
+def test_background_build_runs_detached(tiny_data, fresh_var):
+    assert build.start_background_build("qqp-bimpm", systems=["bm25"])
+    ds = load_dataset("qqp-bimpm")
+    deadline = time.time() + 120
+    while time.time() < deadline and build.read_status(ds, get_spec("bm25")).state != "ready":
+        time.sleep(0.5)
+    assert build.read_status(ds, get_spec("bm25")).state == "ready"
+    assert "bm25" in build.build_log_tail("qqp-bimpm")
+    assert TINY_DATA.is_dir()
