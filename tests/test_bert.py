@@ -71,9 +71,17 @@ def test_cross_encoder_shapes_and_gradients():
 
 
 # ----------------------------------------------------------------------------- real MiniLM (offline)
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The test machine is shared: one intra-op thread avoids oversubscription (10x slower otherwise)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
 def minilm():
-    torch.set_num_threads(2)
     from core.retrieval.bert import MiniLMEncoder
 
     return MiniLMEncoder.pretrained("mean")
@@ -131,8 +139,8 @@ def test_cross_encoder_learns_paraphrase_over_unrelated_and_round_trips(tmp_path
     pairs = [Pair("a", "b", 1), Pair("a", "c", 0), Pair("c", "d", 1), Pair("c", "e", 0), Pair("e", "f", 1),
              Pair("f", "b", 0), Pair("d", "a", 0), Pair("b", "e", 0)]
     tokenizer, model = new_model()
-    config = CrossEncoderConfig(epochs=4, batch_size=8, lr=1e-4, warmup=0.1)
-    metrics = train(model, tokenizer, pairs, corpus, config, tmp_path)
+    config = CrossEncoderConfig(epochs=3, batch_size=8, lr=1e-4, warmup=0.1)
+    metrics = train(model, tokenizer, pairs, corpus, config)
     assert metrics["train_pairs"] == 8 and np.isfinite(metrics["final_train_loss"])
     reranker = CrossEncoderReranker(model, tokenizer)
     q = "How do I lose weight fast ?"
@@ -140,8 +148,9 @@ def test_cross_encoder_learns_paraphrase_over_unrelated_and_round_trips(tmp_path
     assert s[0] > s[1]
     assert reranker.pairs_scored == 2
     # save -> load gives the same scores (weights_only load)
-    from core.artifacts import load_torch
+    from core.artifacts import load_torch, save_torch
 
+    save_torch(tmp_path / "model.pt", model.state_dict())
     tokenizer2, model2 = new_model()
     model2.load_state_dict(load_torch(tmp_path / "model.pt", "x", "y"))
     again = CrossEncoderReranker(model2, tokenizer2).score_pairs([q, q], ["What is the quickest way to lose weight ?",

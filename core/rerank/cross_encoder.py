@@ -177,7 +177,7 @@ def train(model, tokenizer, pairs: list[Pair], corpus: dict[str, str], config: C
             loss.backward()
             optimizer.step()
             scheduler.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             done = epoch * steps_per_epoch + step + 1
             progress(0.9 * done / total, f"cross-encoder: step {done}/{total}, loss {losses[-1]:.4f}")
         score = evaluate(CrossEncoderReranker(model, tokenizer, config.max_length, config.score_batch)) if evaluate else -float(np.mean(losses[-steps_per_epoch:]))

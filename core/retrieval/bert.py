@@ -349,7 +349,7 @@ def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: Pro
             loss.backward()
             optimizer.step()
             scheduler.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
             done = epoch * steps_per_epoch + step + 1
             progress(0.9 * done / total, f"MiniLM fine-tune: step {done}/{total}, loss {losses[-1]:.4f}")
