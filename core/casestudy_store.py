@@ -101,10 +101,15 @@ class SavedCase:
     updated_at: datetime
 
 
+def _utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes: they were written in UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
 def _record(row: CaseStudyRow) -> SavedCase:
     return SavedCase(row.id, row.title, row.note, row.author, row.dataset, row.query, row.query_id,
                      {str(k): str(v) for k, v in (row.state or {}).items()}, CaseTable.from_dict(row.rankings),
-                     row.created_at, row.updated_at)
+                     _utc(row.created_at), _utc(row.updated_at))
 
 
 def _check_title(title: str) -> str:

@@ -2,15 +2,33 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.compare import SystemChoice, compare, pooled_ids
+from core.casestudy import (
+    INDEXES,
+    TREE_BRANCHING,
+    CompareState,
+    StateOptions,
+    case_table,
+    figure_html,
+    figure_image,
+    resolve_dataset,
+    rows_csv,
+    to_csv,
+    to_latex,
+    to_markdown,
+    truncate,
+)
+from core.compare import compare, pooled_ids
+from core.data import list_datasets
 from core.errors import StudioError
+from core.judgments import default_url
 from core.registry import list_systems, supports
-from ui.cache import dataset, system
+from ui.cache import case_store, dataset, system
 from ui.render import build_banner, error
 from ui.state import current_dataset
 
@@ -18,9 +36,16 @@ st.set_page_config(page_title="Compare · Question Retrieval Studio", page_icon=
 st.title("Compare")
 
 ds_name = current_dataset()
-params = st.query_params
-if params.get("dataset") and params.get("dataset") != ds_name:
-    st.session_state["dataset"] = ds_name = params["dataset"]
+# The comparison lives in the URL: a link (first run of the session) or "Open in Compare" on the Case
+# Studies page seeds the widgets; afterwards every change is written back to st.query_params.
+opened = st.session_state.pop("compare.open", None)
+fresh = opened is not None or "compare.url_state" not in st.session_state
+source = dict(opened) if opened is not None else (
+    st.query_params.to_dict() if fresh else dict(st.session_state["compare.url_state"]))
+if fresh:
+    wanted = resolve_dataset(source, list_datasets(), ds_name)
+    if wanted != ds_name:
+        st.session_state["dataset"] = ds_name = wanted
 try:
     ds = dataset(ds_name)
 except Exception as exc:
@@ -34,13 +59,25 @@ if not retrievers:
     st.info("This dataset is a reranking dataset (candidate lists); use the CLI `eval` for it.")
     st.stop()
 
-# ----------------------------------------------------------------------------- query
-if "compare.qid" not in st.session_state:
-    st.session_state["compare.qid"] = params.get("qid") if params.get("qid") in ds.queries else None
-    st.session_state["compare.query"] = (
-        ds.display_query(st.session_state["compare.qid"]) if st.session_state["compare.qid"] else params.get("q", "")
-    )
+WIDGETS = {"compare.systems": "systems", "compare.rerankers": "rerankers", "compare.first_stage": "first_stage",
+           "compare.depth": "depth", "compare.k": "k", "compare.index": "index", "compare.nprobe": "nprobe",
+           "compare.ef": "ef_search", "compare.beam": "beam", "compare.tree_k": "tree_k"}
+if fresh or any(key not in st.session_state for key in [*WIDGETS, "compare.query", "compare.baseline"]):
+    seed, notes = CompareState.from_params(source, StateOptions.for_dataset(ds, list_datasets()), ds.display_query)
+    for key, name in WIDGETS.items():
+        if fresh or key not in st.session_state:
+            value = getattr(seed, name)
+            st.session_state[key] = list(value) if isinstance(value, tuple) else value
+    if fresh or "compare.query" not in st.session_state:
+        st.session_state["compare.qid"] = seed.query_id
+        st.session_state["compare.query"] = seed.query
+    if fresh or "compare.baseline" not in st.session_state:
+        st.session_state["compare.baseline"] = seed.baseline or "(none)"
+    if fresh:
+        st.session_state["compare.url_notes"] = (notes, seed.to_params())
+url_notes = st.container()
 
+# ----------------------------------------------------------------------------- query
 pending = st.session_state.pop("compare.pending_qid", None)
 if pending in ds.queries:  # chosen by id below on the previous run: apply before the widgets exist
     st.session_state["compare.qid"] = pending
@@ -70,31 +107,41 @@ with st.expander("Pick a dataset query by id"):
 # ----------------------------------------------------------------------------- systems
 with st.sidebar:
     st.header("Systems")
-    chosen = st.multiselect("First-stage systems", retrievers, default=[r for r in ("bm25",) if r in retrievers],
-                            key="compare.systems")
+    chosen = st.multiselect("First-stage systems", retrievers, key="compare.systems")
     chosen_rr = st.multiselect("Rerankers", rerankers, key="compare.rerankers")
     first_stage = st.selectbox("Rerank the top of", retrievers, key="compare.first_stage")
-    depth = st.slider("Rerank depth", 5, 100, 20, step=5, key="compare.depth")
-    k = st.slider("Top-k shown", 1, 50, 10, key="compare.k")
+    depth = st.slider("Rerank depth", 5, 100, step=5, key="compare.depth")
+    k = st.slider("Top-k shown", 1, 50, key="compare.k")
     with st.expander("Index knobs"):
-        ann = st.selectbox("Dense index", ["flat", "ivfpq", "ivf", "hnsw"], index=1,
+        ann = st.selectbox("Dense index", list(INDEXES), key="compare.index",
                            help="faiss index for DenseTrans / SDML / MiniLM; recall vs exact is shown per column")
-        nprobe = st.slider("nprobe (IVF)", 1, 128, 10)
-        ef = st.slider("efSearch (HNSW)", 8, 512, 64)
-        beam = st.slider("Tree beam width", 1, 200, 20)
-        branching = st.selectbox("Tree K", [5, 8, 10], index=1)
+        nprobe = st.slider("nprobe (IVF)", 1, 128, key="compare.nprobe")
+        ef = st.slider("efSearch (HNSW)", 8, 512, key="compare.ef")
+        beam = st.slider("Tree beam width", 1, 200, key="compare.beam")
+        branching = st.selectbox("Tree K", list(TREE_BRANCHING), key="compare.tree_k")
 
-dense_opts = (("index", ann),) + ((("nprobe", nprobe),) if ann.startswith("ivf") else ()) + (
-    (("efSearch", ef),) if ann == "hnsw" else ())
-choices = []
-for name in chosen:
-    opts = dense_opts if name in ("densetrans", "sdml-cnn", "minilm") else ()
-    if name == "tree-bert":
-        opts = (("beam", beam), ("K", branching))
-    choices.append(SystemChoice(name, options=opts))
-choices += [SystemChoice(name, first_stage=first_stage, depth=depth) for name in chosen_rr]
+state = CompareState(ds_name, typed, qid, tuple(chosen), tuple(chosen_rr), first_stage, depth, k, None, ann, nprobe,
+                     ef, beam, branching)
+choices = state.choices()
 labels = [c.label for c in choices]
+if st.session_state.get("compare.baseline") not in ["(none)"] + labels:
+    st.session_state["compare.baseline"] = "(none)"
 baseline = st.sidebar.selectbox("Baseline for rank movement", ["(none)"] + labels, key="compare.baseline")
+state = replace(state, baseline=None if baseline == "(none)" else baseline)
+
+# ----------------------------------------------------------------------------- URL sync
+link = state.to_params()
+st.session_state["compare.url_state"] = link
+if link != st.query_params.to_dict():
+    st.query_params.from_dict(link)
+notes, loaded = st.session_state.get("compare.url_notes") or ([], None)
+if notes and link == loaded:
+    with url_notes:
+        st.warning("Some parts of the link were not valid; defaults are used for them:", icon="🔗")
+        for note in notes:
+            st.text(f"• {note}")
+elif notes:
+    st.session_state.pop("compare.url_notes", None)
 
 if not typed.strip():
     st.info("Type a question, or pick a random dataset query.")
@@ -176,8 +223,56 @@ if len(result.rbo) >= 1:
     fig.update_layout(height=120 + 40 * len(names), margin=dict(l=10, r=10, t=30, b=10),
                       title=f"Rank-biased overlap of the top-{k} (p = 0.9)")
     st.plotly_chart(fig, width="stretch")
+    chart_rows = [{"system": a, "vs": b, "rbo": v} for a, row in zip(names, matrix) for b, v in zip(names, row)]
+    e1, e2, e3 = st.columns(3)
+    e1.download_button("⬇️ Chart data (CSV)", rows_csv(chart_rows), "agreement-rbo.csv", "text/csv", on_click="ignore")
+    if e2.checkbox("Prepare chart files (HTML, PNG, SVG)", key="compare.chart_files"):
+        e2.download_button("⬇️ Chart (HTML, works offline)", figure_html(fig), "agreement-rbo.html", "text/html",
+                           on_click="ignore")
+        for fmt in ("png", "svg"):
+            image = figure_image(fig, fmt)
+            if image.data is not None:
+                e3.download_button(f"⬇️ Chart ({fmt.upper()})", image.data, f"agreement-rbo.{fmt}", image.mime,
+                                   on_click="ignore")
+        if image.data is None:
+            e3.caption(image.reason)
     st.dataframe(pd.DataFrame([{"pair": f"{a} vs {b}", f"overlap@{k}": result.overlap[(a, b)],
                                 "RBO": result.rbo[(a, b)]} for a, b in result.overlap]), hide_index=True)
+
+# ----------------------------------------------------------------------------- case study: save, export
+st.subheader("Case study")
+table = case_table(result, ds_name)
+slug = (qid or "query").replace("/", "_")
+with st.expander("Export this comparison (Markdown, LaTeX, CSV)"):
+    cut = st.number_input("Cut questions at (characters; 0 = never)", 0, 1000, 80, step=10, key="compare.export_cut")
+    mark = st.radio("LaTeX: ground-truth hits in", ["color", "bold"], horizontal=True, key="compare.export_mark")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("⬇️ Markdown", to_markdown(table, max_chars=cut or None), f"case-{slug}.md", "text/markdown",
+                       on_click="ignore")
+    c2.download_button("⬇️ LaTeX", to_latex(table, max_chars=cut or None, mark=mark), f"case-{slug}.tex",
+                       "text/x-tex", on_click="ignore")
+    c3.download_button("⬇️ CSV", to_csv(table), f"case-{slug}.csv", "text/csv", on_click="ignore")
+    st.caption("Link to this comparison: copy the address bar (it holds dataset, query, systems, k and knobs).")
+
+with st.form("compare.save_form", clear_on_submit=True):
+    st.write("Save this comparison (the rankings and scores as shown, with the settings)")
+    title = st.text_input("Title", max_chars=200, placeholder="default: the question", key="compare.save_title")
+    note = st.text_area("Note", max_chars=4000, key="compare.save_note")
+    author = st.text_input("Author", max_chars=80, key="compare.save_author",
+                           placeholder=st.session_state.get("annotate.annotator") or "your name")
+    if st.form_submit_button("💾 Save this comparison"):
+        try:
+            saved = case_store(default_url()).save(
+                table, title or truncate(result.query, 120), author or st.session_state.get("annotate.annotator", ""),
+                note, state.to_params())
+            st.session_state["compare.saved"] = saved.id
+        except StudioError as exc:
+            error(exc)
+saved_id = st.session_state.pop("compare.saved", None)
+if saved_id:
+    st.success(f"Saved as case study #{saved_id}.", icon="💾")
+if st.button("📚 Saved case studies", help="reopen, rename, delete, export, re-run saved comparisons"):
+    st.switch_page("pages/7_Case_Studies.py")
 
 # ----------------------------------------------------------------------------- judge these
 if st.button("📝 Judge these", help="send the pooled results to the Annotate page"):

@@ -86,3 +86,12 @@ def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: i
     from core.layers import recall_curve as compute
 
     return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
+
+
+# ----------------------------------------------------------------------------- case studies (issue 9)
+@st.cache_resource(show_spinner=False)
+def case_store(url: str):
+    """Saved case studies in the judgments database (shares ``judgment_store(url)``'s engine)."""
+    from core.casestudy_store import CaseStudyStore
+
+    return CaseStudyStore(judgments=judgment_store(url))
