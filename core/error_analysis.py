@@ -284,6 +284,8 @@ def analyze(
                     m: randomization_test([pq[m][baseline][q] for q in qids], [pq[m][r.name].get(q, 0.0) for q in qids])
                     for m in metrics
                 }
+            # a t-test on identical per-query scores is 0/0: no evidence of a difference, p = 1
+            pvalues[r.name] = {m: 1.0 if np.isnan(p) else p for m, p in pvalues[r.name].items()}
             wtl[r.name] = {m: win_tie_loss(pq[m][r.name], pq[m][baseline]) for m in metrics}
     adjusted: dict[str, dict[str, float]] = {s: {} for s in pvalues}
     for m in metrics:

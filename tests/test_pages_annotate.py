@@ -96,19 +96,45 @@ def _cli_compare(argv: list[str]) -> dict:
 
 
 def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
+    from core.error_analysis import import_run, label_set, run_to_trec, system_runs
+
     ds = env
     store = JudgmentStore()
     for doc, label in (("q00001", 2), ("q00003", 1), ("q00008", 0)):
         store.set_label("ann", ds.name, ds.queries["q00000"], doc, ds.corpus[doc], label, query_id="q00000")
+    (bm25,) = system_runs(["bm25"], ds, label_set(ds, None).queries, k=100)
+    rev = tmp_path / "rev.trec"
+    rev.write_text("".join(line.replace(" bm25\n", " rev\n") for line in run_to_trec(bm25).splitlines(True)))
+    text = rev.read_text().splitlines()
+    rev.write_text("".join(f"{' '.join(c[:4])} {-float(c[4])} rev\n" for c in (line.split() for line in text)))
+    import_run(rev, ds, "rev")
     at = _page("5_Error_Analysis.py")
     at.run()
     assert not at.exception
-    at.radio(key="ea.labels").set_value("both").run()
-    assert not at.exception
-    page = at.dataframe[0].value
-    cli = _cli_compare(["compare", "--dataset", NAME, "--systems", "bm25", "--labels", "both", "--json"])
-    for row in cli["table"]:
-        got = page[page["system"] == row["system"]].iloc[0]
-        for metric in cli["metrics"]:
-            assert got[metric] == pytest.approx(row[metric], abs=0)
-    assert json.dumps(cli)  # serialisable
+    assert at.multiselect(key="ea.systems").value == ["bm25", "run:rev"]
+    for source, test in (("both", "student"), ("dataset", "fisher")):
+        at.radio(key="ea.labels").set_value(source).run()
+        at.radio(key="ea.test").set_value(test).run()
+        assert not at.exception
+        page = at.dataframe[0].value
+        cli = _cli_compare(["compare", "--dataset", NAME, "--systems", "bm25", "--runs", "rev", "--labels", source,
+                            "--stat-test", test, "--json"])
+        assert len(page) == len(cli["table"]) == 2
+        for row, (_, got) in zip(cli["table"], page.iterrows()):
+            assert got["system"] == ("run:" + row["system"] if row["system"] == "rev" else row["system"])
+            for metric in cli["metrics"]:
+                assert got[metric] == row[metric]
+                if row[f"{metric} p"] is not None:
+                    assert got[f"{metric} p"] == row[f"{metric} p"]
+                    assert got[f"{metric} p (Holm)"] == row[f"{metric} p (Holm)"]
+                    assert got[f"{metric} W/T/L"] == row[f"{metric} W/T/L"]
+    # "open on Compare" from a multipage run (switch_page needs the app entrypoint)
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    app.session_state["dataset"] = NAME
+    app.run()
+    app.switch_page("pages/5_Error_Analysis.py").run()
+    assert not app.exception
+    qid = app.selectbox(key="ea.open_q").value
+    app.button(key="ea.open").click().run()
+    assert not app.exception
+    assert app.session_state["compare.qid"] == qid  # the Compare page opened this query

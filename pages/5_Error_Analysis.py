@@ -1,0 +1,204 @@
+"""Error analysis: metrics with Holm-corrected tests, per-query deltas, unjudged rates, buckets, agreement,
+exports. Layout only: every number comes from ``core.error_analysis`` (the same code as
+``python -m core compare``)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.agreement import agreement
+from core.error_analysis import (
+    DEFAULT_METRICS,
+    LABEL_SOURCES,
+    PRECEDENCE,
+    analyze,
+    import_run,
+    imported_runs,
+    label_set,
+    length_bucket,
+    load_run_file,
+    metric_by_group,
+    most_unjudged,
+    pair_bucket_counts,
+    per_query_rows,
+    qrels_to_trec,
+    query_buckets,
+    query_deltas,
+    rows_to_csv,
+    run_from_dict,
+    run_to_trec,
+    unjudged_rate,
+)
+from core.errors import StudioError
+from core.evaluation import DEFAULT_METRICS as ALL_METRICS
+from core.judgments import default_url
+from core.pooling import available_systems
+from ui.cache import dataset, judgment_store, run_dict
+from ui.render import error
+from ui.state import current_dataset
+
+st.set_page_config(page_title="Error Analysis · Question Retrieval Studio", page_icon="🔎", layout="wide")
+st.title("Error analysis")
+
+ds_name = current_dataset()
+try:
+    ds = dataset(ds_name)
+    store = judgment_store(default_url())
+except Exception as exc:
+    error(exc)
+    st.stop()
+
+# ----------------------------------------------------------------------------- choices
+stored_runs = imported_runs(ds.name)
+with st.sidebar:
+    st.header("Runs")
+    upload = st.file_uploader("Import a TREC run file (qid Q0 docid rank score tag)", key="ea.upload")
+    run_name = st.text_input("Name of the imported run", key="ea.upload_name")
+    if upload is not None and st.button("Import run"):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "run.trec"
+            path.write_bytes(upload.getvalue())
+            try:
+                name, _ = import_run(path, ds, run_name or Path(upload.name).stem)
+                st.toast(f"Imported run {name}")
+                stored_runs = imported_runs(ds.name)
+            except StudioError as exc:
+                error(exc)
+
+built = available_systems(ds)
+options = built + [f"run:{n}" for n in stored_runs]
+c1, c2, c3 = st.columns(3)
+chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")
+source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
+                  help=f"dataset qrels, user judgments, or both: {PRECEDENCE}.")
+c2.caption(f"With both: {PRECEDENCE}.")
+stat_test = c3.radio("Significance test", ["student", "fisher"], key="ea.test", horizontal=True,
+                     format_func={"student": "paired t-test", "fisher": "randomization"}.get)
+c4, c5, c6 = st.columns(3)
+metrics = c4.multiselect("Metrics", sorted(set(ALL_METRICS) | set(DEFAULT_METRICS)), default=list(DEFAULT_METRICS),
+                         key="ea.metrics")
+split = c5.selectbox("Query split", ["all", *ds.query_splits], key="ea.split")
+k = int(c6.number_input("Depth k of built-in systems", 10, 1000, 100, key="ea.k"))
+if not chosen or not metrics:
+    st.info("Pick at least one system (or imported run) and one metric.")
+    st.stop()
+baseline = st.selectbox("Baseline", chosen, key="ea.baseline")
+
+try:
+    labels = label_set(ds, store, source, split)
+    query_items = tuple(sorted(labels.queries.items()))
+    runs = []
+    for name in chosen:
+        if name.startswith("run:"):
+            runs.append(load_run_file(stored_runs[name[4:]], name))
+        else:
+            runs.append(run_from_dict(run_dict(name, ds_name, query_items, k), name))
+    res = analyze(labels, runs, baseline, metrics, stat_test)
+except StudioError as exc:
+    error(exc)
+    st.stop()
+
+note = " Each query is removed from its own ranking." if ds.ignore_identical_ids else ""
+st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Tests against {baseline}: "
+           f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
+           f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
+st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
+
+tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"])
+
+# ----------------------------------------------------------------------------- per-query deltas
+with tab_q:
+    others = [s for s in res.systems if s != baseline]
+    if not others:
+        st.info("Pick a second system to see per-query differences against the baseline.")
+    else:
+        a, b = st.columns(2)
+        sys_pick = a.selectbox("System", others, key="ea.delta_system")
+        metric = b.selectbox("Metric", res.metrics, key="ea.delta_metric")
+        deltas = query_deltas(res, sys_pick, metric)
+        wtl = res.win_tie_loss[sys_pick][metric]
+        w, t, l_ = st.columns(3)
+        w.metric("Wins", wtl["W"])
+        t.metric("Ties", wtl["T"])
+        l_.metric("Losses", wtl["L"])
+        fig = go.Figure(go.Bar(x=list(range(1, len(deltas) + 1)), y=[d for _, d in deltas],
+                               customdata=[q for q, _ in deltas],
+                               hovertemplate="query %{customdata}<br>Δ %{y:.4f}<extra></extra>"))
+        fig.update_layout(xaxis_title="queries, sorted by Δ", yaxis_title=f"{metric}: {sys_pick} − {baseline}",
+                          height=320, margin=dict(l=10, r=10, t=10, b=10))
+        event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="ea.delta_chart")
+        picked = [p.get("customdata") for p in (event.selection.points if event else [])] if event else []
+        qids = [q for q, _ in deltas]
+        default = qids.index(picked[0]) if picked and picked[0] in qids else 0
+        open_q = st.selectbox("Query", qids, index=default, key="ea.open_q",
+                              format_func=lambda q: f"{q} · Δ {dict(deltas)[q]:+.3f}")
+        st.text(labels.queries.get(open_q, ""))
+        if st.button("Open on Compare", key="ea.open"):
+            link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
+            st.session_state["compare.open"] = dict(link)  # seeds Compare even if it was visited before
+            st.switch_page("pages/1_Compare.py", query_params=link)
+
+# ----------------------------------------------------------------------------- unjudged
+with tab_j:
+    depth = int(st.number_input("Top-k to check", 1, 100, 10, key="ea.unjudged_k"))
+    qids = list(labels.qrels)
+    rates = [unjudged_rate(r, labels.judged, depth, qids) for r in runs]
+    st.dataframe(pd.DataFrame([{"system": r.system, "top-k items": r.retrieved, "unjudged": r.unjudged,
+                                "unjudged rate": r.rate} for r in rates]), hide_index=True)
+    todo = most_unjudged(runs, labels.judged, depth, limit=20)
+    if todo:
+        st.dataframe(pd.DataFrame([{"query_id": q, "unjudged in pool": n, "query": labels.queries.get(q, "")}
+                                   for q, n, _ in todo]), hide_index=True)
+        if st.button("Judge these on Annotate", key="ea.judge"):
+            st.session_state["annotate.queue"] = [
+                {"dataset": ds_name, "query_id": q if q in ds.queries else None, "query": labels.queries[q],
+                 "pool": {name.removeprefix("run:"): ids for name, ids in pool.items()}}
+                for q, _, pool in todo
+            ]
+            st.switch_page("pages/4_Annotate.py")
+
+# ----------------------------------------------------------------------------- buckets
+with tab_b:
+    metric_b = st.selectbox("Metric", res.metrics, key="ea.bucket_metric")
+    buckets = query_buckets(labels.qrels, labels.queries, ds.corpus)
+    st.caption("Hard / easy / middle by word Jaccard of query and positives (frm-multiview-chong.md §4.2): "
+               "a query is hard if all its positives have Jaccard ≤ 0.2, easy if all ≥ 0.7, else middle.")
+    st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, buckets, ["hard", "middle", "easy"])), hide_index=True)
+    counts = pair_bucket_counts(labels.judged, labels.queries, ds.corpus)
+    st.dataframe(pd.DataFrame([{"bucket": b, **c} for b, c in counts.items()]), hide_index=True)
+    lengths = {q: length_bucket(t) for q, t in labels.queries.items()}
+    st.caption("Metric by query length (words)")
+    order = ["1-5", "6-10", "11-15", "16-20", "21+"]
+    st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, lengths, order)), hide_index=True)
+
+# ----------------------------------------------------------------------------- agreement
+with tab_a:
+    judgments = store.judgments(ds.name)
+    names = sorted({j.annotator for j in judgments})
+    pick = st.multiselect("Annotators", names, default=names, key="ea.annotators")
+    agr = agreement(judgments, pick, store.max_label)
+    if agr.kappa is None:
+        st.info("Agreement needs two or more annotators who labelled the same items.")
+    else:
+        label = "Cohen's κ" if agr.method == "cohen" else "Fleiss' κ"
+        st.metric(label, f"{agr.kappa:.3f}", help=f"over {agr.items} items labelled by every chosen annotator; "
+                                                   f"raw agreement {agr.observed:.1%}")
+    if agr.disagreements:
+        st.caption(f"{len(agr.disagreements)} disagreement(s) to resolve")
+        st.dataframe(pd.DataFrame(agr.disagreements), hide_index=True)
+
+# ----------------------------------------------------------------------------- export
+with tab_x:
+    st.download_button("User judgments (TREC qrels)", qrels_to_trec(store.qrels(ds.name)),
+                       file_name="judgments.qrels", key="ea.dl_qrels")
+    metric_x = res.metrics[0]
+    st.download_button(f"Per-query {metric_x} (CSV)", rows_to_csv(per_query_rows(res, metric_x, labels.queries)),
+                       file_name="per_query.csv", key="ea.dl_csv")
+    st.download_button("Metrics table (CSV)", rows_to_csv(res.table()), file_name="metrics.csv", key="ea.dl_table")
+    for run in runs:
+        st.download_button(f"Run {run.name} (TREC)", run_to_trec(run), file_name=f"{run.name.replace(':', '_')}.trec",
+                           key=f"ea.dl_run.{run.name}")
