@@ -68,8 +68,8 @@ class IndexSpec:
             raise UnknownNameError("index preset", preset, list(PRESETS))
         factory, params = PRESETS[preset]
         factory = factory.format(nlist=scaled_nlist(n), m=pq_subvectors(dim))
-        if "x8" in factory and n < 256:  # PQ needs ≥ 2^nbits training points: tiny collections get fewer bits
-            factory = factory.replace("x8", f"x{max(1, int(math.log2(max(2, n))))}")
+        if "x8" in factory and n < 39 * 256:  # PQ wants ≥ 39·2^nbits training points: small collections get fewer bits
+            factory = factory.replace("x8", f"x{max(1, min(8, int(math.log2(max(2, n // 39)))))}")
         return cls(factory, params, metric)
 
 

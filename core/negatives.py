@@ -45,7 +45,10 @@ def bm25_negatives(
             pass
     start = time.perf_counter()
     progress(0.0, f"BM25 negatives: ranking {len(queries):,} {split} questions")
-    rankings = _bm25(dataset).search_many(queries, k=depth, ignore_identical_ids=True, progress=progress)
+    retriever = _bm25(dataset)
+    if len(queries) < 2000:
+        retriever.batch_size = 63  # bm25s' numpy backend: no numba compilation for a few queries
+    rankings = retriever.search_many(queries, k=depth, ignore_identical_ids=True, progress=progress)
     out = {}
     for qid, ranking in rankings.items():
         positives = dataset.qrels.get(qid, {})

@@ -1,6 +1,7 @@
 """DenseTrans: dense-connectivity widths, shapes, gradients, a tiny real training run, artifacts."""
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 import torch
@@ -10,6 +11,8 @@ from core.errors import MissingArtifactError
 from core.evaluation import evaluate_run
 from models.densetrans import VARIANTS, DenseTrans, layer_input_widths
 from models.losses import SampledSoftmaxLoss
+
+faiss.omp_set_num_threads(1)  # tiny indexes; avoids OpenMP spinning on a loaded machine
 
 
 def toy_dataset(n_concepts: int = 100, seed: int = 0):
