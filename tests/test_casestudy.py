@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 import pytest
@@ -270,10 +271,10 @@ def test_disagreements_rank_by_per_query_delta():
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}, "q4": {"x": 0}}
     run_a = _run("A", {"q1": {"a": 2.0, "z": 1.0}, "q2": {"z": 2.0, "b": 1.0}, "q3": {"c": 1.0}})
     run_b = _run("B", {"q1": {"z": 2.0, "y": 1.5, "a": 1.0}, "q2": {"b": 1.0}, "q3": {"c": 1.0}})
-    rows = disagreements(qrels, run_a, run_b, "mrr@10", top=2)
-    assert [r.query_id for r in rows] == ["q1", "q2"]  # |1 - 1/3| > |1/2 - 1| > 0
-    assert rows[0].delta == pytest.approx(2 / 3) and rows[1].delta == pytest.approx(-0.5)
-    assert disagreements(qrels, run_a, run_b, "mrr@10", top=0) == []
+    rows = disagreements(qrels, run_a, run_b, "ndcg@10", top=2)
+    assert [r.query_id for r in rows] == ["q1", "q2"]  # |1 - 1/log2(4)| > |1/log2(3) - 1| > 0
+    assert rows[0].delta == pytest.approx(0.5) and rows[1].delta == pytest.approx(1 / math.log2(3) - 1)
+    assert disagreements(qrels, run_a, run_b, "ndcg@10", top=0) == []
 
 
 def test_chart_image_export_reports_why_not():

@@ -1,0 +1,99 @@
+"""AppTest: Compare page state <-> URL, saving a comparison, the Case Studies page after a restart."""
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def built(tiny_data, fresh_var):
+    from core.data import load_dataset
+    from core.retrieval import bm25
+
+    bm25.build(load_dataset("qqp-bimpm"))
+    return fresh_var
+
+
+def _app(path: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / path), default_timeout=120)
+
+
+def test_link_reproduces_the_comparison_and_changes_go_back_to_the_url(built):
+    at = _app("pages/1_Compare.py")
+    for key, value in {"dataset": "qqp-bimpm", "qid": "q00000", "k": "3", "baseline": "bm25", "index": "hnsw"}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception
+    assert at.slider(key="compare.k").value == 3 and at.selectbox(key="compare.baseline").value == "bm25"
+    assert at.selectbox(key="compare.index").value == "hnsw"
+    assert at.text_input(key="compare.query").value  # the dataset query's text
+    assert len(at.dataframe[0].value) == 3 and "q00000" not in at.dataframe[0].value.to_string()
+    at.slider(key="compare.k").set_value(4).run()
+    assert not at.exception
+    params = {k: at.query_params[k] for k in at.query_params}
+    assert _last(params["k"]) == "4" and _last(params["qid"]) == "q00000" and _last(params["baseline"]) == "bm25"
+    assert len(at.dataframe[0].value) == 4
+
+
+def _last(value):
+    return value[-1] if isinstance(value, list) else value
+
+
+def test_bad_link_falls_back_with_a_visible_note(built):
+    at = _app("pages/1_Compare.py")
+    for key, value in {"dataset": "no-such", "k": "999", "systems": "bm25,<b>x</b>", "q": "How do I learn Python?",
+                       "baseline": "nobody", "junk": "1"}.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception
+    assert any("link" in w.value for w in at.warning)
+    notes = "\n".join(t.value for t in at.text)
+    for fragment in ("'no-such'", "k='999'", "'<b>x</b>'", "'nobody'", "'junk'"):
+        assert fragment in notes
+    assert at.slider(key="compare.k").value == 10 and at.multiselect(key="compare.systems").value == ["bm25"]
+    assert at.text_input(key="compare.query").value == "How do I learn Python?"
+    assert len(at.dataframe[0].value) == 10
+
+
+def test_save_then_reopen_after_restart_with_exports(built):
+    at = _app("pages/1_Compare.py")
+    at.query_params["qid"] = "q00000"
+    at.query_params["k"] = "3"
+    at.run()
+    at.text_input(key="compare.save_title").input("Funding *case* <b>1</b>")
+    at.text_input(key="compare.save_author").input("Ada")
+    at.text_area(key="compare.save_note").input("bm25 finds it at #1")
+    at.button[[b.label for b in at.button].index("💾 Save this comparison")].click().run()
+    assert not at.exception
+    assert any("Saved as case study #1" in s.value for s in at.success)
+    assert any(b.label == "⬇️ LaTeX" for b in at.get("download_button"))
+
+    st.cache_resource.clear()  # an app restart: nothing cached survives, only the database
+    page = _app("pages/7_Case_Studies.py").run()
+    assert not page.exception
+    listing = page.dataframe[0].value
+    assert listing["title"].tolist() == ["Funding *case* <b>1</b>"] and listing["author"].tolist() == ["Ada"]
+    texts = [t.value for t in page.text]
+    assert "Title:   Funding *case* <b>1</b>" in texts and "Note:    bm25 finds it at #1" in texts
+    assert not any("<b>" in m.value for m in page.markdown)  # user text only through st.text / st.dataframe
+    saved = page.dataframe[1].value
+    assert len(saved) == 3 and saved["#"].tolist() == [1, 2, 3]
+
+    page.toggle(key="cases.rerun.1").set_value(True).run()
+    assert not page.exception
+    assert any("RBO vs saved 1.00" in c.value and "unchanged" in c.value for c in page.caption)
+    assert page.dataframe[2].value["change"].tolist() == ["=", "=", "="]
+
+    form = [t for t in page.text_input if t.label == "Title"][0]
+    form.set_value("Renamed")
+    page.button[[b.label for b in page.button].index("Save changes")].click().run()
+    assert not page.exception
+    assert page.dataframe[0].value["title"].tolist() == ["Renamed"]
+
+    page.checkbox(key="cases.sure.1").check().run()
+    page.button(key="cases.delete.1").click().run()
+    assert not page.exception
+    assert any("No saved case studies" in i.value for i in page.info)
