@@ -257,7 +257,7 @@ def load_pairs_dataset(path: str | Path) -> Dataset:
     """A user pairs TSV (``label \\t text1 \\t text2``) with the same protocol as QQP."""
     path = Path(path)
     return dataset_from_pairs(
-        f"pairs:{path.name}",
+        f"pairs:{path}",  # the loadable name: load_dataset(ds.name) gives the same dataset
         f"Pairs from {path.name}: retrieval protocol by paraphrase clusters (ignore_identical_ids).",
         read_pairs_tsv(path),
     )
@@ -349,7 +349,7 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
     if not queries:
         raise DataFormatError(path, None, "no rows found")
     return Dataset(
-        name=f"candidates:{path.name}",
+        name=f"candidates:{path}",
         description=f"Candidate lists from {path.name} (reranking).",
         corpus=corpus,
         queries=queries,
@@ -405,7 +405,7 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
         qrels[qid][did] = _label(score, qrels_path, lineno)
     judged = [q for q in queries if q in qrels]
     return Dataset(
-        name=f"beir:{root.name}",
+        name=f"beir:{root}",
         description=f"BEIR folder {root.name} ({split} qrels).",
         corpus=corpus,
         queries={q: queries[q] for q in judged},
