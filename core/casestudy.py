@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -140,7 +140,7 @@ class CompareState:
 
     @classmethod
     def from_params(
-        cls, params: Mapping[str, Any], options: StateOptions, display_query: Any = None
+        cls, params: Mapping[str, Any], options: StateOptions, display_query: Callable[[str], str] | None = None
     ) -> tuple[CompareState, list[str]]:
         """Read URL parameters; every invalid value falls back to its default with a note.
 
