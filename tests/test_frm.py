@@ -1,0 +1,242 @@
+"""FRM: keyword sets, the 4 assignment rules, Eq. (9), BM25 weights, overfitting, reranking contract."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
+                           pair_weight)
+from models.frm import FRM, FRMConfig, assign_levels, frm_loss, level_masks
+
+FIG1_Q = ["how", "to", "keep", "the", "mobile", "phone", "cool"]
+FIG1_W = [0.3, 0.1, 0.5, 0.05, 0.4, 0.85, 0.8]
+
+
+# ----------------------------------------------------------------------------- keyword sets
+def test_keyword_candidates_dedupe_and_cap():
+    kws, mapping = keyword_candidates("How do I do it ? How", max_keywords=3)
+    assert kws == ["How", "do", "I"]
+    assert mapping == [0, 1, 2, 1, -1, 0]
+
+
+def test_keyword_sets_figure1():
+    levels = keyword_sets(FIG1_W)
+    assert len(levels) == 7
+    words = [[FIG1_Q[i] for i in s] for s in levels]
+    assert words[0] == FIG1_Q
+    assert words[1] == ["how", "to", "keep", "mobile", "phone", "cool"]  # "the" (0.05) removed
+    assert words[2] == ["how", "keep", "mobile", "phone", "cool"]  # then "to" (0.1)
+    assert words[-1] == ["phone"]
+
+
+def test_keyword_sets_ties_remove_later_first():
+    assert keyword_sets([1.0, 1.0, 1.0]) == [[0, 1, 2], [0, 1], [0]]
+
+
+@given(st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=12))
+@settings(max_examples=40, deadline=None)
+def test_level_masks_match_reference(weights):
+    w = torch.tensor([weights], dtype=torch.float32)
+    mask = torch.ones_like(w, dtype=torch.bool)
+    got = level_masks(w, mask)[0].numpy()
+    for level, members in enumerate(keyword_sets(np.asarray(w[0]))):
+        assert sorted(np.flatnonzero(got[level]).tolist()) == members
+
+
+# ----------------------------------------------------------------------------- assignment rules
+def test_assignment_figure1_example():
+    # paper §1: KS1(q)-KS1(d1), KS2-KS1, KS3-KS2, KS4-KS3, KS5-KS3, KS6-KS4, KS7-KS5
+    assert assign_pairs(7, 5) == [(0, 0), (1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (6, 4)]
+
+
+def test_rule1_equal_ratio():
+    # q ratios 1, .75, .5, .25 ; d ratios 1, .5 -> level 3 of q (ratio .5) pairs level 2 of d (equal)
+    assert assign_pairs(4, 2)[2] == (2, 1)
+    assert assign_pairs(4, 2)[0] == (0, 0)
+
+
+def test_rule2_no_equal_ratio_takes_closest_larger():
+    # q ratio 2/3 has no equal in d (1, 1/2): closest larger is 1 -> d level 1
+    assert assign_pairs(3, 2)[1] == (1, 0)
+    # q ratio 0.6 vs d ratios 1, .75, .5, .25 -> .75
+    assert assign_pairs(5, 4)[2] == (2, 1)
+
+
+def test_rule3_single_keyword_levels():
+    assert assign_pairs(1, 3) == [(0, 2)]  # |KS(q)| = 1 pairs d's one-keyword set
+    assert assign_pairs(3, 1) == [(0, 0), (1, 0), (2, 0)]
+    assert assign_pairs(2, 5)[-1] == (1, 4)
+
+
+def test_rule4_no_pairs_for_empty_question():
+    assert assign_pairs(0, 3) == []
+    assert assign_pairs(3, 0) == []
+
+
+def test_vectorised_assignment_matches_rules():
+    nq, nd = np.meshgrid(np.arange(0, 13), np.arange(0, 13))
+    nq, nd = torch.as_tensor(nq.ravel()), torch.as_tensor(nd.ravel())
+    assigned, valid = assign_levels(nq, nd, 12, 12)
+    for i in range(len(nq)):
+        ref = dict(assign_pairs(int(nq[i]), int(nd[i])))
+        got = {m: int(assigned[i, m]) for m in range(12) if valid[i, m]}
+        assert got == ref, (int(nq[i]), int(nd[i]))
+
+
+# ----------------------------------------------------------------------------- Eq. (9)
+def test_pair_weight_hand_computed():
+    imp_q, imp_d = [0.5, 1.0, 0.25], [0.8, 0.2]
+    # (0.5 + 1.0) / 3 * 0.8 / 2 = 0.2
+    assert pair_weight(imp_q, [0, 1], imp_d, [0]) == pytest.approx(0.2)
+
+
+def _toy_batch(b=2, lq=4, ld=3, h=8, seed=0, tfidf_q=None, tfidf_d=None):
+    g = torch.Generator().manual_seed(seed)
+    def side(length, tfidf):
+        mask = torch.ones(b, length, dtype=torch.bool)
+        return {"cls": torch.randn(b, h, generator=g), "kw": torch.randn(b, length, h, generator=g), "mask": mask,
+                "idf_bucket": torch.randint(0, 100, (b, length), generator=g), "pos": torch.randint(1, 10, (b, length), generator=g),
+                "stop": torch.zeros(b, length), "bm25w": torch.rand(b, length, generator=g),
+                "tfidf": tfidf if tfidf is not None else torch.rand(b, length, generator=g)}
+    q, d = side(lq, tfidf_q), side(ld, tfidf_d)
+    eq = torch.zeros(b, lq, ld)
+    eq[:, 0, 0] = 1
+    return {"q": q, "d": d, "eq": eq}
+
+
+def test_model_pair_weights_equal_eq9():
+    wq = torch.tensor([[0.9, 0.2, 0.6, 0.4]] * 2)
+    wd = torch.tensor([[0.3, 0.7, 0.5]] * 2)
+    model = FRM(FRMConfig(hidden=8, importance="tfidf", max_keywords=8)).eval()
+    out = model.views(_toy_batch(tfidf_q=wq, tfidf_d=wd))
+    lq, ld = keyword_sets(wq[0].numpy()), keyword_sets(wd[0].numpy())
+    for m, n in assign_pairs(4, 3):
+        assert float(out["pair_w"][0, m]) == pytest.approx(pair_weight(wq[0].numpy(), lq[m], wd[0].numpy(), ld[n]), rel=1e-5)
+
+
+def test_max_levels_keeps_only_first_pairs():
+    model = FRM(FRMConfig(hidden=8, max_keywords=8, max_levels=2)).eval()
+    out = model.views(_toy_batch())
+    assert out["valid"][:, 2:].sum() == 0 and out["valid"][:, :2].all()
+
+
+# ----------------------------------------------------------------------------- lexical features
+def test_bm25_weights_equal_bm25s_score():
+    from core.retrieval.bm25 import BM25Config, BM25Retriever
+
+    corpus = {"a": "how do i lose weight fast", "b": "what is the best phone", "c": "how to keep the phone cool",
+              "d": "best way to lose weight"}
+    retriever = BM25Retriever.index(corpus, BM25Config())
+    stats = LexicalStats.from_texts(corpus.values())
+    query = "lose weight phone"
+    for doc_id, text in corpus.items():
+        kws, _ = keyword_candidates(text)
+        w = stats.bm25_weights(text, kws)
+        ours = sum(wi for k, wi in zip(kws, w) if k.lower() in query.split())
+        assert ours == pytest.approx(float(retriever.score_texts(query, [doc_id])[0]), rel=1e-5)
+
+
+def test_jaccard_buckets_figure2():
+    assert jaccard_bucket(1, 0.1) == "hard" and jaccard_bucket(0, 0.8) == "hard"
+    assert jaccard_bucket(1, 0.9) == "easy" and jaccard_bucket(0, 0.0) == "easy"
+    assert jaccard_bucket(1, 0.5) == "middle" and jaccard_bucket(0, 0.5) == "middle"
+
+
+# ----------------------------------------------------------------------------- training
+def test_frm_overfits_toy_set_and_importance_gets_gradients():
+    torch.manual_seed(0)
+    batch = _toy_batch(b=16, lq=5, ld=4, h=16, seed=1)
+    labels = torch.tensor([i % 2 for i in range(16)], dtype=torch.float32)
+    model = FRM(FRMConfig(hidden=16, mlp_dim=32, match_dim=16, att_dim=16, att_heads=2, dropout=0.0, max_keywords=8))
+    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for step in range(150):
+        loss = frm_loss(model(batch), labels)
+        opt.zero_grad()
+        loss.backward()
+        if step == 0:
+            grads = [p.grad for p in model.importance_net.parameters() if p.grad is not None]
+            assert grads and any(float(g.abs().sum()) > 0 for g in grads)  # cross-task weak supervision
+        opt.step()
+    assert loss.item() < 0.1
+    assert ((model(batch) > 0).float() == labels).all()
+
+
+@pytest.mark.parametrize("variant", ["-m_mlp", "-m_att", "-m_lm", "FRM-1"])
+def test_ablations_run(variant):
+    from core.rerank.frm import model_config
+
+    cfg = model_config(variant, hidden=8, max_keywords=8)
+    logits = FRM(cfg).eval()(_toy_batch())
+    assert logits.shape == (2,) and torch.isfinite(logits).all()
+
+
+# ----------------------------------------------------------------------------- system contract
+@pytest.fixture(scope="module")
+def tiny_frm(tmp_path_factory):
+    import os
+
+    from core.data import dataset_from_pairs
+    from core.rerank import frm as F
+
+    old = os.environ.get("QRS_VAR")
+    os.environ["QRS_VAR"] = str(tmp_path_factory.mktemp("var"))
+    rows = [(1, "How can I stop my depression ?", "How do I overcome depression ?"),
+            (0, "How can I stop my depression ?", "What is the capital of France ?"),
+            (1, "What is the best phone to buy ?", "Which phone should I buy ?"),
+            (0, "How to keep the mobile phone cool ?", "How to keep the mobile phone fast ?")] * 2
+    ds = dataset_from_pairs("tiny", "tiny", [(l, a, b, str(i)) for i, (l, a, b) in enumerate(rows)], tokenized=True)
+    ds.pairs["train"] = ds.pairs["all"]
+    ds.pairs["dev"] = ds.pairs["all"]
+    F.build(ds, train_config=F.FRMTrainConfig(epochs=1, batch_size=4))
+    yield ds, F.load(ds)
+    if old is None:
+        os.environ.pop("QRS_VAR", None)
+    else:
+        os.environ["QRS_VAR"] = old
+
+
+def test_missing_frm_names_build_command(tmp_path, monkeypatch):
+    from core.data import dataset_from_pairs
+    from core.errors import MissingArtifactError
+    from core.rerank import frm as F
+
+    monkeypatch.setenv("QRS_VAR", str(tmp_path))
+    ds = dataset_from_pairs("nothing", "x", [(1, "a b", "a c", "1")])
+    assert not F.is_built(ds)
+    with pytest.raises(MissingArtifactError, match="python -m core train --system frm"):
+        F.load(ds)
+
+
+@given(st.permutations(list(range(6))))
+@settings(max_examples=5, deadline=None)
+def test_rerank_keeps_candidate_set(tiny_frm, perm):
+    from core.retrieval.base import Ranking
+
+    ds, rr = tiny_frm
+    ids = [list(ds.corpus)[i] for i in perm]
+    out = rr.rerank("How do I stop depression ?", Ranking("x", ids, [0.0] * len(ids)), ds.corpus)
+    assert sorted(out.doc_ids) == sorted(ids)
+    assert out.scores == sorted(out.scores, reverse=True)
+    assert all(0.0 < s < 1.0 for s in out.scores)
+
+
+def test_batched_equals_one_by_one(tiny_frm):
+    ds, rr = tiny_frm
+    docs = list(ds.corpus.values())[:5]
+    batched = rr.score_pairs(["How do I stop depression ?"] * 5, docs)
+    single = np.array([rr.score_pairs(["How do I stop depression ?"], [d])[0] for d in docs])
+    assert np.allclose(batched, single, atol=1e-5)
+
+
+def test_explain_is_consistent(tiny_frm):
+    ds, rr = tiny_frm
+    e = rr.explain("How to keep the mobile phone cool ?", "stop my iphone from overheating")
+    assert e.query_keywords == ["How", "to", "keep", "the", "mobile", "phone", "cool"]
+    assert len(e.query_levels) == 7 and len(e.candidate_levels) == 5
+    assert [(p["q_level"], p["d_level"]) for p in e.pairs] == [(1, 1), (2, 1), (3, 2), (4, 3), (5, 3), (6, 4), (7, 5)]
+    assert all(0 < w < 1 for w in e.query_importance)
+    assert set(e.view_contributions) == {"m_mlp", "m_att", "m_lm"}
+    assert e.score == pytest.approx(rr.score_pairs(["How to keep the mobile phone cool ?"], ["stop my iphone from overheating"])[0], abs=1e-5)
