@@ -28,8 +28,8 @@ from core.data import list_datasets
 from core.errors import StudioError
 from core.judgments import default_url
 from core.registry import list_systems, supports
-from ui.cache import case_store, dataset, system
-from ui.render import build_banner, error
+from ui.cache import case_store, system
+from ui.render import error, page_dataset
 from ui.state import current_dataset
 
 st.set_page_config(page_title="Compare · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -46,12 +46,7 @@ if fresh:
     wanted = resolve_dataset(source, list_datasets(), ds_name)
     if wanted != ds_name:
         st.session_state["dataset"] = ds_name = wanted
-try:
-    ds = dataset(ds_name)
-except Exception as exc:
-    error(exc)
-    st.stop()
-build_banner(ds_name)
+ds = page_dataset(ds_name)
 
 retrievers = [s.name for s in list_systems("retriever") if supports(s, ds)]
 rerankers = [s.name for s in list_systems("reranker") if supports(s, ds)]

@@ -7,8 +7,8 @@ import streamlit as st
 from core.errors import StudioError
 from core.layers import NEGATIVE_SAMPLERS, query_layer_cosines
 from core.registry import list_systems, supports
-from ui.cache import LAYER_SOURCES, dataset, layer_curve, layer_fn, recall_curve, system
-from ui.render import build_banner, error
+from ui.cache import LAYER_SOURCES, layer_curve, layer_fn, recall_curve, system
+from ui.render import error, page_dataset
 from ui.state import current_dataset
 
 st.set_page_config(page_title="Layers · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -18,12 +18,7 @@ st.caption("Mean over dataset queries of |log cos(q, q⁺) − log cos(q, q⁻)|
            "non-paraphrases better. MiniLM was pre-trained on data that includes Quora duplicates.")
 
 ds_name = current_dataset()
-try:
-    ds = dataset(ds_name)
-except Exception as exc:
-    error(exc)
-    st.stop()
-build_banner(ds_name)
+ds = page_dataset(ds_name)
 if not ds.qrels or ds.candidates:
     st.info("The layer analysis needs a question-retrieval dataset with paraphrase qrels (e.g. qqp-bimpm).")
     st.stop()

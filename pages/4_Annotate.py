@@ -8,8 +8,8 @@ from core.errors import StudioError
 from core.judgments import default_url
 from core.pooling import available_systems, build_pool
 from core.retrieval.base import validate_query
-from ui.cache import dataset, judgment_store, pool_ids
-from ui.render import error
+from ui.cache import judgment_store, pool_ids
+from ui.render import error, page_dataset
 from ui.state import current_dataset
 
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -19,8 +19,8 @@ QUEUE, POS, ITEM, UNDO = "annotate.queue", "annotate.pos", "annotate.item", "ann
 LABELS = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
 
 ds_name = current_dataset()
+ds = page_dataset(ds_name)
 try:
-    ds = dataset(ds_name)
     store = judgment_store(default_url())
 except Exception as exc:
     error(exc)

@@ -37,16 +37,16 @@ from core.errors import StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.judgments import default_url
 from core.pooling import available_systems
-from ui.cache import dataset, judgment_store, run_dict
-from ui.render import error
+from ui.cache import judgment_store, run_dict
+from ui.render import error, page_dataset
 from ui.state import current_dataset
 
 st.set_page_config(page_title="Error Analysis · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Error analysis")
 
 ds_name = current_dataset()
+ds = page_dataset(ds_name)
 try:
-    ds = dataset(ds_name)
     store = judgment_store(default_url())
 except Exception as exc:
     error(exc)

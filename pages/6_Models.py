@@ -7,20 +7,12 @@ import streamlit as st
 from core.build import build_log_tail, build_running, read_status, start_background_build
 from core.models_info import artifact_size, system_config
 from core.registry import list_systems, supports
-from ui.cache import dataset
-from ui.render import build_banner, error
-from ui.state import current_dataset
+from ui.render import page_dataset
 
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Models")
 
-ds_name = current_dataset()
-try:
-    ds = dataset(ds_name)
-except Exception as exc:
-    error(exc)
-    st.stop()
-build_banner(ds_name)
+ds = page_dataset()
 
 
 @st.fragment(run_every=3)

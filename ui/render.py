@@ -42,3 +42,20 @@ def _dataset(name: str):
     from ui.cache import dataset
 
     return dataset(name)
+
+
+def page_dataset(name: str | None = None):
+    """Load the page's dataset (the current one by default), or show why not and stop the page.
+
+    Also shows the background-build line, so every page reports build progress.
+    """
+    from ui.state import current_dataset
+
+    name = name or current_dataset()
+    try:
+        ds = _dataset(name)
+    except Exception as exc:
+        error(exc)
+        st.stop()
+    build_banner(name)
+    return ds
