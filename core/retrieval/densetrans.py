@@ -167,7 +167,8 @@ def _mask(qids: list[str], dids: list[str], qrels: dict[str, dict[str, int]]) ->
     return torch.tensor([[d == q or d in qrels.get(q, {}) for d in dids] for q in qids], dtype=torch.bool)
 
 
-def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = _no_progress) -> dict:
+def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = _no_progress,
+          resume: bool = True) -> dict:
     """Train with Eq. (6)-(7) and save the best dev checkpoint (resumes from ``last.pt``)."""
     from tqdm.auto import tqdm
 
@@ -194,7 +195,7 @@ def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn 
     start_epoch, history = 0, []
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
     last = folder / "last.pt"
-    if last.is_file():
+    if resume and last.is_file():
         try:
             state = torch.load(last, map_location="cpu", weights_only=True)
             if state.get("config") == config_json:
@@ -258,12 +259,13 @@ def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn 
 
 # ----------------------------------------------------------------------------- build / load
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
-          variant: str | None = None, config: DenseTransConfig | None = None, tag: str | None = None) -> dict:
-    """Train (or resume), encode the collection, build the IVFPQ index; returns measured metrics."""
+          variant: str | None = None, config: DenseTransConfig | None = None, tag: str | None = None,
+          resume: bool = True) -> dict:
+    """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over), encode the collection, build the IVFPQ index; returns measured metrics."""
     cfg = config or make_config(profile, variant)
     folder = _folder(dataset, cfg.variant, tag)
     start = time.perf_counter()
-    metrics = train(dataset, cfg, folder, progress)
+    metrics = train(dataset, cfg, folder, progress, resume=resume)
     progress(0.82, "encoding the collection")
     retriever, encode_seconds = _serve(dataset, folder, cfg, build_command(SYSTEM, dataset.name, variant),
                                        index=DEFAULT_INDEX, fresh=True,

@@ -60,7 +60,7 @@ class SDMLConfig:
     seed: int = 13
 
 
-PROFILES = {"paper": {}, "quick": {"epochs": 5, "patience": 2}}
+PROFILES = {"paper": {}, "quick": {"epochs": 3, "patience": 2}}
 
 
 def make_config(profile: str = "quick", variant: str | None = None, **overrides) -> SDMLConfig:
@@ -106,7 +106,8 @@ def dev_auc(encoder: IdsEncoder, dataset: Dataset, split: str = "dev") -> float:
     return float(roc_auc_score([int(p.label > 0) for p in pairs], -((a - b) ** 2).sum(1)))
 
 
-def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_progress) -> dict:
+def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_progress,
+          resume: bool = True) -> dict:
     """Train with SDML (§3.1) or TL(Rand) (§3 Eq. (2)); keep the best dev ROC AUC checkpoint."""
     from tqdm.auto import tqdm
 
@@ -130,7 +131,7 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_
     start_epoch, history = 0, []
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
     last = folder / "last.pt"
-    if last.is_file():
+    if resume and last.is_file():
         try:
             state = torch.load(last, map_location="cpu", weights_only=True)
             if state.get("config") == config_json:
@@ -186,12 +187,13 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_
 
 
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
-          variant: str | None = None, config: SDMLConfig | None = None, tag: str | None = None) -> dict:
-    """Train (or resume), encode the collection, build the IVF index; returns measured metrics."""
+          variant: str | None = None, config: SDMLConfig | None = None, tag: str | None = None,
+          resume: bool = True) -> dict:
+    """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over), encode the collection, build the IVF index; returns measured metrics."""
     cfg = config or make_config(profile, variant)
     folder = _folder(dataset, cfg.variant, tag)
     start = time.perf_counter()
-    metrics = train(dataset, cfg, folder, progress)
+    metrics = train(dataset, cfg, folder, progress, resume=resume)
     progress(0.86, "encoding the collection")
     retriever, encode_seconds = _serve(dataset, folder, build_command(SYSTEM, dataset.name, variant),
                                        index=DEFAULT_INDEX, fresh=True,
