@@ -11,6 +11,14 @@ from core.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_c
                            pair_weight)
 from models.frm import FRM, FRMConfig, assign_levels, frm_loss, level_masks
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 FIG1_Q = ["how", "to", "keep", "the", "mobile", "phone", "cool"]
 FIG1_W = [0.3, 0.1, 0.5, 0.05, 0.4, 0.85, 0.8]
 

@@ -184,12 +184,13 @@ class VectorStore:
         self.kw: dict[str, np.ndarray] = {}
         for path in sorted(folder.glob("chunk-*.npz")):
             try:
-                data = np.load(path, allow_pickle=False)
-                texts = json.loads(str(data["texts"]))
-                offsets = np.concatenate([[0], np.cumsum(data["lengths"])])
+                with np.load(path, allow_pickle=False) as data:  # read each array once (NpzFile re-reads per access)
+                    texts = json.loads(str(data["texts"]))
+                    cls, kw, lengths = data["cls"], data["kw"], data["lengths"]
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
                 for i, t in enumerate(texts):
-                    self.cls[t] = data["cls"][i]
-                    self.kw[t] = data["kw"][offsets[i] : offsets[i + 1]]
+                    self.cls[t] = cls[i]
+                    self.kw[t] = kw[offsets[i] : offsets[i + 1]]
             except (OSError, ValueError, KeyError):
                 path.unlink(missing_ok=True)  # corrupt chunk: recompute its texts
 

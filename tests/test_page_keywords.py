@@ -1,0 +1,52 @@
+"""AppTest: the Keywords page on a tiny trained FRM (tmp QRS_VAR), and the message when FRM is missing."""
+from __future__ import annotations
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+
+def _app() -> AppTest:
+    import streamlit as st
+
+    st.cache_resource.clear()  # loaded systems are cached per process; each test has its own QRS_VAR
+    return AppTest.from_file(str(ROOT / "pages/3_Keywords.py"), default_timeout=180)
+
+
+@pytest.fixture
+def built_frm(tiny_data, fresh_var):
+    from core.data import load_dataset
+    from core.rerank import frm
+    from core.retrieval import bm25
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ds = load_dataset("qqp-bimpm")
+    bm25.build(ds)
+    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, epochs=1, batch_size=8))
+    torch.set_num_threads(before)
+    return ds
+
+
+def test_keywords_page_draws_heatmap(built_frm):
+    at = _app()
+    qid = next(iter(built_frm.queries))
+    at.query_params["qid"] = qid
+    at.run()
+    assert not at.exception, at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 2  # heatmaps for candidates A and B (plus pair matrices and view bars)
+    assert any('"type":"heatmap"' in c.proto.spec.replace(" ", "") for c in charts)
+    assert at.text_input(key="keywords.query").value == built_frm.display_query(qid)
+    assert any("removed from its own BM25 ranking" in c.value for c in at.caption)
+    assert not at.error
+
+
+def test_keywords_page_missing_frm(tiny_data, fresh_var):
+    at = _app()
+    at.query_params["q"] = "How do I learn Python ?"
+    at.run()
+    assert not at.exception
+    assert any("python -m core train --system frm" in e.value for e in at.error)
