@@ -128,6 +128,16 @@ def test_minilm_build_load_search(tmp_path, monkeypatch, minilm):
     assert ds.corpus[run[qid].doc_ids[0]] == TEXTS[1]
     assert run[qid].stats["distance_computations"] == len(ds.corpus)
     assert len(retriever.layer_embeddings(TEXTS[:2], "cls")) == 7
+    # tree-bert is built from the cached embeddings and searched with the live knobs
+    from core.retrieval import tree
+
+    assert tree.build(ds)["items"] == len(ds.corpus) and tree.is_built(ds)
+    tb = tree.load(ds, K=2, beam=50)
+    hits = tb.search_many({qid: TEXTS[0]}, k=3)
+    assert hits[qid].doc_ids == run[qid].doc_ids  # a beam as wide as the collection is exact
+    assert hits[qid].stats["distance_computations"] > 0
+    tb.set_params(beam=1, probes=1)
+    assert len(tb.search_many({qid: TEXTS[0]}, k=3)[qid].doc_ids) <= 3
 
 
 def test_cross_encoder_learns_paraphrase_over_unrelated_and_round_trips(tmp_path):

@@ -176,9 +176,26 @@ def _finetuned_id(config: MiniLMConfig, dataset_name: str) -> str:
     return f"{PRETRAINED_ID}+cosine-mse[{dataset_name}:{digest}]|{config.pooling}|len{config.max_length}"
 
 
+class _LazyEncoder:
+    """Encoder protocol whose model is loaded only if something must be encoded (cache hits skip it)."""
+
+    def __init__(self, encoder_id: str, factory) -> None:
+        self.encoder_id, self._factory = encoder_id, factory
+
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+        return self._factory().encode(texts, batch_size=batch_size, progress=progress)
+
+
 def collection_embeddings(dataset: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress) -> np.ndarray:
     """Cached embeddings of the whole collection for a built (or pretrained) variant."""
-    return cached_embeddings(load_encoder(dataset, variant), dataset.corpus, progress)
+    variant = _variant(variant)
+    if variant == "finetuned":
+        encoder = load_encoder(dataset, variant)
+    else:
+        config = make_config(variant)
+        encoder = _LazyEncoder(f"{PRETRAINED_ID}|{variant}|len{config.max_length}",
+                               lambda: MiniLMEncoder.pretrained(variant, config.max_length))
+    return cached_embeddings(encoder, dataset.corpus, progress)
 
 
 def load_encoder(dataset: Dataset, variant: str | None = None) -> MiniLMEncoder:
