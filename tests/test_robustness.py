@@ -1,0 +1,324 @@
+"""Robustness: hostile queries through every system built on the tiny fixture and through the pages;
+malformed dataset and run files name the file and the line and import nothing.
+
+Systems built here (seconds on 244 questions): bm25, minilm (pretrained, mean pooling) and tree-bert
+(k-means over the MiniLM vectors). The others train a model (minutes on 2 cores) and are skipped.
+Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgments.py.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from core.errors import DataFormatError, QueryError
+from core.registry import list_systems
+from core.retrieval.base import MAX_QUERY_CHARS, validate_query
+from tests.conftest import ROOT, TINY_DATA
+
+QUICK_SYSTEMS = ("bm25", "minilm", "tree-bert")
+SLOW_REASON = "its build trains a model (minutes on 2 CPU cores); not built on the tiny fixture"
+
+INJECTIONS = [
+    "'; DROP TABLE judgments; --",
+    "\" OR 1=1 --",
+    "Robert'); DELETE FROM queries WHERE ('1'='1",
+    "<script>alert('x')</script>",
+    "<img src=x onerror=alert(1)>",
+    "**bold** _it_ [link](javascript:alert(1)) ![img](http://127.0.0.1/x.png) $x^2$",
+    "{{7*7}} ${7*7} %s %n",
+    "../../etc/passwd",
+]
+HOSTILE = [
+    "", "   ", "\t\n\r ", "\u200b\u200b", "a" * 10_000, "why " * (MAX_QUERY_CHARS // 4 + 1),
+    "🔎🙂👩‍👩‍👧‍👦 how to cook rice 🍚", "كيف أتعلم البرمجة بسرعة؟", "מה השעה \u202eevil\u202c ?",
+    "\x00\x01\x07\x1b[31mred\x1b[0m question\x7f", "line\nbreak\rcarriage", "Ｆｕｌｌ ｗｉｄｔｈ ｑｕｅｓｔｉｏｎ",
+    "What is the meaning of life ?", *INJECTIONS,
+]
+
+queries = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=300),
+    st.text(alphabet=st.characters(categories=["Cc", "Cf", "Zs", "Zl", "Zp"]), max_size=50),
+    st.text(alphabet=st.characters(categories=["So", "Sk", "Mn", "Lo"]), min_size=1, max_size=60),
+    st.builds(lambda a, b: a + " " + b, st.sampled_from(INJECTIONS), st.text(max_size=40)),
+)
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def tiny_env(tmp_path_factory):
+    """The tiny fixture with its own artifacts folder and the quick systems built once."""
+    var = tmp_path_factory.mktemp("robust_var")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QRS_DATA", str(TINY_DATA))
+        mp.setenv("QRS_VAR", str(var))
+        from core.data import load_dataset
+        from core.registry import system_module
+
+        ds = load_dataset("qqp-bimpm")
+        for name in QUICK_SYSTEMS:
+            system_module(name).build(ds)
+        yield ds, var
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_env):
+    from core.registry import load_system
+
+    ds, _ = tiny_env
+    return {name: load_system(name, ds) for name in QUICK_SYSTEMS}
+
+
+def check_ranking(ranking, ds, k: int, exclude: set[str]) -> None:
+    assert len(ranking.doc_ids) <= k
+    assert len(set(ranking.doc_ids)) == len(ranking.doc_ids)
+    assert set(ranking.doc_ids) <= set(ds.corpus) and not set(ranking.doc_ids) & exclude
+    assert all(math.isfinite(s) for s in ranking.scores)
+    assert all(a >= b - 1e-6 for a, b in zip(ranking.scores, ranking.scores[1:]))
+
+
+# ----------------------------------------------------------------------------- systems
+@pytest.mark.parametrize("name", [s.name for s in list_systems()])
+def test_every_system_survives_hostile_queries(name, tiny_env, loaded):
+    """Each hostile query either ranks (valid ranking) or is refused with a QueryError saying why."""
+    if name not in QUICK_SYSTEMS:
+        pytest.skip(f"{name}: {SLOW_REASON}")
+    ds, _ = tiny_env
+    system = loaded[name]
+
+    @settings(max_examples=40 if name == "bm25" else 15, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(text=queries, k=st.integers(1, 30))
+    def run(text, k):
+        try:
+            expected = validate_query(text)
+        except QueryError as exc:
+            assert str(exc)
+            with pytest.raises(QueryError) as err:
+                system.search(text, k)
+            assert str(err.value) == str(exc)
+            return
+        ranking = system.search(text, k, exclude=["q00000"])
+        check_ranking(ranking, ds, k, {"q00000"})
+        assert "\x00" not in expected and len(expected) <= MAX_QUERY_CHARS
+
+    run()
+
+
+@pytest.mark.parametrize("name", QUICK_SYSTEMS)
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"), (" \t\n ", "empty"), ("\x00\x01\x1b", "empty"), ("a" * 10_000, "limit is 2,000"),
+])
+def test_rejected_queries_say_why(name, text, message, loaded):
+    with pytest.raises(QueryError, match=message):
+        loaded[name].search(text, 10)
+
+
+@pytest.mark.parametrize("name", QUICK_SYSTEMS)
+def test_batched_retrieve_takes_odd_texts_without_validation(name, tiny_env, loaded):
+    """search_many feeds dataset text straight to retrieve(): odd texts in one batch must not break it."""
+    ds, _ = tiny_env
+    texts = {"a": "🍚🍚🍚", "b": "كيف أتعلم البرمجة", "c": "x" * MAX_QUERY_CHARS, "d": "How do I learn Python ?",
+             "e": INJECTIONS[3]}
+    out = loaded[name].search_many(texts, k=5)
+    assert set(out) == set(texts)
+    for qid, ranking in out.items():
+        check_ranking(ranking, ds, 5, {qid})
+    assert out["d"].doc_ids  # a normal query still finds something in the same batch
+
+
+def test_hostile_query_gives_same_ranking_as_its_clean_form(loaded):
+    """Control characters and extra whitespace are cleaned, not searched: same ranking as the clean text."""
+    for system in loaded.values():
+        dirty = system.search("  How\x00 do I\t\tlearn \u200bPython ?\x1b ", 5)
+        clean = system.search("How do I learn Python ?", 5)
+        assert dirty.doc_ids == clean.doc_ids
+
+
+# ----------------------------------------------------------------------------- pages (AppTest)
+def _page(path: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / path), default_timeout=120)
+
+
+@pytest.fixture
+def page_env(tiny_env, monkeypatch):
+    ds, var = tiny_env
+    monkeypatch.setenv("QRS_DATA", str(TINY_DATA))
+    monkeypatch.setenv("QRS_VAR", str(var))
+    return ds
+
+
+COMPARE_CASES = [
+    ("", "info", "Type a question"),
+    ("   \t ", "info", "Type a question"),
+    ("\x00\x01\x02", "error", "empty"),
+    ("a" * 10_000, "error", "limit"),
+    ("🔎🙂 how to cook rice 🍚", None, None),
+    ("كيف أتعلم البرمجة بسرعة؟", None, None),
+    *[(s, None, None) for s in INJECTIONS],
+]
+
+
+@pytest.mark.parametrize("text, kind, fragment", COMPARE_CASES)
+def test_compare_page_with_hostile_query(text, kind, fragment, page_env):
+    at = _page("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25", "minilm"]).run()
+    at.text_input(key="compare.query").input(text).run()
+    assert not at.exception, at.exception
+    if kind is not None:
+        messages = [e.value for e in getattr(at, kind)]
+        assert any(fragment in m for m in messages), messages
+        assert not at.dataframe or all("question" not in df.value.columns for df in at.dataframe)
+        return
+    assert not at.error, [e.value for e in at.error]
+    assert [h.value for h in at.subheader][:2] == ["bm25", "minilm"]
+    # the query is never echoed as markdown or HTML
+    rendered = " ".join(m.value for m in at.markdown)
+    assert text not in rendered and "<script>" not in rendered
+
+
+def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypatch, tmp_path):
+    """A typed injection query is queued, shown with st.text (escaped), labelled, stored verbatim."""
+    from core.judgments import JudgmentStore
+
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
+    evil = "<script>alert(1)</script> '); DROP TABLE judgments;-- **bold** $x$ python"
+    at = _page("pages/4_Annotate.py").run()
+    at.text_input(key="annotate.annotator").input("Mallory <b>").run()
+    at.multiselect(key="annotate.systems").set_value(["bm25"]).run()
+    at.text_input(key="annotate.typed").input(evil).run()
+    next(b for b in at.button if b.label == "Add typed query").click().run()
+    assert not at.exception, at.exception
+    assert evil in [t.value for t in at.text]
+    assert all(evil not in m.value and "<script>" not in m.value for m in at.markdown)
+    at.button(key="annotate.label1").click().run()
+    assert not at.exception, at.exception
+    store = JudgmentStore(f"sqlite:///{tmp_path / 'j.sqlite'}")
+    (judgment,) = store.judgments("qqp-bimpm")
+    assert judgment.query == evil and judgment.annotator == "Mallory <b>" and judgment.label == 1
+    store.close()
+
+
+# ----------------------------------------------------------------------------- malformed files
+@pytest.fixture
+def tiny_ds(tiny_data):
+    from core.data import load_dataset
+
+    return load_dataset("qqp-bimpm")
+
+
+@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
+                   reason="bug: core/evaluation.py read_trec_run decodes with errors='strict' and lets "
+                          "UnicodeDecodeError escape (Error Analysis 'Import run' crashes on a binary upload)")
+def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
+    from core.evaluation import read_trec_run
+
+    path = tmp_path / "binary.trec"
+    path.write_bytes(b"q1 Q0 d1 1 2.0 x\n\xff\xfe\x00garbage\n")
+    with pytest.raises(DataFormatError, match="binary.trec"):
+        read_trec_run(path)
+
+
+@pytest.mark.parametrize("content, line, fragment", [
+    ("q1 Q0 d1 1 2.0 x\n\nq1 Q0 d2 two 1.0 x\n", 3, "rank must be an integer"),
+    ("q1 Q0 d1 1 nan-ish x\n", 1, "score a number"),
+    ("q1 Q0 d1 1 2.0 x extra\n", 1, "expected 6 columns"),
+])
+def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragment, tiny_ds, monkeypatch, tmp_path):
+    from core.error_analysis import import_run, imported_runs
+
+    ds = tiny_ds
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    path = tmp_path / "bad.trec"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataFormatError) as err:
+        import_run(path, ds, "bad")
+    assert err.value.line == line and fragment in str(err.value) and "bad.trec" in str(err.value)
+    assert imported_runs(ds.name) == {}
+
+
+def test_run_with_unknown_doc_ids_is_refused_and_stores_nothing(tiny_ds, monkeypatch, tmp_path):
+    from core.error_analysis import import_run, imported_runs
+
+    ds = tiny_ds
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    path = tmp_path / "foreign.trec"
+    path.write_text("q00000 Q0 nope1 1 2.0 x\nq00000 Q0 nope2 2 1.0 x\n", encoding="utf-8")
+    with pytest.raises(DataFormatError, match="foreign.trec.*none of its 2 doc ids"):
+        import_run(path, ds, "foreign")
+    assert imported_runs(ds.name) == {}
+
+
+def _beir(root, corpus: str, queries: str, qrels: str):
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text(corpus, encoding="utf-8")
+    (root / "queries.jsonl").write_text(queries, encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
+
+
+GOOD_CORPUS = '{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": "two"}\n'
+GOOD_QUERIES = '{"_id": "q1", "text": "one"}\n'
+GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
+
+
+@pytest.mark.parametrize("part, content, where", [
+    ("queries", '{"_id": "q1", "text": "one"}\n[1, 2]\n', "queries.jsonl:2"),
+    ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\tone\n", "test.tsv:2"),
+    ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\n", "test.tsv:2"),
+    ("qrels", "query-id\tcorpus-id\tscore\nq9\td1\t1\n", "test.tsv:2"),
+    pytest.param("corpus", '{"_id": "d1", "text": "one"}\n\n{"_id": "d2", "title": "", "text": ""}\n',
+                 "corpus.jsonl:3", marks=pytest.mark.xfail(
+                     strict=True, reason="bug: core/data.py load_beir_folder numbers corpus lines after _read_jsonl "
+                                         "dropped blank lines, so the error names the wrong line (2 instead of 3)")),
+    ("corpus", '{"_id": "d1", "text": "one"}\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:2"),
+])
+def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, content, where, tmp_path, fresh_var):
+    from core.imports import import_dataset, imported_datasets
+
+    root = tmp_path / "beir"
+    files = {"corpus": GOOD_CORPUS, "queries": GOOD_QUERIES, "qrels": GOOD_QRELS, part: content}
+    _beir(root, files["corpus"], files["queries"], files["qrels"])
+    with pytest.raises(DataFormatError) as err:
+        import_dataset("beir", root, "broken")
+    assert where in str(err.value), str(err.value)
+    assert imported_datasets() == {}
+    assert not any((fresh_var).rglob("meta.json"))
+
+
+def test_non_utf8_pairs_file_is_refused_and_imports_nothing(tmp_path, fresh_var):
+    from core.imports import import_dataset, imported_datasets
+
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("1\tcafé ?\tcafé !\n".encode("latin-1"))
+    with pytest.raises(DataFormatError, match="latin1.tsv.*not UTF-8"):
+        import_dataset("pairs", path, "latin")
+    assert imported_datasets() == {}
+
+
+def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
+    from core.data import load_dataset
+    from core.errors import StudioError
+    from core.imports import import_dataset
+
+    good = tmp_path / "good.tsv"
+    good.write_text("1\ta b\ta c\n", encoding="utf-8")
+    import_dataset("pairs", good, "mine")
+    other = tmp_path / "other.tsv"
+    other.write_text("1\tx y\tx z\n0\tp\tq\n", encoding="utf-8")
+    with pytest.raises(StudioError, match="already exists"):
+        import_dataset("pairs", other, "mine")
+    assert len(load_dataset("user/mine").corpus) == 2
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file permissions")
+def test_unreadable_dataset_file_is_a_clear_error(tmp_path):
+    from core.data import read_pairs_tsv
+
+    missing = tmp_path / "nope.tsv"
+    with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
+        read_pairs_tsv(missing)
