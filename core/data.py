@@ -359,7 +359,8 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
     )
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file."""
     out = []
     for lineno, line in enumerate(_read_lines(path), start=1):
         if not line.strip():
@@ -370,7 +371,7 @@ def _read_jsonl(path: Path) -> list[dict]:
             raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from None
         if not isinstance(obj, dict) or "_id" not in obj:
             raise DataFormatError(path, lineno, 'each line must be a JSON object with an "_id"')
-        out.append(obj)
+        out.append((lineno, obj))
     return out
 
 
@@ -381,12 +382,12 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
     """
     root = Path(path)
     corpus = {}
-    for lineno, obj in enumerate(_read_jsonl(root / "corpus.jsonl"), start=1):
+    for lineno, obj in _read_jsonl(root / "corpus.jsonl"):
         text = " ".join(x for x in (obj.get("title", ""), obj.get("text", "")) if x).strip()
         if not text:
             raise DataFormatError(root / "corpus.jsonl", lineno, f"document {obj['_id']!r} has no title or text")
         corpus[str(obj["_id"])] = text
-    queries = {str(o["_id"]): str(o.get("text", "")).strip() for o in _read_jsonl(root / "queries.jsonl")}
+    queries = {str(o["_id"]): str(o.get("text", "")).strip() for _, o in _read_jsonl(root / "queries.jsonl")}
     qrels_path = root / "qrels" / f"{split}.tsv"
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for lineno, line in enumerate(_read_lines(qrels_path), start=1):

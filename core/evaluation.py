@@ -99,7 +99,11 @@ def read_trec_run(path: str | Path, name: str | None = None) -> Run:
         raise DataFormatError(path, None, "file not found")
     data: dict[str, dict[str, float]] = {}
     tag = None
-    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="strict").splitlines(), start=1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         cols = line.split()

@@ -212,9 +212,6 @@ def tiny_ds(tiny_data):
     return load_dataset("qqp-bimpm")
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="bug: core/evaluation.py read_trec_run decodes with errors='strict' and lets "
-                          "UnicodeDecodeError escape (Error Analysis 'Import run' crashes on a binary upload)")
 def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
     from core.evaluation import read_trec_run
 
@@ -271,10 +268,7 @@ GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
     ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\tone\n", "test.tsv:2"),
     ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\n", "test.tsv:2"),
     ("qrels", "query-id\tcorpus-id\tscore\nq9\td1\t1\n", "test.tsv:2"),
-    pytest.param("corpus", '{"_id": "d1", "text": "one"}\n\n{"_id": "d2", "title": "", "text": ""}\n',
-                 "corpus.jsonl:3", marks=pytest.mark.xfail(
-                     strict=True, reason="bug: core/data.py load_beir_folder numbers corpus lines after _read_jsonl "
-                                         "dropped blank lines, so the error names the wrong line (2 instead of 3)")),
+    ("corpus", '{"_id": "d1", "text": "one"}\n\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:3"),
     ("corpus", '{"_id": "d1", "text": "one"}\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:2"),
 ])
 def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, content, where, tmp_path, fresh_var):
