@@ -204,6 +204,30 @@ def curve(split: str) -> None:
                                                                            "split": split})
 
 
+def best(split: str) -> None:
+    """The curve's picks on the full protocol: wider-beam 10-K trees vs faiss IVF / HNSW at similar cost."""
+    from core.indexing import scaled_nlist
+    from core.retrieval.tree import TreeRetriever
+    from core.tree import KMeansTree, TreeConfig
+
+    dataset, queries, qrels = setup(split)
+    vectors = _vectors(dataset)
+    ids, texts = list(dataset.corpus), list(dataset.corpus.values())
+    tree = KMeansTree.build(vectors, TreeConfig(branching=10))
+    r = TreeRetriever(tree, ids, texts, None)
+    for beam in (40, 80):
+        r.set_params(beam=beam)
+        evaluate(r, dataset, queries, qrels, "tree", {"K": 10, "leaf_size": 10, "balanced": False, "beam": beam,
+                                                       "probes": 10, "split": split})
+    for factory, params in ((f"IVF{scaled_nlist(len(vectors))},Flat", ("nprobe=4", "nprobe=8")),
+                            ("HNSW32,Flat", ("efSearch=32", "efSearch=64"))):
+        index = build_index(vectors, IndexSpec(factory))
+        fr = VectorFaiss(factory, index, ids, vectors, texts)
+        for p in params:
+            set_search_params(index, p)
+            evaluate(fr, dataset, queries, qrels, f"faiss {factory}", {"params": p, "split": split})
+
+
 def cross(split: str, n_queries: int, budgets: list[int]) -> None:
     from core.registry import load_system
 
@@ -261,6 +285,8 @@ if __name__ == "__main__":
     elif what == "cross":
         cross("test" if split == "all" else split, int(args[1]) if len(args) > 1 else 30,
               [int(b) for b in args[2:]] or [1500])
+    elif what == "best":
+        best(split)
     elif what == "finetuned":
         finetuned(split)
     else:

@@ -178,3 +178,38 @@ def test_tree_bert_load_without_build_names_command(tmp_path, monkeypatch):
     assert not tree.is_built(ds)
     with pytest.raises(MissingArtifactError, match="python -m core train --system tree-bert"):
         tree.load(ds)
+
+
+# ----------------------------------------------------------------------------- tree-bert-cross
+class DotReranker:
+    """A stand-in cross-encoder: the cosine of the two texts' vectors (texts are 'question <row>')."""
+
+    def __init__(self, vectors):
+        self.vectors, self.calls = vectors, 0
+
+    def score_pairs(self, queries, docs):
+        self.calls += 1
+        q = self.vectors[[int(t.split()[1]) for t in queries]]
+        d = self.vectors[[int(t.split()[1]) for t in docs]]
+        return (q * d).sum(1)
+
+
+def test_tree_cross_counts_pairs_respects_budget_and_is_exact_when_wide(vectors):
+    from core.retrieval.tree_cross import TreeCrossConfig, TreeCrossRetriever
+
+    tree = KMeansTree.build(vectors, TreeConfig(branching=5))
+    ids = [f"q{i}" for i in range(len(vectors))]
+    texts = [f"question {i}" for i in range(len(vectors))]
+    reranker = DotReranker(vectors)
+    wide = TreeCrossRetriever(tree, ids, texts, reranker, TreeCrossConfig(beam=len(vectors), reps=1, budget=10**6))
+    run = wide.search_many({"q5": texts[5], "q9": texts[9]}, k=10)
+    rows, _ = exact_top(vectors, vectors[[5]], 11)
+    assert run["q5"].doc_ids == [ids[r] for r in rows[0] if r != 5][:10]
+    assert run["q5"].stats["pair_scorings"] == len(vectors)  # every question scored exactly once
+    narrow = TreeCrossRetriever(tree, ids, texts, reranker, TreeCrossConfig(beam=20, reps=3, budget=150))
+    out = narrow.search_many({"q5": texts[5], "q9": texts[9]}, k=20)
+    for r in out.values():
+        assert 0 < r.stats["pair_scorings"] <= 150 and len(set(r.doc_ids)) == len(r.doc_ids)
+    assert all(len(r.doc_ids) == 20 for r in out.values())  # node representatives are candidates too
+    with pytest.raises(ValueError):
+        narrow.set_params(reps=6)
