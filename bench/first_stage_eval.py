@@ -7,7 +7,7 @@ one-at-a-time with the query encoded from text); optional paired significance te
 
 Usage: QRS_VAR=... python bench/first_stage_eval.py [--systems densetrans sdml-cnn:tl-ssd ...]
        [--indexes flat ivfpq hnsw] [--compare bm25,densetrans sdml-cnn:tl-ssd,sdml-cnn] [--out FILE]
-A system is ``name[:variant][+tag]``; ``bm25`` is indexed in memory if not built.
+A system is ``name[:variant][#tag]`` (tag = the experiment folder suffix of first_stage_train.py --tag); ``bm25`` is indexed in memory if not built.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ METRICS = ["recall@10", "recall@20", "recall@50", "recall@100", "mrr@100", "map@
 
 
 def parse(spec: str) -> tuple[str, str | None, str | None]:
-    base, _, tag = spec.partition("+")
+    base, _, tag = spec.partition("#")
     name, _, variant = base.partition(":")
     return name, variant or None, tag or None
 
