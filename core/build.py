@@ -121,9 +121,11 @@ def build_system(
     module = system_module(name)
     status = BuildStatus(name)
     if not force and module.is_built(dataset, variant=variant):
-        status.state, status.progress, status.message = "ready", 1.0, "already built"
-        write_status(dataset.name, status, variant)
-        return status
+        spec = get_spec(name)
+        previous = read_status(dataset, spec, variant)  # keep the recorded build time and metrics
+        previous.state, previous.progress, previous.message = "ready", 1.0, "already built"
+        write_status(dataset.name, previous, variant)
+        return previous
     lock_path = _status_path(dataset.name, name, variant).with_suffix(".lock")
     with _lock(lock_path) as acquired:
         if not acquired:

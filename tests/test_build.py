@@ -18,6 +18,7 @@ def test_build_writes_status_and_reuses(tiny_data, fresh_var):
     assert build.read_status(ds, get_spec("bm25")).state == "ready"
     (again,) = build.build_all("qqp-bimpm", ["bm25"], echo=False)
     assert again.message == "already built"
+    assert again.metrics == status.metrics and again.seconds is not None  # the record survives
 
 
 def test_failure_is_recorded_not_raised(tiny_data, fresh_var, monkeypatch):
