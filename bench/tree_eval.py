@@ -204,6 +204,31 @@ def curve(split: str) -> None:
                                                                            "split": split})
 
 
+def pair_auc(n_pairs: int) -> None:
+    """ROC AUC (sklearn) of the cross-encoder and the pretrained bi-encoder cosine on held-out test pairs."""
+    from sklearn.metrics import roc_auc_score
+
+    from core.registry import load_system
+    from core.retrieval import bert
+
+    dataset, _, _ = setup("test")
+    pairs = dataset.pairs["test"]
+    pick = sorted(np.random.default_rng(13).choice(len(pairs), min(n_pairs, len(pairs)), replace=False))
+    pairs = [pairs[i] for i in pick]
+    labels = [int(p.label > 0) for p in pairs]
+    ce = load_system("cross-encoder", dataset)
+    t0 = time.perf_counter()
+    s_ce = ce.score_pairs([dataset.corpus[p.id1] for p in pairs], [dataset.corpus[p.id2] for p in pairs])
+    seconds = time.perf_counter() - t0
+    vectors = bert.collection_embeddings(dataset, "mean")
+    row = {d: i for i, d in enumerate(dataset.corpus)}
+    s_bi = (vectors[[row[p.id1] for p in pairs]] * vectors[[row[p.id2] for p in pairs]]).sum(1)
+    emit({"what": "pair ROC AUC on held-out test pairs", "pairs": len(pairs), "positives": sum(labels),
+          "cross_encoder_auc": round(float(roc_auc_score(labels, s_ce)), 4),
+          "minilm_mean_cosine_auc": round(float(roc_auc_score(labels, s_bi)), 4),
+          "cross_encoder_pairs_per_second": round(len(pairs) / seconds, 1)})
+
+
 def best(split: str) -> None:
     """The curve's picks on the full protocol: wider-beam 10-K trees vs faiss IVF / HNSW at similar cost."""
     from core.indexing import scaled_nlist
@@ -285,6 +310,8 @@ if __name__ == "__main__":
     elif what == "cross":
         cross("test" if split == "all" else split, int(args[1]) if len(args) > 1 else 30,
               [int(b) for b in args[2:]] or [1500])
+    elif what == "pairauc":
+        pair_auc(int(args[1]) if len(args) > 1 else 300)
     elif what == "best":
         best(split)
     elif what == "finetuned":
