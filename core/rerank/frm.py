@@ -9,8 +9,9 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 ``var/cache/frm-vectors`` (chunked, so an interrupted build resumes); training uses at most
 ``train_pairs`` (8,000) of the 15,871 training pairs, 2 epochs. The ``paper`` profile fine-tunes MiniLM
 (lr 2e-5, warm-up) on all training pairs, 5 epochs. Both early-stop on dev accuracy (the paper's Acc.).
-Inference: one batched MiniLM forward over the unique texts (query + candidates); POS of collection
-questions is cached at build time, other texts are tagged with ``nlp.pipe`` (tagger only).
+Inference: questions whose frozen-MiniLM vectors are in the build's cache reuse them; the other unique
+texts (typically only a typed query) get one batched MiniLM forward; POS of collection questions is cached
+at build time, other texts are tagged with ``nlp.pipe`` (tagger only).
 """
 from __future__ import annotations
 
@@ -285,13 +286,27 @@ class FRMExplanation:
 class FRMReranker(Reranker):
     """FRM as a reranker: ``score_pairs`` = sim(q, d) of Eq. (2), batched."""
 
-    def __init__(self, model: FRM, featurizer: Featurizer, name: str = "frm", batch_pairs: int = 256) -> None:
+    def __init__(self, model: FRM, featurizer: Featurizer, name: str = "frm", batch_pairs: int = 256,
+                 store: VectorStore | None = None) -> None:
         self.model, self.featurizer, self.name, self.batch_pairs = model.eval(), featurizer, name, batch_pairs
+        self.store = store  # frozen-MiniLM vectors cached at build time (quick profile only)
 
     def _encode(self, texts: list[str]):
+        """Features and vectors of the unique texts: cached vectors where present, one MiniLM batch for the rest."""
         uniq = list(dict.fromkeys(texts))
         feats = self.featurizer.features(uniq)
-        cls, kws = self.featurizer.vectors(feats)
+        cls = np.zeros((len(feats), 384), dtype=np.float32)
+        kws: list[np.ndarray] = [np.zeros((0, 384), np.float32)] * len(feats)
+        missing = []
+        for i, f in enumerate(feats):
+            if self.store is not None and f.text in self.store.cls and len(self.store.kw[f.text]) == len(f.keywords):
+                cls[i], kws[i] = self.store.cls[f.text], self.store.kw[f.text].astype(np.float32)
+            else:
+                missing.append(i)
+        if missing:
+            c, k = self.featurizer.vectors([feats[i] for i in missing])
+            for j, i in enumerate(missing):
+                cls[i], kws[i] = c[j], k[j]
         pos = {t: i for i, t in enumerate(uniq)}
         return feats, cls, kws, pos
 
@@ -569,7 +584,11 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker
     if "encoder" in state:
         featurizer.encoder(dev).backbone.load_state_dict(state["encoder"])
     featurizer.encoder(dev)
-    return FRMReranker(model.to(dev), featurizer, name="frm" if variant in (None, "full") else f"frm{variant}")
+    store = None
+    if "encoder" not in state and options.get("vector_cache", True):
+        store = VectorStore.for_encoder(cfg.max_keywords)  # frozen MiniLM: reuse the build's vectors
+    return FRMReranker(model.to(dev), featurizer, name="frm" if variant in (None, "full") else f"frm{variant}",
+                       store=store)
 
 
 def config_dict(variant: str | None = None) -> dict:
