@@ -10,6 +10,7 @@ start reuses everything) unless ``force``.
 from __future__ import annotations
 
 import fcntl
+import inspect
 import os
 import subprocess
 import sys
@@ -130,15 +131,18 @@ def build_system(
     with _lock(lock_path) as acquired:
         if not acquired:
             return BuildStatus(name, "building", message="another process is building it")
-        return _build_locked(dataset, module, status, profile, variant, listener)
+        return _build_locked(dataset, module, status, profile, variant, listener, force)
 
 
-def _build_locked(dataset, module, status: BuildStatus, profile, variant, listener) -> BuildStatus:
+def _build_locked(dataset, module, status: BuildStatus, profile, variant, listener, force=False) -> BuildStatus:
     status.state, status.started, status.message = "building", time.time(), f"building ({profile} profile)"
     write_status(dataset.name, status, variant)
     try:
+        kwargs = {}
+        if force and "resume" in inspect.signature(module.build).parameters:
+            kwargs["resume"] = False  # --force retrains from scratch instead of resuming a checkpoint
         metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
-                               variant=variant)
+                               variant=variant, **kwargs)
         status.state, status.progress, status.metrics = "ready", 1.0, dict(metrics or {})
         status.message = "built"
     except Exception as exc:  # recorded for the Models page; the build goes on with the next system

@@ -63,9 +63,11 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)"),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
-               "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)"),
+               "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
+               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level")),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
+               variants=("no-features",),
                datasets=("qqp-bimpm", "trecqa")),
 )
 _BY_NAME = {s.name: s for s in SYSTEMS}

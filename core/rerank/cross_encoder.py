@@ -46,7 +46,7 @@ class CrossEncoderConfig:
     seed: int = 13
 
 
-PROFILES = {"paper": {}, "quick": {"epochs": 1, "train_pairs": 1600, "dev_queries": 80}}
+PROFILES = {"paper": {}, "quick": {"epochs": 1, "train_pairs": 6400, "dev_queries": 80}}
 
 
 class CrossEncoderReranker(Reranker):
