@@ -56,6 +56,8 @@ for color, label in zip(COLORS, chosen):
                              hovertemplate="layer %{x}: %{y:.3f}<extra>" + label + "</extra>"))
     if curve.clipped:
         notes.append(f"{label}: {curve.clipped} cosines ≤ 0.001 were clipped before the log")
+st.caption("Layer 0 is the input layer: its [CLS] vector is the same for every question (token + position "
+           "embedding only), so [CLS] curves start at 0 by construction.")
 fig.update_layout(xaxis_title="layer (0 = input embeddings)", yaxis_title="mean |log cos(q,q⁺) − log cos(q,q⁻)|",
                   height=430, margin=dict(l=10, r=10, t=40, b=10),
                   title=f"Discriminativeness per layer — {n} queries, {negatives} negatives; band = 25–75% of queries")

@@ -57,7 +57,7 @@ except StudioError as exc:
 try:
     frm = system("frm", ds_name)
 except MissingArtifactError as exc:
-    st.error(f"FRM is not built yet. {exc}", icon="⚠️")
+    error(exc)
     st.stop()
 except Exception as exc:  # noqa: BLE001 - shown, not raised
     error(exc)
