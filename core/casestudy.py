@@ -218,7 +218,7 @@ class CompareState:
                 notes.append(f"index={_show(raw)} is not one of {', '.join(INDEXES)}; using {default.index}")
         raw = get("tree_k")
         if raw is not None:
-            if raw.isdigit() and int(raw) in TREE_BRANCHING:
+            if raw.isascii() and raw.isdigit() and int(raw) in TREE_BRANCHING:
                 values["tree_k"] = int(raw)
             else:
                 notes.append(f"tree_k={_show(raw)} is not one of {', '.join(map(str, TREE_BRANCHING))}; "
