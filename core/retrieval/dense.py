@@ -150,3 +150,57 @@ def timed(fn: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - start
+
+
+def stored_vectors_and_index(
+    folder,
+    encoder: Encoder,
+    corpus: dict[str, str],
+    spec: IndexSpec | Callable[[int, int], IndexSpec],
+    index_name: str,
+    what: str,
+    command: str,
+    fresh: bool = False,
+    progress: ProgressFn = _no_progress,
+    batch_size: int = 256,
+    normalize: bool = True,
+):
+    """A trained system's collection vectors (``folder/embeddings.npy``) and its faiss index.
+
+    Vectors are computed once (through the embedding cache) and saved beside the checkpoint; the
+    index is loaded from ``folder/index-<name>/`` when it matches the encoder, else built (and saved,
+    except for ``flat``, which is cheaper to rebuild than to read). ``spec`` may be a function of
+    (count, dim). Returns ``(vectors, index, spec, encode_seconds)``.
+    """
+    from core.errors import MissingArtifactError
+    from core.indexing import load_index, save_index
+
+    emb_path = folder / "embeddings.npy"
+    t0 = time.perf_counter()
+    vectors = None
+    if emb_path.is_file() and not fresh:
+        try:
+            vectors = np.load(emb_path)
+        except (ValueError, OSError):
+            raise MissingArtifactError(what, command, "corrupt") from None
+        if vectors.shape[0] != len(corpus):
+            raise MissingArtifactError(what, command, "stale (collection changed)")
+    if vectors is None:
+        vectors = cached_embeddings(encoder, corpus, progress=progress, batch_size=batch_size, normalize=normalize)
+        tmp = folder / ".embeddings.tmp.npy"
+        np.save(tmp, vectors)
+        tmp.replace(emb_path)
+    encode_seconds = time.perf_counter() - t0
+    if callable(spec):
+        spec = spec(len(vectors), vectors.shape[1])
+    index_dir = folder / f"index-{index_name}"
+    index = None
+    if not fresh and (index_dir / "index.json").is_file():
+        index, spec, meta = load_index(index_dir, command)
+        if meta.get("encoder") != encoder.encoder_id or index.ntotal != len(vectors):
+            index = None
+    if index is None:
+        index = build_index(vectors, spec)
+        if index_name != "flat":
+            save_index(index_dir, index, spec, encoder.encoder_id, len(vectors))
+    return vectors, index, spec, encode_seconds

@@ -24,10 +24,10 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data import Dataset
 from core.errors import MissingArtifactError
 from core.evaluation import evaluate_run
-from core.indexing import IndexSpec, build_index, load_index, save_index
+from core.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
-from core.retrieval.dense import DenseRetriever, cached_embeddings
+from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
                              state_fingerprint, vocab_from_dict)
 from core.training import EarlyStopping, check_profile, device, linear_warmup_decay, set_seed
@@ -315,33 +315,9 @@ def _serve(dataset: Dataset, folder, cfg, command: str, index: str = DEFAULT_IND
            progress: ProgressFn = _no_progress, search_params: str | None = None):
     """Collection vectors (cached) + the requested faiss index (saved for the default preset)."""
     cfg, encoder = _load_model(folder, command)
-    emb_path = folder / "embeddings.npy"
-    t0 = time.perf_counter()
-    vectors = None
-    if emb_path.is_file() and not fresh:
-        try:
-            vectors = np.load(emb_path)
-            if vectors.shape[0] != len(dataset.corpus):
-                raise MissingArtifactError("the DenseTrans embeddings", command, "stale (collection changed)")
-        except (ValueError, OSError):
-            raise MissingArtifactError("the DenseTrans embeddings", command, "corrupt") from None
-    if vectors is None:
-        vectors = cached_embeddings(encoder, dataset.corpus, progress=progress, batch_size=256)
-        tmp = folder / ".embeddings.tmp.npy"
-        np.save(tmp, vectors)
-        tmp.replace(emb_path)
-    encode_seconds = time.perf_counter() - t0
-    spec = IndexSpec.from_preset(index, len(vectors), vectors.shape[1])
-    index_dir = folder / f"index-{index}"
-    faiss_index = None
-    if not fresh and (index_dir / "index.json").is_file():
-        faiss_index, spec, meta = load_index(index_dir, command)
-        if meta.get("encoder") != encoder.encoder_id or faiss_index.ntotal != len(vectors):
-            faiss_index = None
-    if faiss_index is None:
-        faiss_index = build_index(vectors, spec)
-        if index != "flat":
-            save_index(index_dir, faiss_index, spec, encoder.encoder_id, len(vectors))
+    vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(
+        folder, encoder, dataset.corpus, lambda n, d: IndexSpec.from_preset(index, n, d), index,
+        "the DenseTrans embeddings", command, fresh=fresh, progress=progress, batch_size=256)
     name = SYSTEM if cfg.variant == "full" else f"{SYSTEM}{cfg.variant}"
     retriever = DenseTransRetriever(name, encoder, list(dataset.corpus), faiss_index, spec, vectors,
                                     list(dataset.corpus.values()))
