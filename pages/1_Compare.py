@@ -200,11 +200,15 @@ for col, res in zip(cols, result.results):
             if h.user_label is not None and (h.qrel or 0) > 0:
                 mark = f"✅👤{h.user_label}"
             share = "◆" if h.shared_by == n_ok and n_ok > 1 else ("◇" if h.shared_by == 1 and n_ok > 1 else "")
-            rows.append({"#": h.rank, "move": h.movement if result.baseline else "", "": mark + share,
-                         "question": h.text, "score": h.score})
+            row = {"#": h.rank, "": mark + share, "question": h.text, "score": h.score}
+            if result.baseline:  # the movement column only when there is a baseline to move against
+                row = {"#": h.rank, "move": h.movement, **{k: v for k, v in row.items() if k != "#"}}
+            rows.append(row)
         frame = pd.DataFrame(rows)
         st.dataframe(frame, hide_index=True, width="stretch",
-                     column_config={"score": st.column_config.NumberColumn(format="%.3f"),
+                     column_config={"#": st.column_config.NumberColumn(width="small"),
+                                    "": st.column_config.TextColumn(width="small"),
+                                    "score": st.column_config.NumberColumn(format="%.3f", width="small"),
                                     "question": st.column_config.TextColumn(width="large")})
 
 # ----------------------------------------------------------------------------- agreement
