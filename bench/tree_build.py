@@ -1,6 +1,6 @@
 """Build tree-search-BERT systems on QQP and print their build metrics (timing measured under shared load).
 
-Usage: QRS_VAR=/work/main/var .venv/bin/python bench/tree_build.py minilm:mean tree-bert cross-encoder ...
+Usage: QRS_VAR=var .venv/bin/python bench/tree_build.py minilm:mean tree-bert cross-encoder ...
 """
 from __future__ import annotations
 

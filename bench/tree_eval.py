@@ -6,7 +6,7 @@ own ranking (ignore_identical_ids). Metrics (ranx via core.evaluation): MAP@20, 
 MRR@10. Latency = wall time per query of batched search, one thread (faiss + numpy + torch), measured
 on a shared machine. all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates.
 
-Usage (QRS_VAR=/work/main/var):
+Usage (QRS_VAR=var, from the repository root):
   .venv/bin/python bench/tree_eval.py poolings            # compute-all for cls/mean/max (+ encodes cls/max once)
   .venv/bin/python bench/tree_eval.py trees               # paper trees K = 5/8/10, beam = N = 20
   .venv/bin/python bench/tree_eval.py curve               # MAP vs distance computations: trees, IVF, HNSW
