@@ -166,3 +166,18 @@ def test_cross_encoder_learns_paraphrase_over_unrelated_and_round_trips(tmp_path
     again = CrossEncoderReranker(model2, tokenizer2).score_pairs([q, q], ["What is the quickest way to lose weight ?",
                                                                            "Why is the sky blue ?"])
     np.testing.assert_allclose(again, s, atol=1e-4)
+
+
+def test_finetuned_variant_builds_and_loads(tmp_path, monkeypatch):
+    """The fine-tuned bi-encoder trains, saves its config before re-encoding, and serves searches."""
+    monkeypatch.setenv("QRS_VAR", str(tmp_path))
+    from core.retrieval import bert
+
+    ds = toy_dataset()
+    ds.pairs["train"] = ds.pairs["dev"] = ds.pairs["all"]
+    ds.query_splits["dev"] = list(ds.queries)
+    metrics = bert.build(ds, variant="finetuned")
+    assert bert.is_built(ds, "finetuned") and metrics["texts"] == len(ds.corpus)
+    retriever = bert.load(ds, "finetuned")
+    qid = next(q for q, t in ds.queries.items() if t == TEXTS[0])
+    assert len(retriever.search_many({qid: TEXTS[0]}, k=3)[qid].doc_ids) == 3

@@ -228,6 +228,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     start = time.perf_counter()
     if config.finetune:
         metrics.update(finetune(dataset, config, folder, lambda f, m: progress(0.6 * f, m)))
+        save_json(folder / "config.json", config)  # load_encoder reads it to rebuild the fine-tuned model
         encoder = load_encoder(dataset, variant)
         base = 0.6
     else:
