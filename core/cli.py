@@ -268,8 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return dispatch(build_parser().parse_args(argv))
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run a parsed verb: a ``StudioError`` becomes one ``error:`` line and exit code 2."""
     try:
         return args.func(args)
     except StudioError as exc:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from core.errors import StudioError
 
 
 def _store(args: argparse.Namespace):
@@ -175,12 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m core.cli_judgments``) with the same verbs."""
     parser = argparse.ArgumentParser(prog="python -m core.cli_judgments")
     add_commands(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except StudioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from core.cli import dispatch
+
+    return dispatch(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

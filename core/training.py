@@ -73,3 +73,27 @@ class EarlyStopping:
     @property
     def should_stop(self) -> bool:
         return self.bad >= self.patience
+
+
+def resume_from_checkpoint(path, key: str, model, optimizer, scheduler, stopper: EarlyStopping) -> int:
+    """Restore an epoch checkpoint saved for the same config ``key``; returns the epoch to start at.
+
+    A missing, unreadable or different-config checkpoint means starting over (epoch 0).
+    """
+    from pathlib import Path
+
+    path = Path(path) if path is not None else None
+    if path is None or not path.is_file():
+        return 0
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        if ckpt.get("config") != key:
+            return 0
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        stopper.best, stopper.best_epoch, stopper.bad = ckpt["best"], ckpt["best_epoch"], ckpt["bad"]
+        stopper.history = list(ckpt["history"])
+        return int(ckpt["epoch"]) + 1
+    except Exception:  # unreadable checkpoint: start over
+        return 0

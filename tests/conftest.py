@@ -37,3 +37,20 @@ def fresh_var(monkeypatch, tmp_path):
     """A private artifacts folder for one test."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
     return tmp_path / "var"
+
+
+@pytest.fixture
+def built(tiny_data, fresh_var):
+    """The tiny fixture with BM25 built: what the page tests run against."""
+    from core.data import load_dataset
+    from core.retrieval import bm25
+
+    bm25.build(load_dataset("qqp-bimpm"))
+    return fresh_var
+
+
+def app_test(path: str):
+    """An ``AppTest`` for a page of this repository (generous timeout for a loaded CI machine)."""
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(str(ROOT / path), default_timeout=120)

@@ -1,24 +1,12 @@
 """AppTest: Compare page state <-> URL, saving a comparison, the Case Studies page after a restart."""
 from __future__ import annotations
 
-import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT
-
-
-@pytest.fixture
-def built(tiny_data, fresh_var):
-    from core.data import load_dataset
-    from core.retrieval import bm25
-
-    bm25.build(load_dataset("qqp-bimpm"))
-    return fresh_var
+from tests.conftest import app_test
 
 
-def _app(path: str) -> AppTest:
-    return AppTest.from_file(str(ROOT / path), default_timeout=120)
+_app = app_test
 
 
 def test_link_reproduces_the_comparison_and_changes_go_back_to_the_url(built):

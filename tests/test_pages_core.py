@@ -1,23 +1,11 @@
 """AppTest: home, Compare and Models pages on the tiny fixture."""
 from __future__ import annotations
 
-import pytest
-from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT
+from tests.conftest import app_test
 
 
-@pytest.fixture
-def built(tiny_data, fresh_var):
-    from core.data import load_dataset
-    from core.retrieval import bm25
-
-    bm25.build(load_dataset("qqp-bimpm"))
-    return fresh_var
-
-
-def _app(path: str) -> AppTest:
-    return AppTest.from_file(str(ROOT / path), default_timeout=120)
+_app = app_test
 
 
 def test_home_shows_dataset_and_systems(built):

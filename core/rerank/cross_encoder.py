@@ -24,7 +24,7 @@ from core.data import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
-from core.training import EarlyStopping, check_profile, device, linear_warmup_decay, set_seed
+from core.training import EarlyStopping, check_profile, device, linear_warmup_decay, resume_from_checkpoint, set_seed
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 
@@ -146,19 +146,8 @@ def train(model, tokenizer, pairs: list[Pair], corpus: dict[str, str], config: C
     scheduler = linear_warmup_decay(optimizer, total, config.warmup)
     stopper = EarlyStopping(patience=config.patience)
     key = repr(sorted(asdict(config).items()))
-    start_epoch = 0
-    if folder is not None and (folder / "checkpoint.pt").is_file():
-        try:
-            ckpt = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True)
-            if ckpt.get("config") == key:
-                model.load_state_dict(ckpt["model"])
-                optimizer.load_state_dict(ckpt["optimizer"])
-                scheduler.load_state_dict(ckpt["scheduler"])
-                stopper.best, stopper.best_epoch, stopper.bad = ckpt["best"], ckpt["best_epoch"], ckpt["bad"]
-                stopper.history = list(ckpt["history"])
-                start_epoch = int(ckpt["epoch"]) + 1
-        except Exception:  # unreadable checkpoint: start over
-            start_epoch = 0
+    start_epoch = resume_from_checkpoint(folder / "checkpoint.pt" if folder is not None else None, key,
+                                         model, optimizer, scheduler, stopper)
     loss_fn = torch.nn.CrossEntropyLoss()
     losses: list[float] = []
     t0 = time.perf_counter()

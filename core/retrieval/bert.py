@@ -315,7 +315,7 @@ def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: Pro
     """
     from tqdm.auto import tqdm
 
-    from core.training import EarlyStopping
+    from core.training import EarlyStopping, resume_from_checkpoint
     from models.bert import BertBiEncoder, CosineMSELoss
 
     if not dataset.pairs.get("train"):
@@ -332,20 +332,9 @@ def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: Pro
     scheduler = linear_warmup_decay(optimizer, total, config.warmup)
     loss_fn = CosineMSELoss()
     stopper = EarlyStopping(patience=config.patience)
-    start_epoch = 0
     ckpt_path = folder / "checkpoint.pt"
-    if ckpt_path.is_file():
-        try:
-            ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-            if ckpt.get("config") == repr(sorted(asdict(config).items())):
-                model.load_state_dict(ckpt["model"])
-                optimizer.load_state_dict(ckpt["optimizer"])
-                scheduler.load_state_dict(ckpt["scheduler"])
-                stopper.best, stopper.best_epoch, stopper.bad = ckpt["best"], ckpt["best_epoch"], ckpt["bad"]
-                stopper.history = list(ckpt["history"])
-                start_epoch = int(ckpt["epoch"]) + 1
-        except Exception:  # unreadable checkpoint: start over
-            start_epoch = 0
+    start_epoch = resume_from_checkpoint(ckpt_path, repr(sorted(asdict(config).items())),
+                                         model, optimizer, scheduler, stopper)
     t0 = time.perf_counter()
     losses: list[float] = []
     for epoch in range(start_epoch, config.epochs):
