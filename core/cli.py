@@ -15,7 +15,7 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from core.data import DEFAULT_DATASET, list_datasets, load_dataset
-from core.errors import StudioError
+from core.errors import StudioError, describe_error
 
 
 class TqdmProgress:
@@ -76,13 +76,17 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_systems(args: argparse.Namespace) -> int:
     from core.build import read_status
-    from core.registry import list_systems, supports
+    from core.portable import trained_datasets
+    from core.registry import list_systems, needs_training, supports
 
     ds = load_dataset(args.dataset)
     rows = []
     for spec in list_systems():
-        state = read_status(ds, spec).state if supports(spec, ds) else "n/a for this dataset"
+        state = read_status(ds, spec).state if supports(spec, ds) else "n/a (tree search over a collection)"
         rows.append((spec.name, spec.kind, state, ",".join(spec.variants) or "-", spec.paper))
+        if supports(spec, ds) and needs_training(spec):
+            rows += [(f"{spec.name}@{src}", spec.kind, "ready (zero-shot)", "-", f"trained on {src}")
+                     for src in trained_datasets(spec.name) if src != ds.name]
     print(tabulate(rows, headers=["system", "kind", f"status ({ds.name})", "variants", "paper"]))
     return 0
 
@@ -107,31 +111,56 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from core.build import build_system
-    from core.registry import check_variant, system_module
+    from core.registry import get_spec, needs_training, parse_name, system_module
 
     ds = load_dataset(args.dataset)
+    name = parse_name(args.system, args.variant)
+    if name.trained_on and name.trained_on != ds.name:  # a portable model: build its vectors/index here
+        from core.portable import prepare
+
+        bar = TqdmProgress(f"prepare {name} on {ds.name}")
+        try:
+            info = prepare(str(name), ds, progress=bar)
+        finally:
+            bar.close()
+        print(f"{info['system']} ready on {ds.name} ({info['texts']:,} texts, {info['seconds']:.1f}s)")
+        return 0
+    args.system, args.variant = name.system, name.variant
     bar = TqdmProgress(f"train {args.system}{'@' + args.variant if args.variant else ''}")
-    check_variant(args.system, args.variant)
     module = system_module(args.system)
     if not args.force and module.is_built(ds, variant=args.variant):
         bar.close()
         print(f"{args.system} is already built for {ds.name}; use --force to retrain")
         return 0
-    # Same code path as the background build (status file included), with a tqdm bar on top.
+    # Same code path as the background build (status file included), with a tqdm bar on top; trained
+    # systems go through core.usertrain (labelled pairs + deterministic split of any labelled dataset).
     try:
-        status = build_system(ds, args.system, profile=args.profile, variant=args.variant, force=True, listener=bar)
+        if needs_training(get_spec(args.system), args.variant):
+            from core.usertrain import train, training_data
+
+            print(training_data(ds).summary(), file=sys.stderr)
+            status = train(ds, args.system, variant=args.variant, profile=args.profile, force=True, progress=bar)
+        else:
+            status = build_system(ds, args.system, profile=args.profile, variant=args.variant, force=True, listener=bar)
     finally:
         bar.close()
     if status.state != "ready":
         print(status.message, file=sys.stderr)
         raise StudioError(f"training {args.system} failed: {status.error}")
-    print(tabulate(sorted(status.metrics.items()), headers=["metric", "value"], floatfmt=".4f"))
+    print(tabulate(sorted((k, v) for k, v in status.metrics.items() if not isinstance(v, (dict, list))),
+                   headers=["metric", "value"], floatfmt=".4f"))
     return 0
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_run, read_trec_run, short, write_trec_run
-    from core.registry import get_spec, load_system
+    from core.portable import ensure_cheap
+    from core.registry import parse_name
+    from core.retrieval.base import Retriever
 
     ds = load_dataset(args.dataset)
     qrels = ds.split_qrels(args.split)
@@ -144,21 +173,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         if not args.system:
             raise StudioError("say --system NAME or --run FILE")
-        spec = get_spec(args.system)
+        parsed = parse_name(args.system, args.variant)
         options = _options(args.option)
-        system = load_system(args.system, ds, variant=args.variant, **options)
-        bar = TqdmProgress(f"eval {args.system}")
+        if options:
+            from core.registry import load_system
+
+            system = load_system(str(parsed), ds, **options)
+        else:
+            system = ensure_cheap(str(parsed), ds, notice=_notice)
+        bar = TqdmProgress(f"eval {parsed}")
         start = time.perf_counter()
-        if spec.kind == "retriever":
+        if isinstance(system, Retriever):
             rankings = system.search_many(queries, k=args.k, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
         else:
             candidates = _first_stage(ds, queries, args, bar)
             rankings = system.rerank_many(queries, candidates, ds.corpus, progress=bar)
         bar.close()
         seconds = time.perf_counter() - start
-        name = args.system + (f"@{args.variant}" if args.variant else "")
+        name = str(parsed)
         run = rankings
         print(f"{len(queries):,} queries in {seconds:.1f}s ({1000 * seconds / max(1, len(queries)):.2f} ms/query)")
+    _check_evaluable(qrels, run, args)
     scores = evaluate_run(qrels, run, metrics)
     note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
     print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries]{note}")
@@ -168,27 +203,58 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_evaluable(qrels: dict, run, args: argparse.Namespace) -> None:
+    """Refuse, in one line, what ranx cannot score: no labelled queries, or only empty rankings."""
+    if not qrels:
+        raise StudioError(f"split {args.split!r} of {args.dataset} has no queries with relevance labels; nothing to evaluate")
+    rankings = run.to_dict() if hasattr(run, "to_dict") else {q: r.doc_ids for q, r in run.items()}
+    if not any(len(docs) for docs in rankings.values()):
+        raise StudioError(f"every ranking is empty ({len(rankings):,} queries, none retrieved anything); nothing to "
+                          "evaluate - check the system, --k and the dataset")
+
+
+def _positive_int(value: str) -> int:
+    """argparse type: an integer >= 1 (``-k -3`` and ``--k 0`` are refused)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one ``error:`` line (exit code 2), like every other error."""
+
+    def error(self, message: str):  # noqa: ANN201 - argparse's signature
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _first_stage(ds, queries, args, bar):
     """Candidates for a reranker: the dataset's candidate lists, or a first-stage system's top-k."""
-    from core.registry import load_system
+    from core.portable import ensure_cheap
     from core.retrieval.base import Ranking
 
     if ds.candidates:
         return {q: Ranking("candidates", list(ds.candidates[q]), [0.0] * len(ds.candidates[q])) for q in queries}
-    first = load_system(args.first_stage, ds)
+    first = ensure_cheap(args.first_stage, ds, notice=_notice)
     return first.search_many(queries, k=args.depth, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from core.registry import get_spec, load_system
+    from core.candidates import rank
+    from core.portable import ensure_cheap
+    from core.registry import load_system, parse_name
+    from core.retrieval.base import Retriever
 
     ds = load_dataset(args.dataset)
-    system = load_system(args.system, ds, variant=args.variant, **_options(args.option))
-    if get_spec(args.system).kind == "reranker":
-        first = load_system(args.first_stage, ds).search(args.query, args.depth)
-        ranking = system.rerank(args.query, first, ds.corpus, k=args.k)
-    else:
-        ranking = system.search(args.query, args.k)
+    name = str(parse_name(args.system, args.variant))
+    options = _options(args.option)
+    system = load_system(name, ds, **options) if options else ensure_cheap(name, ds, notice=_notice)
+    if not ds.candidates and not isinstance(system, Retriever):
+        ensure_cheap(args.first_stage, ds, notice=_notice)  # a reranker's first stage (BM25: seconds)
+    ranking = rank(ds, system, args.query, args.k, first_stage=args.first_stage, depth=args.depth)
     rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
     print(tabulate(rows, headers=["rank", "id", "score", "text"]))
     print(f"{1000 * ranking.seconds:.1f} ms {ranking.stats or ''}")
@@ -200,7 +266,7 @@ EXTENSIONS = ("core.cli_judgments", "core.cli_casestudy")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m core", description="Question Retrieval Studio command line")
+    parser = OneLineParser(prog="python -m core", description="Question Retrieval Studio command line")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     def with_dataset(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -223,37 +289,37 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_dataset(sub.add_parser("build", help="build systems (the app's default build)"))
     p.add_argument("--systems", help="comma-separated system names")
     p.add_argument("--all", action="store_true", help="every default-build system for the dataset")
-    p.add_argument("--profile", default="quick", choices=["quick", "paper"])
+    p.add_argument("--profile", default="quick", choices=["quick", "full", "paper"])
     p.add_argument("--force", action="store_true", help="rebuild even if built")
     p.add_argument("--background", action="store_true", help="run detached; progress in var/build/")
     p.set_defaults(func=cmd_build)
 
     p = with_dataset(sub.add_parser("train", help="train/build one system"))
     p.add_argument("--system", required=True)
-    p.add_argument("--variant")
-    p.add_argument("--profile", default="quick", choices=["quick", "paper"])
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
+    p.add_argument("--profile", default="quick", choices=["quick", "full", "paper"])
     p.add_argument("--force", action="store_true", help="retrain even if a checkpoint exists")
     p.set_defaults(func=cmd_train)
 
     p = with_dataset(sub.add_parser("eval", help="evaluate a system (or a TREC run file) with ranx"))
     p.add_argument("--system")
-    p.add_argument("--variant")
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
     p.add_argument("--run", help="evaluate this TREC run file instead of a system")
-    p.add_argument("--split", default="all", help="query split: all, train, dev, test (QQP); test, clean-test... (TrecQA)")
-    p.add_argument("--k", type=int, default=100, help="retrieval depth")
+    p.add_argument("--split", default="all", help="query split: all, train, dev, test, paper-004 (QQP: the first question of each positive pair, tree-search-bert-guo.md §4.1); test, clean-test... (TrecQA)")
+    p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth")
     p.add_argument("--metrics", help="comma-separated ranx metrics (H@k, P@k accepted)")
     p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
-    p.add_argument("--depth", type=int, default=20, help="first-stage depth for rerankers")
+    p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--option", action="append", help="system option key=value (e.g. nprobe=20, index=flat)")
     p.add_argument("--run-out", type=Path, help="write the run as a TREC file")
     p.set_defaults(func=cmd_eval)
 
-    p = with_dataset(sub.add_parser("search", help="search one query"))
+    p = with_dataset(sub.add_parser("search", help="search one query (on candidate lists: a query id)"))
     p.add_argument("--system", default="bm25")
-    p.add_argument("--variant")
-    p.add_argument("-k", "--k", type=int, default=10)
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
+    p.add_argument("-k", "--k", type=_positive_int, default=10)
     p.add_argument("--first-stage", default="bm25")
-    p.add_argument("--depth", type=int, default=20)
+    p.add_argument("--depth", type=_positive_int, default=20)
     p.add_argument("--option", action="append")
     p.add_argument("query")
     p.set_defaults(func=cmd_search)
@@ -272,12 +338,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run a parsed verb: a ``StudioError`` becomes one ``error:`` line and exit code 2."""
+    """Run a parsed verb: a ``StudioError`` or a known library error (SQLAlchemy, sqlite3, JSON, ranx,
+    bm25s: ``core.errors.describe_error``) becomes one ``error:`` line and exit code 2."""
     try:
         return args.func(args)
-    except StudioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - anything unknown is re-raised with its traceback
+        message = describe_error(exc)
+        if message is None:
+            raise
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        return 2

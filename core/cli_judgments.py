@@ -8,7 +8,9 @@
   [--stat-test student|fisher] [--labels dataset|judgments|both] [--json]``
 
 ``compare`` calls the same ``core.error_analysis`` functions as the Error Analysis page, so the numbers
-are identical. ``--db URL`` (or ``QRS_DB_URL``) picks the database.
+are identical. ``--db URL`` (or ``QRS_DB_URL``) picks the database (``sqlite:///PATH`` or
+``postgresql://USER@HOST:PORT/DB``); these verbs only read it, so a database that does not exist
+is an error (exit code 2), never created.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ from tabulate import tabulate
 
 
 def _store(args: argparse.Namespace):
+    """The database of ``--db`` for reading: a missing or empty database is an error, never created."""
     from core.judgments import JudgmentStore
 
-    return JudgmentStore(args.db)
+    return JudgmentStore(args.db, create=False)
 
 
 def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -96,9 +99,12 @@ def compare_from_args(args: argparse.Namespace):
     from core.judgments import JudgmentStore
 
     ds = load_dataset(args.dataset)
-    store = JudgmentStore(args.db) if args.labels != "dataset" else None
+    store = JudgmentStore(args.db, create=False) if args.labels != "dataset" else None
     labels = label_set(ds, store, args.labels, args.split, args.annotator)
-    runs = system_runs(args.systems or [], ds, labels.queries, k=args.k, first_stage=args.first_stage, depth=args.depth)
+    from core.portable import ensure_cheap  # a missing BM25 index is built first (seconds), with a notice
+
+    runs = system_runs(args.systems or [], ds, labels.queries, k=args.k, first_stage=args.first_stage, depth=args.depth,
+                       loader=lambda name, d: ensure_cheap(name, d, notice=lambda m: print(m, file=sys.stderr)))
     stored = imported_runs(ds.name)
     for item in args.runs or []:
         runs.append(load_run_file(stored[item], item) if item in stored else load_run_file(item))
@@ -120,6 +126,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``judgments ...`` and ``compare`` on the main CLI's subparsers."""
+    from core.cli import _positive_int
     from core.data import DEFAULT_DATASET
     from core.error_analysis import LABEL_SOURCES
 
@@ -153,7 +160,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = _common(sub.add_parser("compare", help="compare systems and TREC runs with significance tests"))
     p.add_argument("--dataset", default=DEFAULT_DATASET)
-    p.add_argument("--systems", nargs="*", help="built-in systems by name")
+    p.add_argument("--systems", nargs="*", help="built-in systems by name (SYSTEM or SYSTEM@VARIANT, e.g. fusion@bm25+minilm:rrf); stored runs are used where fresh")
     p.add_argument("--runs", nargs="*", help="TREC run files, or names of imported runs")
     p.add_argument("--baseline", help="system/run name (default: the first)")
     p.add_argument("--metrics", help="comma-separated ranx metrics")
@@ -163,18 +170,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="dataset qrels, user judgments, or both (user judgments win)")
     p.add_argument("--annotator", action="append", help="only these annotators' judgments")
     p.add_argument("--split", default="all")
-    p.add_argument("--k", type=int, default=100, help="retrieval depth of built-in systems")
+    p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth of built-in systems")
     p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
-    p.add_argument("--depth", type=int, default=20, help="first-stage depth for rerankers")
+    p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--json", action="store_true", help="full-precision JSON")
     p.set_defaults(func=cmd_compare)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m core.cli_judgments``) with the same verbs."""
-    parser = argparse.ArgumentParser(prog="python -m core.cli_judgments")
+    from core.cli import OneLineParser, dispatch
+
+    parser = OneLineParser(prog="python -m core.cli_judgments")
     add_commands(parser.add_subparsers(dest="verb", required=True))
-    from core.cli import dispatch
 
     return dispatch(parser.parse_args(argv))
 

@@ -34,3 +34,53 @@ class MissingArtifactError(StudioError):
     def __init__(self, what: str, command: str, reason: str = "not built yet") -> None:
         self.what, self.command = what, command
         super().__init__(f"{what} is {reason}. Build it with: {command}")
+
+
+# Library errors a user's input can cause, mapped to one line (the CLI exits 2 on them; the pages show
+# the same line). Anything else is a bug and keeps its traceback.
+_LIBRARY_PACKAGES = {"ranx": "ranx", "bm25s": "bm25s"}
+
+
+def _origin_package(exc: BaseException) -> str | None:
+    """The top-level package of the innermost frame that raised ``exc`` (``ranx``, ``bm25s``, ...)."""
+    tb = exc.__traceback__
+    package = None
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        package = name.split(".", 1)[0]
+        tb = tb.tb_next
+    return package
+
+
+def describe_error(exc: BaseException) -> str | None:
+    """One line for an error the user caused (a ``StudioError`` or a known library error), else None.
+
+    Known library errors: SQLAlchemy and sqlite3 (a broken or unreachable database), JSON decoding,
+    and anything raised from inside ranx or bm25s (e.g. ranx's ``max() arg is an empty sequence`` on
+    an all-empty run).
+    """
+    import json
+    import sqlite3
+
+    if isinstance(exc, StudioError):
+        return str(exc)
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    try:
+        from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+    except ImportError:  # pragma: no cover - sqlalchemy is a pinned dependency
+        SQLAlchemyError = DBAPIError = ArgumentError = ()  # type: ignore[assignment]
+    if isinstance(exc, DBAPIError):
+        orig = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0][:300]
+        return f"database error: {orig}"
+    if isinstance(exc, ArgumentError):
+        return f"database URL or argument error: {first}"
+    if isinstance(exc, SQLAlchemyError):
+        return f"database error: {first}"
+    if isinstance(exc, sqlite3.Error):
+        return f"database error: {first}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}"
+    package = _origin_package(exc)
+    if package in _LIBRARY_PACKAGES and isinstance(exc, (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError)):
+        return f"{_LIBRARY_PACKAGES[package]} could not process the input: {type(exc).__name__}: {first}"
+    return None

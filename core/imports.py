@@ -1,5 +1,7 @@
 """Bring your own data: validate a file or folder, then copy it into the artifacts folder.
 
+One-way dependency: this module imports ``core.data`` (loaders, listing), never the reverse.
+
 The input is fully parsed before anything is written, and the copy is moved into place in one
 rename, so a malformed file is never half-imported.
 """
@@ -11,30 +13,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from core.data import _PATH_LOADERS, imported_datasets, imported_root, load_imported  # noqa: F401 (re-exported)
 from core.errors import StudioError
-from core.paths import artifact_dir
 
 KINDS = ("beir", "pairs", "candidates")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def _root() -> Path:
-    return artifact_dir("datasets")
-
-
-def imported_datasets() -> dict[str, str]:
-    """``user/<name>`` -> description, for every imported dataset."""
-    out = {}
-    for meta in sorted(_root().glob("*/meta.json")):
-        info = json.loads(meta.read_text(encoding="utf-8"))
-        out[f"user/{meta.parent.name}"] = f"imported {info['kind']} data from {info['source']}"
-    return out
+    return imported_root()
 
 
 def import_dataset(kind: str, source: str | Path, name: str) -> str:
     """Validate ``source`` as ``kind`` and store it as ``user/<name>``; returns the dataset name."""
-    from core.data import _PATH_LOADERS
-
     if kind not in KINDS:
         raise StudioError(f"unknown data kind {kind!r}; use one of {', '.join(KINDS)}")
     if not _NAME.match(name):
@@ -56,19 +47,3 @@ def import_dataset(kind: str, source: str | Path, name: str) -> str:
         )
         staging.rename(target)
     return f"user/{name}"
-
-
-def load_imported(name: str):
-    """Load ``user/<name>`` (or None when there is no such import)."""
-    from core.data import _PATH_LOADERS
-
-    if not name.startswith("user/"):
-        return None
-    folder = _root() / name.removeprefix("user/")
-    meta_path = folder / "meta.json"
-    if not meta_path.is_file():
-        return None
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    dataset = _PATH_LOADERS[meta["kind"]](folder / meta["file"])
-    dataset.name = name
-    return dataset

@@ -1,30 +1,48 @@
-"""Relevance judgments: a durable SQLAlchemy 2.0 store (SQLite by default, any SQLAlchemy URL).
+"""Relevance judgments: a durable SQLAlchemy 2.0 store on SQLite (default) or PostgreSQL.
 
-Tables (schema version ``SCHEMA_VERSION``; ``core.migrations`` upgrades older files in place):
+Tables (schema version ``SCHEMA_VERSION``; ``core.migrations`` creates and upgrades them through
+Alembic):
 
 - ``annotators`` (name), ``queries`` (dataset + text, optional dataset query id), ``documents``
-  (dataset + doc id + hash of the text that was judged);
-- ``judgments``: the *current* label of one annotator for one (query, document): graded label
-  (0..``max_label``, 0/1/2 by default), optional note, time, and which systems retrieved the document
-  and at what rank (``{"bm25": 3}``). Unique per (annotator, query, document);
-- ``judgment_history``: append-only log of every change (set, clear), so an overwritten label is
-  never lost;
+  (dataset + doc id, and the hash of the newest text seen for that id);
+- ``judgments``: the *current* label of one annotator for one (dataset, query, document): graded
+  label (0..``max_label``, 0/1/2 by default), optional note, time, the hash of the text it was given
+  on (``doc_hash``) and which systems retrieved the document at what rank (``{"bm25": 3}``). When a
+  document's text changes, its labels are not duplicated: they are flagged ``stale`` (to be
+  re-judged) until the annotator labels the new text;
+- ``judgment_history``: append-only log of every change (set, clear, undo) with the note before and
+  after, so an overwritten label is never lost and undo restores the previous label and note;
 - ``guidelines``: the judging instructions of each dataset (editable);
-- ``meta``: the schema version.
+- ``meta``: the schema version (plus Alembic's ``alembic_version``).
 
-Each label is committed in its own transaction the moment it is given; re-submitting the same label
-(and note) changes nothing. SQLite runs in WAL mode with a busy timeout and takes the write lock up
-front (``BEGIN IMMEDIATE``); "database is locked" is retried with exponential backoff inside the store,
-so concurrent writers (threads or processes) never see it. Other back ends (PostgreSQL) go through the
-same ORM code; a lost race on a unique key is retried the same way.
+Concurrency and faults
+- Each label is committed in its own transaction the moment it is given; re-submitting the same
+  label (and note) changes nothing.
+- Reads never wait for writers: SQLite runs in WAL mode and opening a database whose schema is
+  current takes no write lock (``core.migrations.inspect_schema`` is read-only).
+- A write that cannot get the lock fails after ``lock_timeout`` seconds (default
+  ``DEFAULT_LOCK_TIMEOUT``, env ``QRS_DB_LOCK_TIMEOUT``) with ``StoreBusyError`` naming the database.
+  SQLite takes the write lock up front (``BEGIN IMMEDIATE``, busy timeout = the time left); PostgreSQL
+  gets ``lock_timeout`` per transaction.
+- Only transient errors are retried, within the same bound: a lost race on a unique key, a
+  serialization failure or a deadlock on PostgreSQL. Anything else surfaces at once as one
+  ``StoreError`` line naming the database.
+- A database that is not a Studio database (other tables, a non-numeric or newer schema version, a
+  corrupt or plain-text file) is refused and left byte-identical: nothing is written (not even the
+  WAL switch) before the schema is recognised.
+- ``JudgmentStore(url, create=False)`` (the CLI's read commands) refuses a missing database instead
+  of creating it and its folders.
 
-The default database is ``var_dir()/judgments.sqlite``; ``QRS_DB_URL`` overrides it.
+The default database is ``var_dir()/judgments.sqlite``; ``QRS_DB_URL`` overrides it. Supported URLs:
+``sqlite:///PATH`` and ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`` (driver psycopg 3;
+``postgresql+psycopg://`` is the same).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +54,7 @@ from sqlalchemy import (
     JSON,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -44,23 +63,35 @@ from sqlalchemy import (
     event,
     select,
 )
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
 from core.errors import StudioError
 from core.paths import var_dir
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_MAX_LABEL = 2
 MAX_NAME_CHARS = 80
 MAX_NOTE_CHARS = 4000
 DB_ENV = "QRS_DB_URL"
+LOCK_TIMEOUT_ENV = "QRS_DB_LOCK_TIMEOUT"
+DEFAULT_LOCK_TIMEOUT = 10.0
+SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
+_local = threading.local()  # the write deadline of the transaction this thread is starting
 
 
 class JudgmentError(StudioError):
-    """A label, annotator name or query that cannot be stored (nothing was written)."""
+    """A label, annotator name, query or database that cannot be used (nothing was written)."""
+
+
+class StoreError(JudgmentError):
+    """The database failed or is not a Studio database; the message names the database."""
+
+
+class StoreBusyError(StoreError):
+    """Another process held the write lock for longer than the store's lock timeout."""
 
 
 # ----------------------------------------------------------------------------- ORM models
@@ -72,6 +103,11 @@ class Base(DeclarativeBase):
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes: they were written in UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def text_hash(text: str) -> str:
@@ -104,11 +140,14 @@ class QueryRow(Base):
 
 class DocumentRow(Base):
     __tablename__ = "documents"
-    __table_args__ = (UniqueConstraint("dataset", "doc_id", "text_hash", name="uq_document"),)
+    __table_args__ = (
+        UniqueConstraint("dataset", "doc_id", "text_hash", name="uq_document"),  # v1/v2; implied by the next
+        Index("uq_document_id", "dataset", "doc_id", unique=True),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset: Mapped[str] = mapped_column(String(300))
     doc_id: Mapped[str] = mapped_column(String(300))
-    text_hash: Mapped[str] = mapped_column(String(64))
+    text_hash: Mapped[str] = mapped_column(String(64))  # the newest text seen for this id
 
 
 class JudgmentRow(Base):
@@ -122,6 +161,7 @@ class JudgmentRow(Base):
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the text this label was given on
     annotator: Mapped[Annotator] = relationship()
     query: Mapped[QueryRow] = relationship()
     document: Mapped[DocumentRow] = relationship()
@@ -133,12 +173,14 @@ class HistoryRow(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
-    action: Mapped[str] = mapped_column(String(16))  # "set" | "clear" | "migrated"
+    action: Mapped[str] = mapped_column(String(16))  # "set" | "clear" | "undo" | "migrated"
     label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    note_before: Mapped[str | None] = mapped_column(Text, nullable=True)
+    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class GuidelinesRow(Base):
@@ -151,7 +193,10 @@ class GuidelinesRow(Base):
 # ----------------------------------------------------------------------------- value objects
 @dataclass(frozen=True)
 class Judgment:
-    """One current label (what exports, agreement and error analysis read)."""
+    """One current label (what exports, agreement and error analysis read).
+
+    ``stale``: the document's text changed since this label was given (re-judge it).
+    """
 
     annotator: str
     dataset: str
@@ -162,6 +207,8 @@ class Judgment:
     note: str | None
     systems: dict[str, int]
     time: datetime
+    doc_hash: str = ""
+    stale: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,11 +224,12 @@ class HistoryEntry:
     previous_label: int | None
     note: str | None
     time: datetime
+    note_before: str | None = None
 
 
 @dataclass(frozen=True)
 class LabelResult:
-    """Outcome of ``set_label``: whether anything changed and the label it replaced."""
+    """Outcome of ``set_label`` / ``clear_label`` / ``undo``: whether anything changed, the label before."""
 
     changed: bool
     previous: int | None
@@ -197,6 +245,7 @@ class StoreStats:
     documents: int = 0
     history: int = 0
     label_counts: dict[int, int] = field(default_factory=dict)
+    stale: int = 0
 
 
 DEFAULT_GUIDELINES = (
@@ -219,79 +268,256 @@ def default_url() -> str:
     return os.environ.get(DB_ENV) or f"sqlite:///{Path(var_dir()) / 'judgments.sqlite'}"
 
 
-def make_engine(url: str | None = None, busy_timeout_ms: int = 30000) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout and ``BEGIN IMMEDIATE`` writes."""
-    url = url or default_url()
-    if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
-    database = make_url(url).database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False})
+def default_lock_timeout() -> float:
+    """Seconds a write waits for the lock: ``QRS_DB_LOCK_TIMEOUT`` or ``DEFAULT_LOCK_TIMEOUT``."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise JudgmentError(f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if not 0 < value <= 3600:
+        raise JudgmentError(f"{LOCK_TIMEOUT_ENV} must be between 0 and 3600 seconds, got {raw}")
+    return value
+
+
+SUPPORTED = "sqlite:///PATH/judgments.sqlite or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+
+
+def parse_url(url: str) -> URL:
+    """A checked SQLAlchemy URL: SQLite, or PostgreSQL through psycopg 3 (``postgresql://`` means that)."""
+    try:
+        parsed = make_url(str(url))
+    except ArgumentError:
+        raise JudgmentError(f"{str(url)[:200]!r} is not a database URL; use {SUPPORTED}") from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" or parsed.drivername == "postgres":
+        if parsed.drivername in ("postgresql", "postgres"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        if parsed.drivername != "postgresql+psycopg":
+            raise JudgmentError(f"database driver {parsed.drivername!r} is not installed; use postgresql:// "
+                                "(psycopg 3, pinned in requirements.txt)")
+        if not parsed.database:
+            raise JudgmentError(f"{parsed.render_as_string(hide_password=True)!r} names no database; use {SUPPORTED}")
+        return parsed
+    if backend != "sqlite":
+        raise JudgmentError(f"unsupported database {parsed.drivername!r}; supported: SQLite and PostgreSQL "
+                            f"({SUPPORTED})")
+    return parsed
+
+
+def describe_url(url: str | URL) -> str:
+    """How messages name a database: the SQLite file, or the URL without its password."""
+    parsed = url if isinstance(url, URL) else parse_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return parsed.database or ":memory:"
+    return parsed.render_as_string(hide_password=True)
+
+
+def _sqlite_file(parsed: URL) -> Path | None:
+    db = parsed.database
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db)
+
+
+def make_engine(url: str | None = None, lock_timeout: float | None = None) -> Engine:
+    """An engine for ``url`` with bounded lock waits (see module docstring); creates nothing on disk."""
+    parsed = parse_url(url or default_url())
+    timeout = default_lock_timeout() if lock_timeout is None else float(lock_timeout)
+    if parsed.get_backend_name() == "postgresql":
+        # lock_timeout bounds every lock wait of the session; ``JudgmentStore._run`` bounds the retries.
+        return create_engine(parsed, pool_pre_ping=True, connect_args={
+            "connect_timeout": max(1, int(round(timeout))), "options": f"-c lock_timeout={int(timeout * 1000)}"})
+    engine = create_engine(parsed, connect_args={"timeout": timeout, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # noqa: ANN001
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (pysqlite recipe)
         cur = dbapi_connection.cursor()
-        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
-            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
         cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: committed data survives a killed process
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # noqa: ANN001
-        write = conn.get_execution_options().get("qrs_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        if conn.get_execution_options().get("qrs_write", False):
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={_remaining_ms(timeout)}")
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 
 
-def _is_retryable(exc: Exception) -> bool:
-    if isinstance(exc, IntegrityError):
-        return True  # a concurrent writer created the same row first: re-read and retry
-    text = str(getattr(exc, "orig", exc)).lower()
-    return any(s in text for s in ("database is locked", "database is busy", "deadlock", "could not serialize"))
+def _remaining_ms(timeout: float) -> int:
+    deadline = getattr(_local, "deadline", None)
+    left = timeout if deadline is None else deadline - time.monotonic()
+    return max(1, int(left * 1000))
+
+
+def _sqlstate(exc: DBAPIError) -> str:
+    return str(getattr(exc.orig, "sqlstate", "") or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:300]
 
 
 # ----------------------------------------------------------------------------- the store
 class JudgmentStore:
-    """Judgments in a database: every call is its own short transaction (see module docstring)."""
+    """Judgments in a database: every call is its own short transaction (see module docstring).
 
-    def __init__(self, url: str | None = None, max_label: int = DEFAULT_MAX_LABEL, retries: int = 60) -> None:
-        from core.migrations import upgrade
+    ``create=False``: refuse a database that does not exist yet (read-only callers) instead of
+    creating it. ``lock_timeout``: seconds a write may wait for the lock (default 10 s or
+    ``QRS_DB_LOCK_TIMEOUT``).
+    """
 
-        self.url = url or default_url()
+    def __init__(self, url: str | None = None, max_label: int = DEFAULT_MAX_LABEL, *,
+                 lock_timeout: float | None = None, create: bool = True) -> None:
+        self.parsed = parse_url(url or default_url())
+        self.url = self.parsed.render_as_string(hide_password=False)
+        self.where = describe_url(self.parsed)
         self.max_label = max_label
-        self.retries = retries
-        self.engine = make_engine(self.url)
+        self.lock_timeout = default_lock_timeout() if lock_timeout is None else float(lock_timeout)
+        if not self.lock_timeout > 0:
+            raise JudgmentError(f"lock_timeout must be positive, got {lock_timeout!r}")
+        self.backend = self.parsed.get_backend_name()
+        self.engine = make_engine(self.url, self.lock_timeout)
         self._read = sessionmaker(bind=self.engine, expire_on_commit=False)
         self._write = sessionmaker(bind=self.engine.execution_options(qrs_write=True), expire_on_commit=False)
-        self._retry(lambda: upgrade(self.engine))
+        try:
+            self._open(create)
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     def close(self) -> None:
         """Release the connection pool."""
         self.engine.dispose()
 
+    # -- opening: read-only inspection first, a write only to create or upgrade
+    def _probe(self):
+        """``None`` for a missing SQLite file, else ``migrations.SchemaState`` (read-only)."""
+        from core.migrations import SchemaError, inspect_schema
+
+        path = _sqlite_file(self.parsed) if self.backend == "sqlite" else None
+        if path is not None:
+            if not path.exists():
+                return None
+            if path.is_dir():
+                raise StoreError(f"judgments database {self.where} is a folder, not a SQLite file")
+            try:
+                with path.open("rb") as f:
+                    header = f.read(len(SQLITE_HEADER))
+            except OSError as exc:
+                raise StoreError(f"judgments database {self.where} cannot be read: {exc.strerror}") from None
+            if header and header != SQLITE_HEADER:
+                raise StoreError(f"judgments database {self.where} is not a SQLite database file; nothing was changed")
+        try:
+            with self.engine.connect() as conn:
+                return inspect_schema(conn)
+        except SchemaError as exc:
+            raise StoreError(f"judgments database {self.where}: {exc}") from None
+        except DBAPIError as exc:
+            raise self._wrap(exc) from None
+
+    def _open(self, create: bool) -> None:
+        from core.migrations import upgrade_in
+
+        state = self._probe()
+        if state is not None and state.current:
+            return  # the common case: no write, no lock
+        if not create and (state is None or state.empty):
+            what = "does not exist" if state is None else "is empty"
+            raise StoreError(f"judgments database {self.where} {what}; nothing to read (label something on the "
+                             "Annotate page first, or check --db / QRS_DB_URL)")
+        path = _sqlite_file(self.parsed) if self.backend == "sqlite" else None
+        if path is not None and (state is None or state.empty):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._set_wal()  # before any table exists: the new file is in WAL mode from its first write
+
+        def tx() -> int:
+            from core.migrations import SchemaError
+
+            try:
+                with self.engine.execution_options(qrs_write=True).begin() as conn:
+                    return upgrade_in(conn)
+            except SchemaError as exc:
+                raise StoreError(f"judgments database {self.where}: {exc}") from None
+
+        self._run(tx)
+        if path is not None:
+            self._set_wal()  # an upgraded pre-WAL file
+
+    def _set_wal(self) -> None:
+        raw = self.engine.raw_connection()
+        try:
+            mode = raw.driver_connection.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raw.driver_connection.execute("PRAGMA journal_mode=WAL")
+        except Exception as exc:  # noqa: BLE001 - sqlite3 errors become one line naming the file
+            raise StoreError(f"judgments database {self.where}: {_first_line(exc)}") from None
+        finally:
+            raw.close()
+
     # -- plumbing
-    def _retry(self, fn: Callable[[], _T]) -> _T:
+    def _wrap(self, exc: DBAPIError) -> StoreError:
+        if self._busy(exc):
+            return StoreBusyError(
+                f"judgments database {self.where} is busy: another process holds its write lock; gave up after "
+                f"{self.lock_timeout:g} s ({LOCK_TIMEOUT_ENV} sets the limit); nothing was written")
+        return StoreError(f"judgments database {self.where}: {_first_line(exc)}")
+
+    def _busy(self, exc: DBAPIError) -> bool:
+        if self.backend == "postgresql":
+            return _sqlstate(exc) == "55P03"  # lock_not_available (lock_timeout)
+        text = _first_line(exc).lower()
+        return "database is locked" in text or "database is busy" in text
+
+    def _transient(self, exc: DBAPIError) -> bool:
+        """Worth another try: a lost race on a unique key, a serialization failure, a deadlock (PostgreSQL)."""
+        if self.backend == "postgresql":
+            return _sqlstate(exc) in ("23505", "40001", "40P01")
+        return False  # SQLite writers are serialized by BEGIN IMMEDIATE: nothing else is transient
+
+    def _run(self, fn: Callable[[], _T]) -> _T:
+        """Run one transaction; retry only transient errors and only until the lock deadline."""
+        deadline = time.monotonic() + self.lock_timeout
         delay = 0.005
-        for attempt in range(self.retries + 1):
+        while True:
+            _local.deadline = deadline
             try:
                 return fn()
-            except (OperationalError, IntegrityError) as exc:
-                if attempt == self.retries or not _is_retryable(exc):
-                    raise
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.5)
-        raise AssertionError("unreachable")
+            except DBAPIError as exc:
+                left = deadline - time.monotonic()
+                retry = self._transient(exc) or (self._busy(exc) and self.backend == "sqlite" and left > 0.05)
+                if not retry or left <= 0:
+                    raise self._wrap(exc) from None
+                time.sleep(min(left, delay * (0.5 + random.random())))
+                delay = min(delay * 2, 0.25)
+            finally:
+                _local.deadline = None
+
+    _retry = _run  # the name core.casestudy_store uses
+
+    def _reading(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except DBAPIError as exc:
+            raise self._wrap(exc) from None
 
     def schema_version(self) -> int:
         """The schema version recorded in the database."""
-        with self._read() as s:
-            row = s.get(Meta, "schema_version")
-            return int(row.value) if row else 0
+        def read() -> int:
+            with self._read() as s:
+                row = s.get(Meta, "schema_version")
+                return int(row.value) if row else 0
+
+        return self._reading(read)
 
     # -- validation
     def _check_label(self, label: int) -> int:
@@ -302,48 +528,65 @@ class JudgmentStore:
     @staticmethod
     def check_annotator(name: str) -> str:
         """A clean annotator name or ``JudgmentError``."""
-        cleaned = " ".join(str(name or "").split())
+        cleaned = " ".join(str(name or "").replace("\x00", " ").split())
         if not cleaned:
             raise JudgmentError("enter an annotator name first")
         if len(cleaned) > MAX_NAME_CHARS:
             raise JudgmentError(f"the annotator name has {len(cleaned)} characters; the limit is {MAX_NAME_CHARS}")
         return cleaned
 
-    # -- get-or-create (inside a write transaction)
     @staticmethod
-    def _annotator(s: Session, name: str) -> Annotator:
-        row = s.scalar(select(Annotator).where(Annotator.name == name))
-        if row is None:
-            row = Annotator(name=name)
-            s.add(row)
-            s.flush()
-        return row
+    def _check_text(what: str, value: str) -> str:
+        if not isinstance(value, str):
+            raise JudgmentError(f"the {what} must be text, got {type(value).__name__}")
+        if "\x00" in value:
+            raise JudgmentError(f"the {what} contains a NUL character")
+        return value
 
+    # -- get-or-create (inside a write transaction; a concurrent insert of the same key is not an error)
     @staticmethod
-    def _query(s: Session, dataset: str, text: str, qid: str | None) -> QueryRow:
+    def _get_or_insert(s: Session, model, stmt, values: dict):
+        """The row ``stmt`` selects, inserted first when missing (a concurrent insert is not an error)."""
+        row = s.scalar(stmt)
+        if row is not None:
+            return row
+        if s.get_bind().dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        s.execute(dialect_insert(model).values(**values).on_conflict_do_nothing())
+        return s.scalar(stmt)
+
+    def _annotator(self, s: Session, name: str) -> Annotator:
+        return self._get_or_insert(s, Annotator, select(Annotator).where(Annotator.name == name),
+                                   {"name": name, "created_at": _now()})
+
+    def _query(self, s: Session, dataset: str, text: str, qid: str | None) -> QueryRow:
         h = text_hash(text)
-        row = s.scalar(select(QueryRow).where(QueryRow.dataset == dataset, QueryRow.text_hash == h))
-        if row is None:
-            row = QueryRow(dataset=dataset, text=text, text_hash=h, qid=qid)
-            s.add(row)
-            s.flush()
-        elif qid and not row.qid:
+        row = self._get_or_insert(s, QueryRow, select(QueryRow).where(QueryRow.dataset == dataset, QueryRow.text_hash == h),
+                                  {"dataset": dataset, "text": text, "text_hash": h, "qid": qid})
+        if qid and not row.qid:
             row.qid = qid
         return row
 
-    @staticmethod
-    def _document(s: Session, dataset: str, doc_id: str, doc_text: str) -> DocumentRow:
-        h = text_hash(doc_text)
-        row = s.scalar(
-            select(DocumentRow).where(
-                DocumentRow.dataset == dataset, DocumentRow.doc_id == doc_id, DocumentRow.text_hash == h
-            )
-        )
-        if row is None:
-            row = DocumentRow(dataset=dataset, doc_id=doc_id, text_hash=h)
-            s.add(row)
-            s.flush()
+    def _document(self, s: Session, dataset: str, doc_id: str, doc_hash: str) -> DocumentRow:
+        row = self._get_or_insert(
+            s, DocumentRow, select(DocumentRow).where(DocumentRow.dataset == dataset, DocumentRow.doc_id == doc_id),
+            {"dataset": dataset, "doc_id": doc_id, "text_hash": doc_hash})
+        if row.text_hash != doc_hash:
+            row.text_hash = doc_hash  # the text changed: labels given on the old text become stale
         return row
+
+    @staticmethod
+    def _current(s: Session, annotator: str, dataset: str, query: str, doc_id: str) -> JudgmentRow | None:
+        return s.scalar(
+            select(JudgmentRow)
+            .join(Annotator, JudgmentRow.annotator_id == Annotator.id)
+            .join(QueryRow, JudgmentRow.query_id == QueryRow.id)
+            .join(DocumentRow, JudgmentRow.document_id == DocumentRow.id)
+            .where(Annotator.name == annotator, QueryRow.dataset == dataset, QueryRow.text_hash == text_hash(query),
+                   DocumentRow.dataset == dataset, DocumentRow.doc_id == doc_id)
+        )
 
     # -- writes
     def set_label(
@@ -359,77 +602,132 @@ class JudgmentStore:
         note: str | None = None,
         systems: Mapping[str, int] | None = None,
     ) -> LabelResult:
-        """Commit one label now. Same label (and no new note) again is a no-op; a change is logged."""
+        """Commit one label now, keyed by (dataset, query, document, annotator).
+
+        ``note=None`` keeps the current note, ``note=""`` clears it. The same label, note and text
+        again is a no-op; a label on a changed document text replaces the old one (no second label).
+        """
         annotator = self.check_annotator(annotator)
         label = self._check_label(label)
-        if not query or not str(query).strip():
+        for what, value in (("dataset", dataset), ("query", query), ("document id", doc_id), ("document text", doc_text)):
+            self._check_text(what, value)
+        if not query.strip():
             raise JudgmentError("the query is empty")
+        if not doc_id.strip():
+            raise JudgmentError("the document id is empty")
+        keep_note = note is None  # None keeps the current note; "" clears it
         if note is not None:
-            note = note.strip() or None
+            note = self._check_text("note", note).strip() or None
             if note and len(note) > MAX_NOTE_CHARS:
                 raise JudgmentError(f"the note has {len(note)} characters; the limit is {MAX_NOTE_CHARS}")
         hits = {str(k): int(v) for k, v in (systems or {}).items()}
+        d_hash = text_hash(doc_text)
 
         def tx() -> LabelResult:
             with self._write() as s, s.begin():
-                row = s.scalar(
-                    select(JudgmentRow)
-                    .join(Annotator, JudgmentRow.annotator_id == Annotator.id)
-                    .join(QueryRow, JudgmentRow.query_id == QueryRow.id)
-                    .join(DocumentRow, JudgmentRow.document_id == DocumentRow.id)
-                    .where(Annotator.name == annotator, QueryRow.dataset == dataset,
-                           QueryRow.text_hash == text_hash(query), DocumentRow.doc_id == doc_id,
-                           DocumentRow.text_hash == text_hash(doc_text))
-                )
+                row = self._current(s, annotator, dataset, query, doc_id)
                 previous = row.label if row is not None else None
-                if row is not None and row.label == label and (note is None or note == row.note):
+                new_note = (row.note if row is not None else None) if keep_note else note
+                if (row is not None and row.label == label and row.note == new_note and row.doc_hash == d_hash
+                        and row.document.text_hash == d_hash):
                     return LabelResult(False, previous)  # the common re-submit path: one SELECT
                 now = _now()
+                d = self._document(s, dataset, doc_id, d_hash)
+                note_before = row.note if row is not None else None
                 if row is None:
                     a = self._annotator(s, annotator)
                     q = self._query(s, dataset, query, query_id)
-                    d = self._document(s, dataset, doc_id, doc_text)
                     row = JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=label,
-                                      note=note, systems=hits or None, created_at=now)
+                                      note=new_note, systems=hits or None, created_at=now, doc_hash=d_hash)
                     s.add(row)
                 else:
-                    row.label, row.created_at = label, now
-                    if note is not None:
-                        row.note = note
+                    row.label, row.created_at, row.note, row.doc_hash = label, now, new_note, d_hash
                     if hits:
                         row.systems = {**(row.systems or {}), **hits}
+                s.flush()
                 s.add(HistoryRow(annotator_id=row.annotator_id, query_id=row.query_id, document_id=row.document_id,
                                  action="set", label=label, previous_label=previous, note=row.note,
-                                 systems=row.systems, created_at=now))
+                                 note_before=note_before, systems=row.systems, created_at=now, doc_hash=d_hash))
                 return LabelResult(True, previous)
 
-        return self._retry(tx)
+        return self._run(tx)
 
     def clear_label(self, annotator: str, dataset: str, query: str, doc_id: str) -> LabelResult:
-        """Remove the current label (undo of a first label); the history keeps it."""
+        """Remove the current label; the history keeps it (and its note)."""
         annotator = self.check_annotator(annotator)
 
         def tx() -> LabelResult:
             with self._write() as s, s.begin():
-                row = s.scalar(
-                    select(JudgmentRow)
-                    .join(Annotator).join(QueryRow).join(DocumentRow)
-                    .where(Annotator.name == annotator, QueryRow.dataset == dataset,
-                           QueryRow.text_hash == text_hash(query), DocumentRow.doc_id == doc_id)
-                )
+                row = self._current(s, annotator, dataset, query, doc_id)
                 if row is None:
                     return LabelResult(False, None)
                 s.add(HistoryRow(annotator_id=row.annotator_id, query_id=row.query_id, document_id=row.document_id,
-                                 action="clear", label=None, previous_label=row.label, note=row.note,
-                                 systems=row.systems, created_at=_now()))
+                                 action="clear", label=None, previous_label=row.label, note=None,
+                                 note_before=row.note, systems=row.systems, created_at=_now(),
+                                 doc_hash=row.doc_hash))
                 previous = row.label
                 s.delete(row)
                 return LabelResult(True, previous)
 
-        return self._retry(tx)
+        return self._run(tx)
+
+    def undo(self, annotator: str, dataset: str, query: str, doc_id: str) -> LabelResult:
+        """Revert the newest not-yet-undone change of this label: previous label *and* previous note.
+
+        A first label is removed; a cleared label comes back. Logged as an ``undo`` history entry.
+        """
+        annotator = self.check_annotator(annotator)
+
+        def tx() -> LabelResult:
+            with self._write() as s, s.begin():
+                a = s.scalar(select(Annotator).where(Annotator.name == annotator))
+                q = s.scalar(select(QueryRow).where(QueryRow.dataset == dataset, QueryRow.text_hash == text_hash(query)))
+                d = s.scalar(select(DocumentRow).where(DocumentRow.dataset == dataset, DocumentRow.doc_id == doc_id))
+                if a is None or q is None or d is None:
+                    return LabelResult(False, None)
+                entries = s.scalars(select(HistoryRow).where(
+                    HistoryRow.annotator_id == a.id, HistoryRow.query_id == q.id, HistoryRow.document_id == d.id,
+                ).order_by(HistoryRow.id.desc())).all()
+                pending = 0
+                target = None
+                for h in entries:
+                    if h.action == "undo":
+                        pending += 1
+                    elif h.action in ("set", "clear"):
+                        if pending:
+                            pending -= 1
+                        else:
+                            target = h
+                            break
+                    else:
+                        break  # "migrated": nothing older to go back to
+                if target is None:
+                    return LabelResult(False, None)
+                row = s.scalar(select(JudgmentRow).where(JudgmentRow.annotator_id == a.id,
+                                                         JudgmentRow.query_id == q.id, JudgmentRow.document_id == d.id))
+                current = row.label if row is not None else None
+                current_note = row.note if row is not None else None
+                now = _now()
+                if target.previous_label is None:
+                    if row is not None:
+                        s.delete(row)
+                elif row is None:
+                    s.add(JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=target.previous_label,
+                                      note=target.note_before, systems=target.systems, created_at=now,
+                                      doc_hash=target.doc_hash))
+                else:
+                    row.label, row.note, row.created_at = target.previous_label, target.note_before, now
+                s.add(HistoryRow(annotator_id=a.id, query_id=q.id, document_id=d.id, action="undo",
+                                 label=target.previous_label, previous_label=current, note=target.note_before,
+                                 note_before=current_note,
+                                 systems=target.systems, created_at=now, doc_hash=target.doc_hash))
+                return LabelResult(True, current)
+
+        return self._run(tx)
 
     def set_guidelines(self, dataset: str, text: str) -> None:
         """Save the judging guidelines of a dataset."""
+        self._check_text("guidelines", text)
 
         def tx() -> None:
             with self._write() as s, s.begin():
@@ -439,14 +737,17 @@ class JudgmentStore:
                 else:
                     row.text, row.updated_at = text, _now()
 
-        self._retry(tx)
+        self._run(tx)
 
-    # -- reads
+    # -- reads (never take a write lock; WAL readers do not wait for writers)
     def guidelines(self, dataset: str) -> str:
         """The guidelines of a dataset (``DEFAULT_GUIDELINES`` until edited)."""
-        with self._read() as s:
-            row = s.get(GuidelinesRow, dataset)
-            return row.text if row else DEFAULT_GUIDELINES
+        def read() -> str:
+            with self._read() as s:
+                row = s.get(GuidelinesRow, dataset)
+                return row.text if row else DEFAULT_GUIDELINES
+
+        return self._reading(read)
 
     def judgments(
         self, dataset: str | None = None, annotators: Iterable[str] | None = None, query: str | None = None
@@ -465,16 +766,25 @@ class JudgmentStore:
             stmt = stmt.where(Annotator.name.in_(list(annotators)))
         if query is not None:
             stmt = stmt.where(QueryRow.text_hash == text_hash(query))
-        with self._read() as s:
-            return [
-                Judgment(name, q.dataset, q.text, query_key(q.qid, q.text), d.doc_id, j.label, j.note,
-                         dict(j.systems or {}), j.created_at)
-                for j, name, q, d in s.execute(stmt)
-            ]
+
+        def read() -> list[Judgment]:
+            with self._read() as s:
+                return [
+                    Judgment(name, q.dataset, q.text, query_key(q.qid, q.text), d.doc_id, j.label, j.note,
+                             dict(j.systems or {}), _utc(j.created_at), j.doc_hash or "",
+                             bool(j.doc_hash) and j.doc_hash != d.text_hash)
+                    for j, name, q, d in s.execute(stmt)
+                ]
+
+        return self._reading(read)
 
     def labels_for(self, annotator: str, dataset: str, query: str) -> dict[str, int]:
         """doc id -> label of one annotator for one query (marks already-judged pool items)."""
         return {j.doc_id: j.label for j in self.judgments(dataset, [annotator], query)}
+
+    def stale(self, dataset: str | None = None) -> list[Judgment]:
+        """Labels whose document text changed since they were given (to be re-judged)."""
+        return [j for j in self.judgments(dataset) if j.stale]
 
     def history(self, dataset: str | None = None) -> list[HistoryEntry]:
         """Every change, oldest first."""
@@ -487,22 +797,32 @@ class JudgmentStore:
         )
         if dataset is not None:
             stmt = stmt.where(QueryRow.dataset == dataset)
-        with self._read() as s:
-            return [
-                HistoryEntry(name, q.dataset, query_key(q.qid, q.text), doc, h.action, h.label, h.previous_label,
-                             h.note, h.created_at)
-                for h, name, q, doc in s.execute(stmt)
-            ]
+
+        def read() -> list[HistoryEntry]:
+            with self._read() as s:
+                return [
+                    HistoryEntry(name, q.dataset, query_key(q.qid, q.text), doc, h.action, h.label, h.previous_label,
+                                 h.note, _utc(h.created_at), h.note_before)
+                    for h, name, q, doc in s.execute(stmt)
+                ]
+
+        return self._reading(read)
 
     def annotators(self) -> list[str]:
         """Annotator names, sorted."""
-        with self._read() as s:
-            return sorted(s.scalars(select(Annotator.name)))
+        def read() -> list[str]:
+            with self._read() as s:
+                return sorted(s.scalars(select(Annotator.name)))
+
+        return self._reading(read)
 
     def datasets(self) -> list[str]:
         """Datasets that have judged queries."""
-        with self._read() as s:
-            return sorted(set(s.scalars(select(QueryRow.dataset))))
+        def read() -> list[str]:
+            with self._read() as s:
+                return sorted(set(s.scalars(select(QueryRow.dataset))))
+
+        return self._reading(read)
 
     def qrels(self, dataset: str, annotators: Iterable[str] | None = None, resolve: str = "majority") -> dict[str, dict[str, int]]:
         """Judgments as qrels (query key -> doc id -> label), one label per pair.
@@ -513,14 +833,17 @@ class JudgmentStore:
 
     def query_texts(self, dataset: str) -> dict[str, str]:
         """query key -> text of every judged query of a dataset."""
-        with self._read() as s:
-            rows = s.scalars(select(QueryRow).where(QueryRow.dataset == dataset))
-            return {query_key(q.qid, q.text): q.text for q in rows}
+        def read() -> dict[str, str]:
+            with self._read() as s:
+                rows = s.scalars(select(QueryRow).where(QueryRow.dataset == dataset))
+                return {query_key(q.qid, q.text): q.text for q in rows}
+
+        return self._reading(read)
 
     def stats(self, dataset: str | None = None) -> StoreStats:
-        """Counts of annotators, judgments, labels, history."""
+        """Counts of annotators, judgments, labels, stale labels, history."""
         js = self.judgments(dataset)
-        out = StoreStats(judgments=len(js), history=len(self.history(dataset)))
+        out = StoreStats(judgments=len(js), history=len(self.history(dataset)), stale=sum(j.stale for j in js))
         for j in js:
             out.annotators[j.annotator] = out.annotators.get(j.annotator, 0) + 1
             out.label_counts[j.label] = out.label_counts.get(j.label, 0) + 1
@@ -533,8 +856,8 @@ class JudgmentStore:
                      resolve: str = "majority") -> Path:
         """Write ``qid 0 docid label`` lines (TREC qrels), sorted."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         qrels = self.qrels(dataset, annotators, resolve)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", encoding="utf-8") as f:
             for qid in sorted(qrels):
                 for doc in sorted(qrels[qid]):

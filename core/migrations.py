@@ -1,21 +1,34 @@
-"""Schema versions of the judgment store and the explicit upgrade steps between them.
+"""Schema of the judgment store: inspection (read-only) and upgrades through Alembic.
 
-A newer app opens an older database: ``upgrade(engine)`` reads ``meta.schema_version`` and applies
-each step in order inside one write transaction (SQLite and PostgreSQL both have transactional DDL),
-so a crash mid-upgrade leaves the old schema intact.
+The Alembic scripts live in ``core/alembic`` (``env.py`` + ``versions/``) and are driven from here
+in code; there is no alembic.ini. One revision per schema version:
 
-History of the schema
-- v1: ``meta``, ``annotators``, ``queries``, ``documents``, ``judgments`` (label and time only).
-- v2: ``judgments.note`` and ``judgments.systems`` (which systems retrieved the document, at what
-  rank), the append-only ``judgment_history`` (seeded with one ``migrated`` entry per existing
-  label) and per-dataset ``guidelines``.
+- ``0001`` v1: ``meta``, ``annotators``, ``queries``, ``documents``, ``judgments`` (label and time).
+- ``0002`` v2: judgment notes and systems, the append-only ``judgment_history``, ``guidelines``.
+- ``0003`` v3: labels keyed by (dataset, query, document, annotator); the judged text's hash kept
+  on the label (``judgments.doc_hash``), ``judgment_history.note_before`` for undo.
+
+``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
+newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
+stamped with the revision of their ``meta.schema_version`` and upgraded from there. A new database is
+created from the ORM models and stamped at the newest revision.
+
+Reading the state (``inspect_schema``) never writes and never takes a write lock, so opening a
+current database never waits for another writer. Anything that is not a Studio database (tables but
+no ``meta.schema_version``, a non-numeric version, a newer version) is refused before anything is
+written.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import Engine
+
+SCRIPTS = Path(__file__).resolve().parent / "alembic"
+REVISIONS = {1: "0001", 2: "0002", 3: "0003"}
+"""Studio schema version -> Alembic revision."""
 
 V1_DDL = (
     "CREATE TABLE meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)",
@@ -31,65 +44,110 @@ V1_DDL = (
     "CONSTRAINT uq_judgment UNIQUE (annotator_id, query_id, document_id))",
     "INSERT INTO meta (key, value) VALUES ('schema_version', '1')",
 )
-"""The version-1 schema, kept verbatim so the upgrade path can be tested (and re-created)."""
+"""The version-1 schema, kept verbatim (SQLite) so the upgrade path can be tested."""
+
+
+class SchemaError(Exception):
+    """The database is not a (readable, supported) Studio judgments database; nothing was written."""
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What ``inspect_schema`` found: ``empty`` (no tables), or the Studio version and revision."""
+
+    empty: bool
+    version: int = 0
+    revision: str | None = None
+
+    @property
+    def current(self) -> bool:
+        from core.judgments import SCHEMA_VERSION
+
+        return not self.empty and self.version == SCHEMA_VERSION and self.revision == REVISIONS[SCHEMA_VERSION]
+
+
+def inspect_schema(conn: Connection) -> SchemaState:
+    """Read-only look at a database: empty, a Studio schema (version, revision), or ``SchemaError``."""
+    from core.judgments import SCHEMA_VERSION
+
+    tables = set(inspect(conn).get_table_names())
+    if not tables:
+        return SchemaState(empty=True)
+    if "meta" not in tables or "judgments" not in tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise SchemaError(f"not a Question Retrieval Studio judgments database (it has other tables: {shown}); "
+                          "nothing was changed")
+    value = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).scalar()
+    if value is None:
+        raise SchemaError("not a Question Retrieval Studio judgments database (no meta.schema_version); "
+                          "nothing was changed")
+    try:
+        version = int(str(value).strip())
+    except ValueError:
+        raise SchemaError(f"meta.schema_version is {value!r}, not a number: the database is damaged or not a "
+                          "Studio database; nothing was changed") from None
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"the judgments database has schema version {version}, newer than this app "
+                          f"({SCHEMA_VERSION}); update the app")
+    if version not in REVISIONS:
+        raise SchemaError(f"unknown judgments schema version {version}; nothing was changed")
+    revision = None
+    if "alembic_version" in tables:
+        revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return SchemaState(empty=False, version=version, revision=revision)
 
 
 def current_version(conn: Connection) -> int:
-    """0 for an empty database, else ``meta.schema_version``."""
-    tables = set(inspect(conn).get_table_names())
-    if "meta" not in tables:
-        return 0
-    value = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).scalar()
-    return int(value) if value is not None else 0
+    """0 for an empty database, else ``meta.schema_version`` (read-only)."""
+    state = inspect_schema(conn)
+    return 0 if state.empty else state.version
 
 
-def _create_latest(conn: Connection) -> None:
+def _config(conn: Connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def head() -> str:
+    """The newest Alembic revision of the scripts folder."""
+    from alembic.script import ScriptDirectory
+
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def upgrade_in(conn: Connection) -> int:
+    """Create or upgrade inside the caller's write transaction; returns the version before (0: new)."""
+    from alembic import command
+
     from core.judgments import SCHEMA_VERSION, Base
 
-    Base.metadata.create_all(conn)
-    conn.execute(text("DELETE FROM meta WHERE key = 'schema_version'"))
-    conn.execute(text("INSERT INTO meta (key, value) VALUES ('schema_version', :v)"), {"v": str(SCHEMA_VERSION)})
-
-
-def _v1_to_v2(conn: Connection) -> None:
-    from core.judgments import GuidelinesRow, HistoryRow
-
-    conn.execute(text("ALTER TABLE judgments ADD COLUMN note TEXT"))
-    conn.execute(text("ALTER TABLE judgments ADD COLUMN systems JSON"))
-    HistoryRow.__table__.create(conn)
-    GuidelinesRow.__table__.create(conn)
-    conn.execute(text(
-        "INSERT INTO judgment_history (annotator_id, query_id, document_id, action, label, previous_label, "
-        "note, systems, created_at) SELECT annotator_id, query_id, document_id, 'migrated', label, NULL, NULL, "
-        "NULL, created_at FROM judgments ORDER BY id"
-    ))
-
-
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
-"""``STEPS[v]`` upgrades a version-``v`` database to ``v + 1``."""
+    state = inspect_schema(conn)
+    cfg = _config(conn)
+    if state.empty:
+        Base.metadata.create_all(conn)
+        conn.execute(text("INSERT INTO meta (key, value) VALUES ('schema_version', :v)"), {"v": str(SCHEMA_VERSION)})
+        command.stamp(cfg, REVISIONS[SCHEMA_VERSION])
+        return 0
+    if state.current:
+        return state.version
+    if state.revision is None:  # written before Alembic: its meta.schema_version names the revision
+        command.stamp(cfg, REVISIONS[state.version])
+    command.upgrade(cfg, "head")
+    return state.version
 
 
 def upgrade(engine: Engine) -> int:
-    """Bring the database to the latest schema (creating it if empty); returns the version before."""
-    from core.judgments import SCHEMA_VERSION
-
+    """Bring the database to the newest schema in one write transaction; returns the version before."""
     with engine.execution_options(qrs_write=True).begin() as conn:
-        before = current_version(conn)
-        if before == 0:
-            _create_latest(conn)
-            return 0
-        if before > SCHEMA_VERSION:
-            from core.judgments import JudgmentError
-
-            raise JudgmentError(
-                f"the judgments database has schema version {before}, newer than this app ({SCHEMA_VERSION}); "
-                "update the app"
-            )
-        for version in range(before, SCHEMA_VERSION):
-            STEPS[version](conn)
-        if before != SCHEMA_VERSION:
-            conn.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"), {"v": str(SCHEMA_VERSION)})
-        return before
+        return upgrade_in(conn)
 
 
 def create_v1(engine: Engine) -> None:

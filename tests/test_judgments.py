@@ -1,4 +1,7 @@
-"""Judgment store: idempotency, history, qrels round-trip, migration, concurrency, durability, injection."""
+"""Judgment store on SQLite and a real PostgreSQL (``db_url``, tests/pg_server.py): idempotency,
+history, label identity, notes and undo, qrels round-trip, Alembic migration, locks that never hang
+a reader, foreign databases left untouched, concurrency (8 processes x 500 labels) and SIGKILL
+durability on both backends, injection strings."""
 from __future__ import annotations
 
 import os
@@ -18,12 +21,14 @@ from ranx import Qrels
 from core.judgments import (
     DEFAULT_GUIDELINES,
     JudgmentError,
+    LabelResult,
     JudgmentStore,
     default_url,
     query_key,
     read_trec_qrels,
     text_hash,
 )
+from core.judgments import StoreBusyError, StoreError
 from core.migrations import current_version
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,8 +47,8 @@ for i in range(n):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> JudgmentStore:
-    s = JudgmentStore(f"sqlite:///{tmp_path / 'j.sqlite'}")
+def store(db_url: str) -> JudgmentStore:
+    s = JudgmentStore(db_url)
     yield s
     s.close()
 
@@ -144,26 +149,52 @@ def test_guidelines_default_and_edit(store):
     assert store.guidelines(DS) == "Duplicates only." and store.guidelines("other") == "x"
 
 
-def test_migration_from_v1(tmp_path):
-    path = tmp_path / "old.sqlite"
+def _v1_file(path: Path, extra: str = "") -> Path:
     with sqlite3.connect(path) as conn:
-        conn.executescript((FIXTURES / "judg_schema_v1.sql").read_text())
+        conn.executescript((FIXTURES / "judg_schema_v1.sql").read_text() + extra)
+    return path
+
+
+def test_migration_from_v1(tmp_path):
+    """Alembic upgrades the v1 fixture (stamped 0001 from meta.schema_version) to the newest revision."""
+    from core.migrations import REVISIONS, head
+
+    path = _v1_file(tmp_path / "old.sqlite")
     s = JudgmentStore(f"sqlite:///{path}")
-    assert s.schema_version() == 2
+    assert s.schema_version() == 3 and head() == REVISIONS[3]
     with s.engine.connect() as conn:
-        assert current_version(conn) == 2
-    got = sorted((j.annotator, j.query_id, j.doc_id, j.label, j.note) for j in s.judgments())
-    assert got == [("alice", "q00000", "q00001", 2, None), ("alice", "q00000", "q00002", 0, None),
-                   ("bob", "q00000", "q00001", 1, None)]
+        assert current_version(conn) == 3
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == head()
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    got = sorted((j.annotator, j.query_id, j.doc_id, j.label, j.note, j.stale) for j in s.judgments())
+    assert got == [("alice", "q00000", "q00001", 2, None, False), ("alice", "q00000", "q00002", 0, None, False),
+                   ("bob", "q00000", "q00001", 1, None, False)]
     assert [h.action for h in s.history()] == ["migrated"] * 3
-    # the upgraded database takes new labels, notes and systems, and keeps the overwritten one
+    # the upgraded database takes new labels, notes and systems
     ds = "pairs:judg_pairs.tsv"
-    res = s.set_label("alice", ds, "How do I learn Python?", "q00001", "ignored: new hash", 1, note="n")
-    assert res.changed and res.previous is None  # a different text hash is a different document
+    res = s.set_label("alice", ds, "typed question", "q00001", "new text", 1, note="n")
+    assert res.changed and res.previous is None
     s.close()
     again = JudgmentStore(f"sqlite:///{path}")  # reopening is a no-op upgrade
-    assert again.schema_version() == 2 and len(again.judgments()) == 4
+    assert again.schema_version() == 3 and len(again.judgments()) == 4
     again.close()
+
+
+def test_migration_merges_documents_whose_text_changed(tmp_path):
+    """v1/v2 keyed documents by text hash: alice held two labels on q00001. After the upgrade one stays
+    (the newer), the document carries the newest hash and bob's label on the old text is stale."""
+    extra = ("INSERT INTO documents (id, dataset, doc_id, text_hash) VALUES (3, 'pairs:judg_pairs.tsv', 'q00001', "
+             "'d0c0000b');\nINSERT INTO judgments (id, annotator_id, query_id, document_id, label, created_at) "
+             "VALUES (4, 1, 1, 3, 0, '2024-05-02 09:00:00.000000');\n")
+    path = _v1_file(tmp_path / "two.sqlite", extra)
+    s = JudgmentStore(f"sqlite:///{path}")
+    got = sorted((j.annotator, j.doc_id, j.label, j.doc_hash, j.stale) for j in s.judgments())
+    assert got == [("alice", "q00001", 0, "d0c0000b", False), ("alice", "q00002", 0, "d0c00002", False),
+                   ("bob", "q00001", 1, "d0c00001", True)]
+    assert len(s.history()) == 4  # the dropped duplicate is still in the history
+    with s.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM documents").scalar() == 2
+    s.close()
 
 
 def test_newer_schema_is_refused(tmp_path):
@@ -171,7 +202,7 @@ def test_newer_schema_is_refused(tmp_path):
     JudgmentStore(f"sqlite:///{path}").close()
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(JudgmentError, match="newer"):
+    with pytest.raises(StoreError, match="newer"):
         JudgmentStore(f"sqlite:///{path}")
 
 
@@ -196,14 +227,15 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
-def test_processes_lose_nothing_and_never_see_locked(tmp_path):
-    """8 processes x 500 labels on one SQLite file (the quality-gates figure)."""
-    url = f"sqlite:///{tmp_path / 'multi.sqlite'}"
+def test_processes_lose_nothing_and_never_see_locked(db_url, tmp_path):
+    """8 processes x 500 labels on one database, SQLite file and PostgreSQL (the quality-gates figure)."""
+    url = db_url
     JudgmentStore(url).close()
     n_proc, n = 8, 500
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, url, f"p{p}", str(n)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, env=_env(), cwd=tmp_path) for p in range(n_proc)]
-    errors = [p.communicate(timeout=170)[1].decode() for p in procs]
+    limit = 400 if url.startswith("sqlite") else 480  # PostgreSQL: ~9 round trips a label (about 45 ms here under load)
+    errors = [p.communicate(timeout=limit)[1].decode() for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     assert not any("locked" in e for e in errors)
     s = JudgmentStore(url)
@@ -212,8 +244,8 @@ def test_processes_lose_nothing_and_never_see_locked(tmp_path):
     assert {(j.annotator, j.doc_id, j.label) for j in js} == {(f"p{p}", f"d{i}", i % 3) for p in range(n_proc) for i in range(n)}
 
 
-def test_sigkill_keeps_every_committed_label(tmp_path):
-    url = f"sqlite:///{tmp_path / 'kill.sqlite'}"
+def test_sigkill_keeps_every_committed_label(db_url, tmp_path):
+    url = db_url
     proc = subprocess.Popen([sys.executable, "-c", WORKER, url, "victim", "100000"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=_env(), cwd=tmp_path, text=True)
     committed = -1
@@ -250,6 +282,12 @@ def test_injection_strings_are_stored_verbatim(store, text):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=st.text(min_size=1, max_size=200).filter(str.strip), note=st.text(max_size=200))
 def test_store_round_trips_any_unicode(store, query, note):
+    if "\x00" in query + note:  # PostgreSQL text cannot hold NUL: refused on every backend, nothing written
+        before = len(store.history())
+        with pytest.raises(JudgmentError, match="NUL"):
+            store.set_label("u", DS, query, "d", "doc", 2, note=note)
+        assert len(store.history()) == before
+        return
     store.set_label("u", DS, query, "d", "doc", 2, note=note)
     j = next(j for j in store.judgments(query=query))
     assert j.query == query and j.note == (note.strip() or None)
@@ -264,3 +302,232 @@ def test_stats_counts(store):
     assert st_.annotators == {"alice": 2, "bob": 1}
     assert st_.label_counts == {0: 1, 1: 1, 2: 1}
     assert (st_.judgments, st_.queries, st_.documents, st_.history) == (3, 1, 2, 3)
+
+
+# ----------------------------------------------------------------------------- issue 13: faults
+SQLITE_LOCKER = r"""
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+c.execute("INSERT INTO guidelines (dataset, text, updated_at) VALUES ('lock', 'x', '2024-01-01')")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+PG_LOCKER = r"""
+import sys, time, psycopg
+c = psycopg.connect(sys.argv[1])
+c.execute("LOCK TABLE annotators, queries, documents, judgments, judgment_history, guidelines IN EXCLUSIVE MODE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_lock(url: str, seconds: float) -> subprocess.Popen:
+    """Another process that takes the database's write lock and sleeps holding it."""
+    if url.startswith("sqlite"):
+        script, target = SQLITE_LOCKER, url.removeprefix("sqlite:///")
+    else:
+        script, target = PG_LOCKER, url
+    proc = subprocess.Popen([sys.executable, "-c", script, target, str(seconds)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+    assert proc.stdout.readline().strip() == "locked", proc.stderr.read()
+    return proc
+
+
+def test_held_write_lock_never_blocks_reads_and_bounds_writes(db_url, capsys):
+    """Issue 13 (1): with another process holding the write lock, opening the store and reading answer at
+    once (no write lock for a current schema, WAL readers) and a write fails within its bound."""
+    from core.cli import main
+    from core.judgments import DEFAULT_LOCK_TIMEOUT
+
+    assert DEFAULT_LOCK_TIMEOUT <= 10
+    s = JudgmentStore(db_url)
+    _label(s, 2)
+    s.close()
+    locker = _hold_lock(db_url, 60)
+    try:
+        start = time.monotonic()
+        reader = JudgmentStore(db_url, lock_timeout=3.0, create=False)
+        assert reader.stats().judgments == 1 and reader.qrels(DS) == {"q1": {"d1": 2}}
+        assert main(["judgments", "stats", "--db", db_url, "--json"]) == 0
+        assert time.monotonic() - start < 2.5  # had it waited for the lock it would take >= 3 s
+        assert '"judgments": 1' in capsys.readouterr().out
+        start = time.monotonic()
+        with pytest.raises(StoreBusyError) as err:
+            _label(reader, 1, doc="d9", annotator="zoe")
+        waited = time.monotonic() - start
+        assert 2.9 <= waited < 8, waited
+        message = str(err.value)
+        assert "\n" not in message and reader.where in message and "busy" in message
+    finally:
+        locker.kill()
+        locker.wait()
+    assert [j.doc_id for j in reader.judgments()] == ["d1"]  # nothing was written
+    assert _label(reader, 1, doc="d9", annotator="zoe").changed  # and the lock is gone
+    reader.close()
+
+
+def test_lock_timeout_is_configurable(monkeypatch, tmp_path):
+    monkeypatch.setenv("QRS_DB_LOCK_TIMEOUT", "2.5")
+    assert JudgmentStore(f"sqlite:///{tmp_path / 'a.sqlite'}").lock_timeout == 2.5
+    monkeypatch.setenv("QRS_DB_LOCK_TIMEOUT", "soon")
+    with pytest.raises(JudgmentError, match="QRS_DB_LOCK_TIMEOUT"):
+        JudgmentStore(f"sqlite:///{tmp_path / 'b.sqlite'}")
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _foreign_sqlite(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('my shopping list')")
+    conn.close()
+
+
+def _studio_file(path: Path, version: str | None = None, truncate: int | None = None) -> None:
+    s = JudgmentStore(f"sqlite:///{path}")
+    _label(s, 2)
+    s.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    if version is not None:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    conn.execute("PRAGMA journal_mode=DELETE")  # checkpoints the WAL into the file
+    conn.close()
+    if truncate is not None:
+        path.write_bytes(path.read_bytes()[:truncate])
+
+
+@pytest.mark.parametrize("kind, fragment", [
+    ("foreign", "not a Question Retrieval Studio judgments database"),
+    ("text", "not a SQLite database file"),
+    ("truncated", "judgments database"),
+    ("corrupt", "judgments database"),
+    ("version_two", "not a number"),
+    ("version_99", "newer than this app"),
+])
+def test_a_database_that_is_not_ours_is_refused_and_left_byte_identical(kind, fragment, tmp_path):
+    """Issue 13 (2, 3): no tables added, no version stamped, no WAL switch, one line naming the file."""
+    path = tmp_path / "other.db"
+    if kind == "foreign":
+        _foreign_sqlite(path)
+    elif kind == "text":
+        path.write_text("name,phone\nalice,555\n", encoding="utf-8")
+    elif kind == "truncated":
+        _studio_file(path, truncate=1500)
+    elif kind == "corrupt":
+        _studio_file(path)
+        data = bytearray(path.read_bytes())
+        data[100:4096] = b"\xff" * (4096 - 100)  # page 1 after the header: the schema table
+        path.write_bytes(bytes(data))
+    else:
+        _studio_file(path, version="two" if kind == "version_two" else "99")
+    before = _digest(path)
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    for create in (True, False):
+        with pytest.raises(StoreError) as err:
+            JudgmentStore(f"sqlite:///{path}", create=create)
+        message = str(err.value)
+        assert fragment in message and str(path) in message and "\n" not in message, message
+    assert _digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no -wal / -shm left behind
+
+
+def test_a_foreign_postgresql_database_is_refused_untouched(postgres_server):
+    import psycopg
+
+    url = postgres_server.database()
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE TABLE notes (id serial PRIMARY KEY, body text)")
+    with pytest.raises(StoreError, match="not a Question Retrieval Studio"):
+        JudgmentStore(url)
+    with psycopg.connect(url) as c:
+        tables = {r[0] for r in c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert tables == {"notes"}
+
+
+def test_read_only_opening_never_creates_a_database(tmp_path):
+    """Issue 13 (5): a typo in a path is an error, not an empty answer; no file, no folders."""
+    missing = tmp_path / "typo" / "judgmnets.sqlite"
+    with pytest.raises(StoreError, match="does not exist"):
+        JudgmentStore(f"sqlite:///{missing}", create=False)
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_changed_text_flags_the_label_instead_of_adding_one(store):
+    """Issue 13 (5): identity is (dataset, query, document, annotator); the text hash is a property."""
+    q = "How do I learn Python?"
+    store.set_label("alice", DS, q, "d1", "old text", 2, query_id="q1")
+    store.set_label("bob", DS, q, "d1", "new text", 1, query_id="q1")  # bob sees the edited text
+    js = {j.annotator: j for j in store.judgments()}
+    assert len(js) == 2 and js["alice"].stale and not js["bob"].stale
+    assert js["alice"].doc_hash == text_hash("old text") and store.stats().stale == 1
+    assert [j.annotator for j in store.stale(DS)] == ["alice"]
+    res = store.set_label("alice", DS, q, "d1", "new text", 1, query_id="q1")  # re-judged on the new text
+    assert res.changed and res.previous == 2
+    assert sorted((j.annotator, j.label, j.stale) for j in store.judgments()) == [("alice", 1, False), ("bob", 1, False)]
+    assert store.qrels(DS) == {"q1": {"d1": 1}}
+    assert store.undo("alice", DS, q, "d1").changed  # undo goes back to alice's label on the old text
+    assert {j.annotator: j.label for j in store.judgments()} == {"alice": 2, "bob": 1}
+
+
+def test_notes_can_be_cleared_and_undo_restores_the_previous_note(store):
+    _label(store, 2, note="first thought")
+    assert _label(store, 2).changed is False  # note=None keeps the note
+    assert store.judgments()[0].note == "first thought"
+    _label(store, 0, note="second thought")
+    assert store.undo("alice", DS, "How do I learn Python?", "d1") == LabelResult(True, 0)
+    (j,) = store.judgments()
+    assert (j.label, j.note) == (2, "first thought")
+    assert _label(store, 2, note="").changed  # "" clears the note
+    assert store.judgments()[0].note is None
+    store.undo("alice", DS, "How do I learn Python?", "d1")  # undo the clearing
+    assert store.judgments()[0].note == "first thought"
+    store.undo("alice", DS, "How do I learn Python?", "d1")  # undo the first label: gone
+    assert store.judgments() == []
+    assert not store.undo("alice", DS, "How do I learn Python?", "d1").changed
+    store.set_label("alice", DS, "How do I learn Python?", "d1", "text of d1", 1, query_id="q1", note="n")
+    store.clear_label("alice", DS, "How do I learn Python?", "d1")
+    store.undo("alice", DS, "How do I learn Python?", "d1")  # a cleared label comes back with its note
+    assert [(j.label, j.note) for j in store.judgments()] == [(1, "n")]
+    assert [h.action for h in store.history()][-3:] == ["set", "clear", "undo"]
+
+
+def test_a_permanent_integrity_error_is_not_retried(store):
+    """Issue 13 (5): only transient errors are retried; a NOT NULL violation surfaces at once."""
+    from sqlalchemy import text
+
+    calls = []
+
+    def broken() -> None:
+        calls.append(1)
+        with store.engine.execution_options(qrs_write=True).begin() as conn:
+            conn.execute(text("INSERT INTO annotators (name, created_at) VALUES (NULL, '2024-01-01')"))
+
+    start = time.monotonic()
+    with pytest.raises(StoreError) as err:
+        store._run(broken)
+    assert len(calls) == 1 and time.monotonic() - start < 2
+    assert store.where in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("notaurl", "not a database URL"),
+    ("mysql://u@h/db", "supported: SQLite and PostgreSQL"),
+    ("postgresql+psycopg2://u@h/db", "not installed"),
+])
+def test_bad_database_urls_say_what_works(url, fragment):
+    with pytest.raises(JudgmentError, match=fragment):
+        JudgmentStore(url)
+
+
+def test_postgresql_url_needs_no_driver_name(postgres_server):
+    """Issue 13 (3): ``postgresql://`` works with the pinned psycopg 3 (no ``No module named`` error)."""
+    url = postgres_server.database()
+    s = JudgmentStore(url)
+    assert s.engine.dialect.driver == "psycopg" and s.schema_version() == 3
+    assert _label(s, 1).changed and s.judgments()[0].time.tzinfo is not None
+    s.close()

@@ -1,14 +1,19 @@
-"""Robustness: hostile queries through every system built on the tiny fixture and through the pages;
-malformed dataset and run files name the file and the line and import nothing.
+"""Robustness: hostile queries through every registered system built on the tiny fixture and through
+the pages; malformed dataset and run files name the file and the line and import nothing.
 
-Systems built here (seconds on 244 questions): bm25, minilm (pretrained, mean pooling) and tree-bert
-(k-means over the MiniLM vectors). The others train a model (minutes on 2 cores) and are skipped.
+Every system in ``core.registry.list_systems()`` is built once per session through its module's
+``build(dataset)`` (the default quick build) on the tiny fixture (244 questions) in a private
+artifacts folder, then fuzzed: retrievers through ``search``, rerankers through ``rerank`` of BM25's
+candidates. A system that cannot be built or loaded fails its own test with the reason; a system the
+registry says does not apply to the dataset is skipped with the registry's reason.
 Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgments.py.
 """
 from __future__ import annotations
 
 import math
 import os
+import time
+from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,8 +25,8 @@ from core.registry import list_systems
 from core.retrieval.base import MAX_QUERY_CHARS, validate_query
 from tests.conftest import ROOT, TINY_DATA
 
-QUICK_SYSTEMS = ("bm25", "minilm", "tree-bert")
-SLOW_REASON = "its build trains a model (minutes on 2 CPU cores); not built on the tiny fixture"
+ALL_SYSTEMS = [s.name for s in list_systems()]
+FIRST_STAGE_DEPTH = 20
 
 INJECTIONS = [
     "'; DROP TABLE judgments; --",
@@ -50,28 +55,124 @@ queries = st.one_of(
 
 
 # ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def tiny_env(tmp_path_factory):
-    """The tiny fixture with its own artifacts folder and the quick systems built once."""
+@dataclass
+class TinyEnv:
+    """The tiny fixture, its private artifacts folder, every loaded system, and why any is missing."""
+
+    ds: object
+    var: object
+    systems: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)  # name -> the registry's reason it does not apply
+    broken: dict = field(default_factory=dict)  # name -> why it could not be built or loaded
+    seconds: dict = field(default_factory=dict)  # name -> seconds of one ordinary query
+
+
+@pytest.fixture(scope="session")
+def tiny_env(tmp_path_factory) -> TinyEnv:
+    """Build every registered system once per session on the tiny fixture (env restored afterwards)."""
     var = tmp_path_factory.mktemp("robust_var")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))
         mp.setenv("QRS_VAR", str(var))
         from core.data import load_dataset
-        from core.registry import system_module
+        from core.registry import load_system, supports, system_module
 
-        ds = load_dataset("qqp-bimpm")
-        for name in QUICK_SYSTEMS:
-            system_module(name).build(ds)
-        yield ds, var
+        env = TinyEnv(load_dataset("qqp-bimpm"), var)
+        for spec in _build_order(list_systems()):
+            if not supports(spec, env.ds):
+                env.skipped[spec.name] = f"{spec.name} does not apply to {env.ds.name} (core.registry.supports)"
+                continue
+            try:
+                _fast_build(spec.name, system_module(spec.name), env.ds)
+                env.systems[spec.name] = load_system(spec.name, env.ds)
+            except Exception as exc:  # noqa: BLE001 - reported by that system's own test
+                env.broken[spec.name] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        for name, system in env.systems.items():
+            start = time.perf_counter()
+            try:
+                _rank(env, system, "How do I learn Python ?", 10)
+            except Exception:  # noqa: BLE001 - the system's own tests report it
+                continue
+            env.seconds[name] = time.perf_counter() - start
+    return env
 
 
-@pytest.fixture(scope="module")
-def loaded(tiny_env):
-    from core.registry import load_system
+FEW_STEPS = {"max_steps": 8, "eval_every": 4, "patience": 1, "epochs": 1, "max_epochs": 1, "patience_epochs": 1,
+             "train_pairs": 64, "dev_pairs": 32}
+"""Learned systems train a few steps only: the fuzz suite checks behaviour on hostile input, not quality."""
 
-    ds, _ = tiny_env
-    return {name: load_system(name, ds) for name in QUICK_SYSTEMS}
+
+def _few_steps(config):
+    """A copy of a build config (a dataclass, with an optional nested ``plan``) capped at ``FEW_STEPS``."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(config):
+        return config
+    names = {f.name for f in dataclasses.fields(config)}
+    changes = {k: v for k, v in FEW_STEPS.items() if k in names and isinstance(getattr(config, k), int)}
+    if "plan" in names and dataclasses.is_dataclass(config.plan):
+        changes["plan"] = _few_steps(config.plan)
+    return dataclasses.replace(config, **changes)
+
+
+def _fast_build(name: str, module, ds) -> None:
+    """The module's own ``build(ds, "quick", ...)`` -- the app's code path -- with its quick config capped
+    at a few training steps where ``build`` takes one (``config=`` or ``train_config=``). A module whose
+    config cannot be made that way is built with its defaults."""
+    import inspect
+
+    params = inspect.signature(module.build).parameters
+    extra = {}
+    try:
+        if "config" in params and hasattr(module, "make_config"):
+            extra = {"config": _few_steps(module.make_config("quick"))}
+        elif "train_config" in params:
+            annotation = str(params["train_config"].annotation)
+            cls = next((getattr(module, n) for n in dir(module) if n.endswith("Config") and n in annotation), None)
+            if cls is not None:
+                extra = {"train_config": _few_steps(cls())}
+    except (TypeError, ValueError):
+        extra = {}  # the module changed its knobs: its default build
+    module.build(ds, "quick", **extra)
+
+
+def _build_order(specs):
+    """BM25, then rerankers, then the other retrievers: composite retrievers (tree-bert-cross reuses the
+    cross-encoder, fusion reuses retrievers) find their parts already built the fast way."""
+    first = [s for s in specs if s.name == "bm25"]
+    rerankers = [s for s in specs if s.kind == "reranker"]
+    return first + rerankers + [s for s in specs if s not in first and s not in rerankers]
+
+
+def _system(env: TinyEnv, name: str):
+    if name in env.skipped:
+        pytest.skip(env.skipped[name])
+    if name in env.broken:
+        pytest.fail(f"{name} could not be built/loaded on the tiny fixture: {env.broken[name]}")
+    return env.systems[name]
+
+
+def _is_reranker(system) -> bool:
+    from core.retrieval.base import Reranker
+
+    return isinstance(system, Reranker)
+
+
+def _rank(env: TinyEnv, system, text: str, k: int, exclude=("q00000",)):
+    """A retriever searches; a reranker reorders BM25's candidates for the (cleaned) query."""
+    if not _is_reranker(system):
+        return system.search(text, k, exclude=list(exclude))
+    first = env.systems["bm25"].search(validate_query(text), FIRST_STAGE_DEPTH, exclude=list(exclude))
+    return system.rerank(text, first, env.ds.corpus, k=k)
+
+
+def _examples(env: TinyEnv, name: str) -> int:
+    """Hypothesis examples per system: 40 for BM25, 12 for the others, fewer (>= 4) for a system whose
+    single query takes seconds (tree-bert-cross scores cross-encoder pairs inside the tree search)."""
+    if name == "bm25":
+        return 40
+    seconds = env.seconds.get(name, 0.0)
+    return max(4, min(12, int(6.0 / seconds))) if seconds > 0 else 12
 
 
 def check_ranking(ranking, ds, k: int, exclude: set[str]) -> None:
@@ -83,15 +184,18 @@ def check_ranking(ranking, ds, k: int, exclude: set[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- systems
-@pytest.mark.parametrize("name", [s.name for s in list_systems()])
-def test_every_system_survives_hostile_queries(name, tiny_env, loaded):
-    """Each hostile query either ranks (valid ranking) or is refused with a QueryError saying why."""
-    if name not in QUICK_SYSTEMS:
-        pytest.skip(f"{name}: {SLOW_REASON}")
-    ds, _ = tiny_env
-    system = loaded[name]
+def test_every_registered_system_is_fuzzed():
+    """The fuzz suite covers the registry, not a hand-picked list."""
+    assert ALL_SYSTEMS == [s.name for s in list_systems()] and len(ALL_SYSTEMS) >= 9
 
-    @settings(max_examples=40 if name == "bm25" else 15, deadline=None, derandomize=True,
+
+@pytest.mark.parametrize("name", ALL_SYSTEMS)
+def test_every_system_survives_hostile_queries(name, tiny_env):
+    """Each hostile query either ranks (valid ranking) or is refused with a QueryError saying why."""
+    system = _system(tiny_env, name)
+    ds = tiny_env.ds
+
+    @settings(max_examples=_examples(tiny_env, name), deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(text=queries, k=st.integers(1, 30))
     def run(text, k):
@@ -100,44 +204,59 @@ def test_every_system_survives_hostile_queries(name, tiny_env, loaded):
         except QueryError as exc:
             assert str(exc)
             with pytest.raises(QueryError) as err:
-                system.search(text, k)
+                _rank(tiny_env, system, text, k) if not _is_reranker(system) else system.rerank(
+                    text, tiny_env.systems["bm25"].search("python", 5), ds.corpus, k=k)
             assert str(err.value) == str(exc)
             return
-        ranking = system.search(text, k, exclude=["q00000"])
+        ranking = _rank(tiny_env, system, text, k)
         check_ranking(ranking, ds, k, {"q00000"})
         assert "\x00" not in expected and len(expected) <= MAX_QUERY_CHARS
 
     run()
 
 
-@pytest.mark.parametrize("name", QUICK_SYSTEMS)
+@pytest.mark.parametrize("name", ALL_SYSTEMS)
 @pytest.mark.parametrize("text, message", [
     ("", "empty"), (" \t\n ", "empty"), ("\x00\x01\x1b", "empty"), ("a" * 10_000, "limit is 2,000"),
 ])
-def test_rejected_queries_say_why(name, text, message, loaded):
+def test_rejected_queries_say_why(name, text, message, tiny_env):
+    system = _system(tiny_env, name)
     with pytest.raises(QueryError, match=message):
-        loaded[name].search(text, 10)
+        if _is_reranker(system):
+            system.rerank(text, tiny_env.systems["bm25"].search("python", 5), tiny_env.ds.corpus)
+        else:
+            system.search(text, 10)
 
 
-@pytest.mark.parametrize("name", QUICK_SYSTEMS)
-def test_batched_retrieve_takes_odd_texts_without_validation(name, tiny_env, loaded):
-    """search_many feeds dataset text straight to retrieve(): odd texts in one batch must not break it."""
-    ds, _ = tiny_env
+@pytest.mark.parametrize("name", ALL_SYSTEMS)
+def test_batched_calls_take_odd_texts_without_validation(name, tiny_env):
+    """search_many / rerank_many feed dataset text straight to the model: odd texts in one batch must not
+    break it."""
+    from core.retrieval.base import Ranking
+
+    system = _system(tiny_env, name)
+    ds = tiny_env.ds
     texts = {"a": "🍚🍚🍚", "b": "كيف أتعلم البرمجة", "c": "x" * MAX_QUERY_CHARS, "d": "How do I learn Python ?",
              "e": INJECTIONS[3]}
-    out = loaded[name].search_many(texts, k=5)
+    if _is_reranker(system):
+        ids = list(ds.corpus)[:6]
+        candidates = {q: Ranking("pool", ids, [0.0] * len(ids)) for q in texts}
+        out = system.rerank_many(texts, candidates, ds.corpus, k=5)
+    else:
+        out = system.search_many(texts, k=5)
     assert set(out) == set(texts)
     for qid, ranking in out.items():
         check_ranking(ranking, ds, 5, {qid})
     assert out["d"].doc_ids  # a normal query still finds something in the same batch
 
 
-def test_hostile_query_gives_same_ranking_as_its_clean_form(loaded):
+@pytest.mark.parametrize("name", ALL_SYSTEMS)
+def test_hostile_query_gives_same_ranking_as_its_clean_form(name, tiny_env):
     """Control characters and extra whitespace are cleaned, not searched: same ranking as the clean text."""
-    for system in loaded.values():
-        dirty = system.search("  How\x00 do I\t\tlearn \u200bPython ?\x1b ", 5)
-        clean = system.search("How do I learn Python ?", 5)
-        assert dirty.doc_ids == clean.doc_ids
+    system = _system(tiny_env, name)
+    dirty = _rank(tiny_env, system, "  How\x00 do I\t\tlearn \u200bPython ?\x1b ", 5)
+    clean = _rank(tiny_env, system, "How do I learn Python ?", 5)
+    assert dirty.doc_ids == clean.doc_ids
 
 
 # ----------------------------------------------------------------------------- pages (AppTest)
@@ -147,10 +266,9 @@ def _page(path: str) -> AppTest:
 
 @pytest.fixture
 def page_env(tiny_env, monkeypatch):
-    ds, var = tiny_env
     monkeypatch.setenv("QRS_DATA", str(TINY_DATA))
-    monkeypatch.setenv("QRS_VAR", str(var))
-    return ds
+    monkeypatch.setenv("QRS_VAR", str(tiny_env.var))
+    return tiny_env.ds
 
 
 COMPARE_CASES = [
@@ -176,7 +294,7 @@ def test_compare_page_with_hostile_query(text, kind, fragment, page_env):
         assert not at.dataframe or all("question" not in df.value.columns for df in at.dataframe)
         return
     assert not at.error, [e.value for e in at.error]
-    assert [h.value for h in at.subheader][:2] == ["bm25", "minilm"]
+    assert at.dataframe[0].value["system"].tolist() == ["bm25", "minilm"]  # the per-system summary
     # the query is never echoed as markdown or HTML
     rendered = " ".join(m.value for m in at.markdown)
     assert text not in rendered and "<script>" not in rendered
@@ -309,10 +427,35 @@ def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
     assert len(load_dataset("user/mine").corpus) == 2
 
 
-@pytest.mark.skipif(os.name != "posix", reason="file permissions")
-def test_unreadable_dataset_file_is_a_clear_error(tmp_path):
+def test_missing_dataset_file_is_a_clear_error(tmp_path):
     from core.data import read_pairs_tsv
 
     missing = tmp_path / "nope.tsv"
     with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
         read_pairs_tsv(missing)
+
+
+def test_unreadable_dataset_file_is_a_clear_error(tmp_path, monkeypatch):
+    """A file that exists but cannot be opened (permission denied): named, with the reason."""
+    import pathlib
+
+    from core.data import read_pairs_tsv
+
+    path = tmp_path / "locked.tsv"
+    path.write_text("1\ta\tb\n", encoding="utf-8")
+    if os.name == "posix" and os.geteuid() != 0:
+        path.chmod(0)
+    else:  # root reads any file: make opening this one fail the way a permission error does
+        real_open = pathlib.Path.open
+
+        def denied(self, *args, **kwargs):
+            if self == path:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_open(self, *args, **kwargs)
+
+        monkeypatch.setattr(pathlib.Path, "open", denied)
+    try:
+        with pytest.raises(DataFormatError, match=r"locked.tsv: cannot be read \(Permission denied\)"):
+            read_pairs_tsv(path)
+    finally:
+        path.chmod(0o644)
