@@ -67,13 +67,24 @@ def main() -> None:
             continue
         if name == "densetrans":
             from core.retrieval import densetrans as mod
+        elif name == "dual-encoder":
+            from core.retrieval import dual_encoder as mod
+        elif name == "glove-mean":
+            from core.retrieval import wordmean as mod
         else:
             from core.retrieval import sdml as mod
         entry, exact_ids = {}, None
-        folder = mod._folder(ds, variant, tag)
+        if name == "glove-mean":
+            from core.registry import system_dir
+
+            folder = system_dir(ds.name, "glove-mean")
+        elif name == "dual-encoder":
+            folder = mod._folder(ds, tag)
+        else:
+            folder = mod._folder(ds, variant, tag)
         train_metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").is_file() else {}
-        entry["train"] = {k: v for k, v in train_metrics.items() if k != "history"}
-        entry["train"]["history"] = train_metrics.get("history")
+        entry["train"] = {k: v for k, v in train_metrics.items() if k not in ("history", "training")}
+        entry["train"]["training"] = train_metrics.get("training") or train_metrics.get("history")
         for index in args.indexes:
             index_name = mod.DEFAULT_INDEX if index == "default" else index
             t0 = time.perf_counter()

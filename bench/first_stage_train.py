@@ -1,6 +1,6 @@
 """Train/build one first-stage system with its build() and print the measured metrics (JSON).
 
-Usage: QRS_VAR=... python bench/first_stage_train.py densetrans|sdml-cnn [variant] [--profile quick]
+Usage: QRS_VAR=... python bench/first_stage_train.py densetrans|sdml-cnn|dual-encoder [variant] [--profile quick]
        [--threads 1] [--tag TAG] [--set key=value ...]   (overrides of the config for experiments)
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("system", choices=["densetrans", "sdml-cnn"])
+    ap.add_argument("system", choices=["densetrans", "sdml-cnn", "dual-encoder"])
     ap.add_argument("variant", nargs="?")
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--threads", type=int, default=1)
@@ -30,6 +30,8 @@ def main() -> None:
 
     if args.system == "densetrans":
         from core.retrieval import densetrans as mod
+    elif args.system == "dual-encoder":
+        from core.retrieval import dual_encoder as mod
     else:
         from core.retrieval import sdml as mod
     overrides = {}
@@ -37,10 +39,12 @@ def main() -> None:
         k, v = kv.split("=", 1)
         overrides[k] = json.loads(v) if v[:1] in "0123456789-[{tf" and v not in ("full",) else v
     ds = load_dataset("qqp-bimpm")
-    cfg = mod.make_config(args.profile, args.variant, **overrides)
+    cfg = (mod.make_config(args.profile, **overrides) if args.system == "dual-encoder"
+           else mod.make_config(args.profile, args.variant, **overrides))
     t0 = time.perf_counter()
-    metrics = mod.build(ds, args.profile, variant=args.variant, config=cfg, tag=args.tag,
-                        progress=lambda f, m: None)
+    metrics = mod.build(ds, args.profile, variant=None if args.system == "dual-encoder" else args.variant,
+                        config=cfg, tag=args.tag, progress=lambda f, m: print(f"{time.perf_counter() - t0:7.1f}s {m}",
+                                                                             file=sys.stderr, flush=True))
     metrics["wall_seconds"] = time.perf_counter() - t0
     metrics["threads"] = args.threads
     print(json.dumps({"system": args.system, "variant": args.variant, "tag": args.tag, "config": overrides,

@@ -7,7 +7,11 @@ Baselines: the fine-tuned MiniLM cross-encoder system ("BERT", if built; acc at 
 frozen-MiniLM feature classifiers trained here ("E_CLS MLP" and "E_CLS MLP + BM25", the paper's BERT+BM25
 recipe with a frozen encoder).
 
-Usage: QRS_VAR=... python bench/rerank_ablations.py [--train-pairs 4000] [--epochs 1] [--variants a,b] [--out JSON]
+Every variant trains with ``core.rerank.frm.train_frm`` under the same rule (same pairs, seed, dev-AUC early
+stopping); each ablation is compared with the full model by a paired bootstrap of the test-pair AUC difference.
+
+Usage: QRS_VAR=... python bench/rerank_ablations.py [--profile quick] [--train max_seconds=100 ...]
+       [--variants full,-m_att,...] [--baselines] [--out JSON]
 """
 from __future__ import annotations
 
@@ -89,41 +93,75 @@ def cls_baseline(ds, store, stats, train, dev, test, use_bm25: bool, epochs: int
         return torch.sigmoid(model(xte).squeeze(-1)).numpy()
 
 
+def paired_bootstrap_auc(labels: np.ndarray, a: np.ndarray, b: np.ndarray, n: int = 2000, seed: int = 0) -> dict:
+    """Paired bootstrap over test pairs (the same resample for both models) of AUC(a) − AUC(b); two-sided p."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n):
+        idx = rng.integers(0, len(labels), len(labels))
+        if 0 < labels[idx].sum() < len(idx):
+            diffs.append(roc_auc_score(labels[idx], a[idx]) - roc_auc_score(labels[idx], b[idx]))
+    diffs = np.asarray(diffs)
+    p = 2 * min((diffs <= 0).mean(), (diffs >= 0).mean())
+    return {"auc_diff": float(roc_auc_score(labels, a) - roc_auc_score(labels, b)),
+            "ci95": [float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))], "p": float(min(1.0, p)),
+            "resamples": int(len(diffs))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--train-pairs", type=int, default=4000)
-    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--variants", default=",".join(F.VARIANTS))
+    ap.add_argument("--profile", default="quick")
+    ap.add_argument("--train", nargs="*", default=[], help="FRMTrainConfig overrides key=value (e.g. max_seconds=100)")
     ap.add_argument("--baselines", action="store_true")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.set_num_threads(1)
     ds = load_dataset("qqp-bimpm")
-    sub = F._subset(ds.pairs["train"], 8000, 13)[: args.train_pairs]  # a prefix of the quick-profile subset
-    small = dataclasses.replace(ds, pairs={**ds.pairs, "train": sub})
+    overrides = {}
+    for item in args.train:
+        k, v = item.split("=", 1)
+        overrides[k] = json.loads(v)
+    tcfg = dataclasses.replace(F.FRMTrainConfig.for_profile(args.profile), **overrides)
     stats = LexicalStats.from_texts(ds.corpus.values())
     cfg0 = F.FRMConfig()
-    featurizer = F.Featurizer(stats, cfg0.max_keywords)
+    from core.paths import artifact_dir
+
+    pos_path = artifact_dir("diag", "frm") / "pos_cache.json"  # spaCy tags shared with bench/rerank_frm_diag.py
+    featurizer = F.Featurizer(stats, cfg0.max_keywords, json.loads(pos_path.read_text()) if pos_path.is_file() else None)
     test = ds.pairs["test"]
+    sub = F._subset(ds.pairs["train"], tcfg.train_pairs, tcfg.seed)
     feats = F.pair_features(featurizer, ds.corpus, sub + ds.pairs["dev"] + test)
     store = F.VectorStore.for_encoder(cfg0.max_keywords)
     store.ensure(featurizer, list(feats.values()))
     labels = np.array([int(p.label > 0) for p in test])
     buckets = np.array([jaccard_bucket(p.label, jaccard_texts(ds.corpus[p.id1], ds.corpus[p.id2])) for p in test])
-    results = {"settings": {"train_pairs": len(sub), "epochs": args.epochs, "test_pairs": len(test),
-                            "bucket_sizes": {b: int((buckets == b).sum()) for b in ("hard", "easy", "middle")}}}
+    results: dict = {"settings": {"train": dataclasses.asdict(tcfg), "test_pairs": len(test),
+                                  "rule": "every variant: same pairs, seed and early-stopping rule (dev ROC AUC, patience)",
+                                  "bucket_sizes": {b: int((buckets == b).sum()) for b in ("hard", "easy", "middle")}}}
     out_path = Path(args.out) if args.out else None
+    probs_of: dict[str, np.ndarray] = {}
     for variant in [v for v in args.variants.split(",") if v]:
         t0 = time.perf_counter()
         cfg = F.model_config(variant)
         folder = system_dir(ds.name, "frm-ablation", variant)
-        (folder / "checkpoint.pt").unlink(missing_ok=True)
-        metrics = F.train_frm(small, cfg, F.FRMTrainConfig(train_pairs=0, epochs=args.epochs), folder, stats=stats)
+        metrics = F.train_frm(ds, cfg, tcfg, folder, stats=stats, resume=False, featurizer=featurizer)
         model = F.FRM(cfg)
         model.load_state_dict(torch.load(folder / "weights.pt", weights_only=True)["model"])
         probs = F.predict_pairs(model, feats, store, ds.corpus, test, torch.device("cpu"))
-        results[f"FRM {variant}"] = {**score_block(labels, probs, buckets), "dev_acc": metrics["best_dev_acc"],
+        probs_of[variant] = probs
+        log = metrics["training"]
+        results[f"FRM {variant}"] = {**score_block(labels, probs, buckets), "dev_auc": metrics["best_dev_auc"],
+                                     "untrained_dev_auc": metrics["untrained_dev_auc"], "steps": metrics["steps"],
+                                     "best_step": log["best_step"], "stopped": log["stopped"],
+                                     "importance_test": F.importance_report(model, [feats[ds.corpus[i]] for i in
+                                                                                    dict.fromkeys(x for p in test for x in (p.id1, p.id2))],
+                                                                            store, torch.device("cpu")),
                                      "seconds": time.perf_counter() - t0}
+        if variant != "full" and "full" in probs_of:
+            results[f"FRM {variant}"]["vs_full"] = paired_bootstrap_auc(labels, probs, probs_of["full"])
         print(variant, json.dumps(results[f"FRM {variant}"]), flush=True)
         if out_path:
             out_path.write_text(json.dumps(results, indent=2))
@@ -133,17 +171,6 @@ def main() -> None:
             probs = cls_baseline(ds, store, stats, sub, ds.pairs["dev"], test, bm)
             results[name] = {**score_block(labels, probs, buckets), "seconds": time.perf_counter() - t0}
             print(name, json.dumps(results[name]), flush=True)
-        try:
-            from core.rerank import cross_encoder
-
-            ce = cross_encoder.load(ds)
-            t0 = time.perf_counter()
-            scores = ce.score_pairs([ds.corpus[p.id1] for p in test], [ds.corpus[p.id2] for p in test])
-            results["cross-encoder (system, fine-tuned MiniLM)"] = {**score_block(labels, scores, buckets, 0.0),
-                                                                   "seconds": time.perf_counter() - t0}
-            print("cross-encoder", json.dumps(results["cross-encoder (system, fine-tuned MiniLM)"]), flush=True)
-        except Exception as exc:  # noqa: BLE001
-            results["cross-encoder"] = f"not available: {exc}"
         if out_path:
             out_path.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))

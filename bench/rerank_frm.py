@@ -7,6 +7,7 @@ Usage: QRS_VAR=... python bench/rerank_frm.py [--variant V] [--train-pairs N] [-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -42,8 +43,8 @@ def pair_metrics(reranker, dataset, split: str = "test") -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", default=None)
-    ap.add_argument("--train-pairs", type=int, default=8000)
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--train-pairs", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=3, help="epoch cap (early stopping on dev AUC decides)")
     ap.add_argument("--rerank-queries", type=int, default=300)
     ap.add_argument("--skip-build", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
@@ -53,7 +54,8 @@ def main() -> None:
     ds = load_dataset("qqp-bimpm")
     result: dict = {"variant": args.variant or "full"}
     if not args.skip_build:
-        tcfg = F.FRMTrainConfig(train_pairs=args.train_pairs, epochs=args.epochs)
+        tcfg = dataclasses.replace(F.FRMTrainConfig.for_profile("quick"), train_pairs=args.train_pairs,
+                                   max_epochs=args.epochs)
         t0 = time.perf_counter()
         result["build"] = F.build(ds, variant=args.variant, train_config=tcfg,
                                   progress=lambda f, m: None)

@@ -10,9 +10,11 @@ Usage (QRS_VAR=var, from the repository root):
   .venv/bin/python bench/tree_eval.py poolings            # compute-all for cls/mean/max (+ encodes cls/max once)
   .venv/bin/python bench/tree_eval.py trees               # paper trees K = 5/8/10, beam = N = 20
   .venv/bin/python bench/tree_eval.py curve               # MAP vs distance computations: trees, IVF, HNSW
-  .venv/bin/python bench/tree_eval.py cross [n_queries]   # interaction-based tree on a sample of test queries
+  .venv/bin/python bench/tree_eval.py cross [n_queries] [budget ...]  # interaction-based tree on a sample of test queries
+  .venv/bin/python bench/tree_eval.py pairauc [n_pairs]   # cross-encoder vs zero-shot cosine ROC AUC, test pairs (0 = all)
   .venv/bin/python bench/tree_eval.py finetuned           # fine-tuned vs pretrained on the test queries
-Each line printed is JSON; ``--split test`` restricts queries to the held-out test split.
+Each line printed is JSON; ``--split test`` restricts queries to the held-out test split,
+``--split=paper-004`` to the paper's §4.1 queries (the first question of each positive pair, 9,027 distinct).
 """
 from __future__ import annotations
 
@@ -213,8 +215,9 @@ def pair_auc(n_pairs: int) -> None:
 
     dataset, _, _ = setup("test")
     pairs = dataset.pairs["test"]
-    pick = sorted(np.random.default_rng(13).choice(len(pairs), min(n_pairs, len(pairs)), replace=False))
-    pairs = [pairs[i] for i in pick]
+    if n_pairs and n_pairs < len(pairs):  # 0 = every held-out test pair
+        pick = sorted(np.random.default_rng(13).choice(len(pairs), n_pairs, replace=False))
+        pairs = [pairs[i] for i in pick]
     labels = [int(p.label > 0) for p in pairs]
     ce = load_system("cross-encoder", dataset)
     t0 = time.perf_counter()
@@ -311,7 +314,7 @@ if __name__ == "__main__":
         cross("test" if split == "all" else split, int(args[1]) if len(args) > 1 else 30,
               [int(b) for b in args[2:]] or [1500])
     elif what == "pairauc":
-        pair_auc(int(args[1]) if len(args) > 1 else 300)
+        pair_auc(int(args[1]) if len(args) > 1 else 0)
     elif what == "best":
         best(split)
     elif what == "finetuned":

@@ -5,7 +5,8 @@ process (one per dataset, guarded by a file lock) so the app is usable while hea
 Status of each system is a JSON file ``var/build/<dataset>/<system>.json`` written atomically:
 ``state`` (queued / building / ready / failed / skipped), ``progress`` (0–1), ``message``, timings,
 the error text, and the metrics the build returned. Systems already built are not rebuilt (a second
-start reuses everything) unless ``force``.
+start reuses everything) unless ``force``. After a system builds (or when a built one has no fresh
+run), its stored run over the dataset's queries is written (``core.runs``, read by Error Analysis).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from core.artifacts import save_json
 from core.data import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
-from core.registry import SystemSpec, check_variant, get_spec, list_systems, slug, supports, system_module
+from core.registry import SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_module
 
 STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
 
@@ -85,7 +86,9 @@ def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) 
 
 
 def default_systems(dataset: Dataset) -> list[SystemSpec]:
-    return [s for s in list_systems() if s.default_build and supports(s, dataset)]
+    from core.registry import default_build
+
+    return [s for s in list_systems() if default_build(s, dataset)]
 
 
 class _Progress:
@@ -120,12 +123,23 @@ def build_system(
     get_spec(name)  # unknown names raise with the list of known ones
     check_variant(name, variant)
     module = system_module(name)
+    if needs_training(get_spec(name), variant) and not dataset.pairs.get("train"):
+        from core.errors import StudioError
+        from core.usertrain import training_data
+
+        try:  # imported data: its labels as pairs with a deterministic split, the same trainers (issue 15)
+            dataset = training_data(dataset).dataset
+        except StudioError as exc:
+            failed = BuildStatus(name, "failed", message=str(exc), error=str(exc))
+            write_status(dataset.name, failed, variant)
+            return failed
     status = BuildStatus(name)
     if not force and module.is_built(dataset, variant=variant):
         spec = get_spec(name)
         previous = read_status(dataset, spec, variant)  # keep the recorded build time and metrics
         previous.state, previous.progress, previous.message = "ready", 1.0, "already built"
         write_status(dataset.name, previous, variant)
+        _store_run(dataset, previous, variant, listener)  # a built clone without (fresh) stored runs gets them
         return previous
     lock_path = _status_path(dataset.name, name, variant).with_suffix(".lock")
     with _lock(lock_path) as acquired:
@@ -143,7 +157,9 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
             kwargs["resume"] = False  # --force retrains from scratch instead of resuming a checkpoint
         metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
                                variant=variant, **kwargs)
-        status.state, status.progress, status.metrics = "ready", 1.0, dict(metrics or {})
+        status.metrics = dict(metrics or {})
+        _store_run(dataset, status, variant, listener)
+        status.state, status.progress = "ready", 1.0
         status.message = "built"
     except Exception as exc:  # recorded for the Models page; the build goes on with the next system
         status.state, status.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -151,6 +167,28 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
     status.finished = time.time()
     write_status(dataset.name, status, variant)
     return status
+
+
+def _store_run(dataset: Dataset, status: BuildStatus, variant: str | None, listener=None) -> None:
+    """Write the system's stored run (``core.runs``) unless a fresh one exists; a failure is recorded in
+    ``status.metrics["stored_run_error"]``, not raised (the system itself is usable)."""
+    from core import runs
+
+    try:
+        if runs.run_status(dataset, status.system, variant) in ("fresh", "not stored"):
+            return
+    except Exception:  # noqa: BLE001 - an unknown layout: try to write it below
+        pass
+    report = _Progress(dataset.name, status, variant, listener)
+    t0 = time.time()
+    try:
+        runs.write_run(dataset, status.system, variant, progress=lambda f, m: report(min(f, 0.999), f"stored run: {m}"))
+        status.metrics["stored_run_seconds"] = round(time.time() - t0, 1)
+        status.metrics.pop("stored_run_error", None)
+    except Exception as exc:  # noqa: BLE001
+        status.metrics["stored_run_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    status.progress = 1.0
+    write_status(dataset.name, status, variant)
 
 
 def build_all(

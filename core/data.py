@@ -141,6 +141,23 @@ def cluster_split(cluster_id: str, fractions: tuple[float, float, float] = SPLIT
     return "test"
 
 
+def split_by_query(qids: list[str], positive: set[str]) -> dict[str, list[str]]:
+    """Deterministic train / dev / test split by query (``cluster_split`` of the query id, 80/10/10), for
+    imported BEIR and candidate-list data. With ≥ 3 queries that have a relevant item, an empty dev or
+    test split gets the highest-hashed such training query, so every split can be evaluated."""
+    out: dict[str, list[str]] = {s: [] for s in SPLITS}
+    for q in qids:
+        out[cluster_split(q)].append(q)
+    if len(positive) >= 3:
+        for split in ("dev", "test"):
+            donors = [q for q in out["train"] if q in positive]
+            if donors and not any(q in positive for q in out[split]):
+                donor = max(donors, key=lambda q: hashlib.sha1(q.encode("utf-8")).hexdigest()[:8])
+                out["train"].remove(donor)
+                out[split].append(donor)
+    return out
+
+
 def split_by_component(pairs: list[Pair]) -> dict[str, str]:
     """Question id -> split, one split per connected component of all pairs (see module docstring)."""
     uf = _UnionFind()
@@ -198,22 +215,84 @@ def dataset_from_pairs(
 
 
 # ----------------------------------------------------------------------------- file readers
+MAX_TEXT_ENV = "QRS_MAX_TEXT_CHARS"
+DEFAULT_MAX_TEXT_CHARS = 20_000
+"""Longest text (question, document, title + text) a dataset file may hold; QQP's longest is 756."""
+
+
+def max_text_chars() -> int:
+    """``QRS_MAX_TEXT_CHARS`` or ``DEFAULT_MAX_TEXT_CHARS``."""
+    import os
+
+    raw = os.environ.get(MAX_TEXT_ENV)
+    if not raw:
+        return DEFAULT_MAX_TEXT_CHARS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise DataFormatError(MAX_TEXT_ENV, None, f"must be a whole number of characters, got {raw!r}") from None
+    if value < 1:
+        raise DataFormatError(MAX_TEXT_ENV, None, f"must be at least 1, got {value}")
+    return value
+
+
+def _check_text(text: str, path: Path, lineno: int, what: str) -> str:
+    """A text within ``max_text_chars()`` or ``DataFormatError`` (file, line, what)."""
+    if "\x00" in text:
+        raise DataFormatError(path, lineno, f"the {what} contains a NUL character")
+    limit = max_text_chars()
+    if len(text) > limit:
+        raise DataFormatError(path, lineno, f"the {what} has {len(text):,} characters; the limit is {limit:,} "
+                              f"(set {MAX_TEXT_ENV} to raise it)")
+    return text
+
+
 def _read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (a leading BOM is dropped), read line by line.
+
+    Refused with file and line: bytes that are not UTF-8, a NUL byte, and a line longer than the text
+    limit allows (read no further than that: a 50 MB one-line file is not loaded into memory).
+    """
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
+    limit = 16 * max_text_chars() + 4096  # bytes: two texts of 4-byte characters, JSON escapes, ids
+    out: list[str] = []
     try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        handle = path.open("rb")
+    except OSError as exc:
+        raise DataFormatError(path, None, f"cannot be read ({exc.strerror})") from None
+    with handle:
+        first = True
+        while True:
+            raw = handle.readline(limit + 1)
+            if not raw:
+                break
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                raise DataFormatError(path, len(out) + 1, f"the line is longer than {limit:,} bytes; texts are limited "
+                                      f"to {max_text_chars():,} characters (set {MAX_TEXT_ENV} to raise it)")
+            if first:
+                raw, first = raw.removeprefix(b"\xef\xbb\xbf"), False
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(path, len(out) + 1, f"not UTF-8 text ({exc.reason} at byte {exc.start} of the "
+                                      "line); save the file as UTF-8") from None
+            for piece in text.splitlines():  # same line breaks as str.splitlines on the whole file
+                if "\x00" in piece:
+                    raise DataFormatError(path, len(out) + 1, "contains a NUL byte")
+                out.append(piece)
+    return out
 
 
-def _label(value: str, path: Path, lineno: int) -> int:
+def _label(value: str, path: Path, lineno: int, max_label: int | None = None) -> int:
     try:
         label = int(value.strip())
     except ValueError:
         raise DataFormatError(path, lineno, f"label must be an integer, got {value[:40]!r}") from None
     if label < 0:
         raise DataFormatError(path, lineno, f"label must be >= 0, got {label}")
+    if max_label is not None and label > max_label:
+        raise DataFormatError(path, lineno, f"label must be 0 to {max_label}, got {label}")
     return label
 
 
@@ -225,12 +304,15 @@ def read_pairs_tsv(path: str | Path, require_pair_id: bool = False) -> list[tupl
         if not line.strip():
             continue
         cols = line.split("\t")
-        if len(cols) < 3 or (require_pair_id and len(cols) < 4):
-            raise DataFormatError(path, lineno, f"expected label<TAB>text1<TAB>text2, got {len(cols)} column(s)")
-        label = _label(cols[0], path, lineno)
+        if len(cols) not in (3, 4) or (require_pair_id and len(cols) < 4):
+            expected = "label<TAB>text1<TAB>text2<TAB>pair_id" if require_pair_id else "label<TAB>text1<TAB>text2[<TAB>pair_id]"
+            raise DataFormatError(path, lineno, f"expected {expected}, got {len(cols)} column(s)")
+        label = _label(cols[0], path, lineno, max_label=1)  # a pair is a duplicate (1) or not (0)
         t1, t2 = cols[1].strip(), cols[2].strip()
         if not t1 or not t2:
             raise DataFormatError(path, lineno, "empty question text")
+        _check_text(t1, path, lineno, "first question")
+        _check_text(t2, path, lineno, "second question")
         rows.append((label, t1, t2, cols[3].strip() if len(cols) > 3 else str(lineno)))
     if not rows:
         raise DataFormatError(path, None, "no pairs found")
@@ -243,7 +325,7 @@ def load_qqp_bimpm(root: Path | None = None) -> Dataset:
     rows = read_pairs_tsv(root / "dev.tsv", require_pair_id=True) + read_pairs_tsv(
         root / "test.tsv", require_pair_id=True
     )
-    return dataset_from_pairs(
+    ds = dataset_from_pairs(
         "qqp-bimpm",
         "Quora Question Pairs (BiMPM partition, dev+test): every unique question is in the collection; "
         "queries are the questions of the positive pairs; relevant = same paraphrase cluster. "
@@ -251,6 +333,17 @@ def load_qqp_bimpm(root: Path | None = None) -> Dataset:
         rows,
         tokenized=True,
     )
+    ds.query_splits[PAPER_004_SPLIT] = paper_004_queries(ds)
+    return ds
+
+
+PAPER_004_SPLIT = "paper-004"
+
+
+def paper_004_queries(ds: Dataset) -> list[str]:
+    """tree-search-bert-guo.md §4.1: the first question of each positive pair is a query (10,000 pairs;
+    a question that is the first of several pairs is one query: 9,027 distinct on QQP), in pair order."""
+    return list(dict.fromkeys(p.id1 for p in ds.pairs["all"] if p.label > 0))
 
 
 def load_pairs_dataset(path: str | Path) -> Dataset:
@@ -340,6 +433,10 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
         qid, query, did, doc, label = (c.strip() for c in cols)
         if not qid or not did or not query or not doc:
             raise DataFormatError(path, lineno, "empty qid, query, docid or doc")
+        _check_text(query, path, lineno, "query")
+        _check_text(doc, path, lineno, "document")
+        if did in qrels.get(qid, {}):
+            raise DataFormatError(path, lineno, f"duplicate row: query {qid!r} already has candidate {did!r}")
         if queries.setdefault(qid, query) != query:
             raise DataFormatError(path, lineno, f"query id {qid!r} has two different texts")
         if corpus.setdefault(did, doc) != doc:
@@ -348,13 +445,17 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
         candidates[qid].append(did)
     if not queries:
         raise DataFormatError(path, None, "no rows found")
+    if not any(v > 0 for rel in qrels.values() for v in rel.values()):
+        raise DataFormatError(path, None, "no candidate has a positive label (>= 1): there is nothing to rank "
+                              "towards; label at least one correct candidate")
+    positive = {q for q, rel in qrels.items() if any(v > 0 for v in rel.values())}
     return Dataset(
         name=f"candidates:{path}",
-        description=f"Candidate lists from {path.name} (reranking).",
+        description=f"Candidate lists from {path.name} (reranking; train/dev/test split by query).",
         corpus=corpus,
         queries=queries,
         qrels=dict(qrels),
-        query_splits={"test": list(queries)},
+        query_splits=split_by_query(list(queries), positive),
         candidates=dict(candidates),
     )
 
@@ -375,19 +476,46 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
+def _beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:
+    """The ``_id`` of a BEIR line as a string; a repeated id is refused (the last copy would win)."""
+    raw = obj["_id"]
+    if not isinstance(raw, (str, int)) or isinstance(raw, bool) or not str(raw).strip():
+        raise DataFormatError(path, lineno, f'"_id" must be a non-empty string, got {raw!r}'[:200])
+    key = str(raw)
+    if key in seen:
+        raise DataFormatError(path, lineno, f"duplicate id {key!r} (already on an earlier line)")
+    return key
+
+
 def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
     """A BEIR-layout folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
 
-    Like BEIR, a query whose id is also a corpus id is dropped from its own ranking.
+    Like BEIR, a query whose id is also a corpus id is dropped from its own ranking. Queries get a
+    deterministic train / dev / test split by query (``split_by_query``); ``all`` is every judged query.
     """
     root = Path(path)
-    corpus = {}
+    corpus: dict[str, str] = {}
     for lineno, obj in _read_jsonl(root / "corpus.jsonl"):
-        text = " ".join(x for x in (obj.get("title", ""), obj.get("text", "")) if x).strip()
+        doc_id = _beir_id(obj, root / "corpus.jsonl", lineno, corpus)
+        parts = []
+        for key in ("title", "text"):
+            value = obj.get(key)
+            if value is not None and not isinstance(value, str):
+                raise DataFormatError(root / "corpus.jsonl", lineno,
+                                      f'"{key}" of document {doc_id!r} must be a string, got {type(value).__name__}')
+            if value:
+                parts.append(value)
+        text = " ".join(parts).strip()
         if not text:
-            raise DataFormatError(root / "corpus.jsonl", lineno, f"document {obj['_id']!r} has no title or text")
-        corpus[str(obj["_id"])] = text
-    queries = {str(o["_id"]): str(o.get("text", "")).strip() for _, o in _read_jsonl(root / "queries.jsonl")}
+            raise DataFormatError(root / "corpus.jsonl", lineno, f"document {doc_id!r} has no title or text")
+        corpus[doc_id] = _check_text(text, root / "corpus.jsonl", lineno, "document")
+    queries: dict[str, str] = {}
+    for lineno, obj in _read_jsonl(root / "queries.jsonl"):
+        qid = _beir_id(obj, root / "queries.jsonl", lineno, queries)
+        value = obj.get("text")
+        if not isinstance(value, str) or not value.strip():
+            raise DataFormatError(root / "queries.jsonl", lineno, f'query {qid!r} needs a non-empty "text" string')
+        queries[qid] = _check_text(value.strip(), root / "queries.jsonl", lineno, "query")
     qrels_path = root / "qrels" / f"{split}.tsv"
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for lineno, line in enumerate(_read_lines(qrels_path), start=1):
@@ -411,7 +539,7 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
         corpus=corpus,
         queries={q: queries[q] for q in judged},
         qrels=dict(qrels),
-        query_splits={split: judged},
+        query_splits=split_by_query(judged, {q for q in judged if any(v > 0 for v in qrels[q].values())}),
         ignore_identical_ids=any(q in corpus for q in judged),
     )
 
@@ -424,10 +552,38 @@ BUNDLED = {
 DEFAULT_DATASET = "qqp-bimpm"
 
 
+def imported_root() -> Path:
+    """``var/datasets``: one folder per imported dataset (written by ``core.imports``)."""
+    from core.paths import artifact_dir
+
+    return artifact_dir("datasets")
+
+
+def imported_datasets() -> dict[str, str]:
+    """``user/<name>`` -> description, for every imported dataset."""
+    out = {}
+    for meta in sorted(imported_root().glob("*/meta.json")):
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        out[f"user/{meta.parent.name}"] = f"imported {info['kind']} data from {info['source']}"
+    return out
+
+
+def load_imported(name: str) -> Dataset | None:
+    """Load ``user/<name>`` (or None when there is no such import)."""
+    if not name.startswith("user/"):
+        return None
+    folder = imported_root() / name.removeprefix("user/")
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        return None
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    dataset = _PATH_LOADERS[meta["kind"]](folder / meta["file"])
+    dataset.name = name
+    return dataset
+
+
 def list_datasets() -> dict[str, str]:
     """Bundled datasets plus any imported with ``python -m core data import``."""
-    from core.imports import imported_datasets
-
     return {**BUNDLED, **imported_datasets()}
 
 
@@ -440,8 +596,6 @@ def load_dataset(name: str) -> Dataset:
     kind, _, path = name.partition(":")
     if path and kind in _PATH_LOADERS:
         return _PATH_LOADERS[kind](path)
-    from core.imports import load_imported
-
     imported = load_imported(name)
     if imported is not None:
         return imported

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -90,6 +90,7 @@ class LexicalStats:
     avgdl: float
     k1: float = 3.44
     b: float = 0.87
+    _idf_memo: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_texts(cls, texts: Iterable[str], k1: float = 3.44, b: float = 0.87) -> LexicalStats:
@@ -103,35 +104,46 @@ class LexicalStats:
         return cls(dict(df), n, total / max(1, n), k1, b)
 
     def idf(self, words: Sequence[str]) -> np.ndarray:
-        """Lucene BM25 idf (``bm25s.scoring``); unseen words get the idf of df = 0."""
+        """Lucene BM25 idf (``bm25s.scoring``); unseen words get the idf of df = 0 (memoised per word)."""
         from bm25s.scoring import _score_idf_lucene
 
-        return np.asarray([_score_idf_lucene(self.df.get(w.lower(), 0), self.n_docs) for w in words], dtype=np.float32)
+        memo, out = self._idf_memo, []
+        for w in words:
+            low = w.lower()
+            val = memo.get(low)
+            if val is None:
+                val = memo[low] = float(_score_idf_lucene(self.df.get(low, 0), self.n_docs))
+            out.append(val)
+        return np.asarray(out, dtype=np.float32)
 
     def max_idf(self) -> float:
-        from bm25s.scoring import _score_idf_lucene
+        return float(self.idf(["\x00<unseen>"])[0])
 
-        return float(_score_idf_lucene(0, self.n_docs))
-
-    def idf_buckets(self, words: Sequence[str], k: int = IDF_BUCKETS) -> np.ndarray:
+    def idf_buckets(self, words: Sequence[str], k: int = IDF_BUCKETS, idf: np.ndarray | None = None) -> np.ndarray:
         """IDF split into ``k`` equal-width buckets over [0, max idf] (§3.2 EFNN, K = 100)."""
-        return np.clip((self.idf(words) / self.max_idf() * k).astype(np.int64), 0, k - 1)
+        idf = self.idf(words) if idf is None else idf
+        return np.clip((idf / self.max_idf() * k).astype(np.int64), 0, k - 1)
 
-    def bm25_weights(self, text: str, keywords: Sequence[str]) -> np.ndarray:
+    def term_counts(self, text: str, keywords: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Term frequency of each keyword in ``text`` and the text's length in analyzer tokens."""
+        toks = word_tokens(text)
+        counts = Counter(toks)
+        return np.asarray([counts.get(k.lower(), 0) for k in keywords], dtype=np.float32), len(toks)
+
+    def bm25_weights(self, text: str, keywords: Sequence[str], idf: np.ndarray | None = None,
+                     counts: tuple[np.ndarray, int] | None = None) -> np.ndarray:
         """BM25 document-side weight of each keyword inside ``text`` (bm25s Lucene tf and idf)."""
         from bm25s.scoring import _score_tfc_lucene
 
-        toks = word_tokens(text)
-        counts = Counter(toks)
-        tf = np.asarray([counts.get(k.lower(), 0) for k in keywords], dtype=np.float32)
-        tfc = _score_tfc_lucene(tf, float(len(toks)), self.avgdl, self.k1, self.b)
-        return (tfc * self.idf(keywords)).astype(np.float32)
+        tf, length = counts if counts is not None else self.term_counts(text, keywords)
+        tfc = _score_tfc_lucene(tf, float(length), self.avgdl, self.k1, self.b)
+        return (tfc * (self.idf(keywords) if idf is None else idf)).astype(np.float32)
 
-    def tfidf(self, text: str, keywords: Sequence[str]) -> np.ndarray:
+    def tfidf(self, text: str, keywords: Sequence[str], idf: np.ndarray | None = None,
+              counts: tuple[np.ndarray, int] | None = None) -> np.ndarray:
         """tf·idf of each keyword in ``text`` scaled to (0, 1] by the question's maximum (FRM-TFIDF)."""
-        counts = Counter(word_tokens(text))
-        tf = np.asarray([counts.get(k.lower(), 0) for k in keywords], dtype=np.float32)
-        val = tf * self.idf(keywords)
+        tf = (counts if counts is not None else self.term_counts(text, keywords))[0]
+        val = tf * (self.idf(keywords) if idf is None else idf)
         return val / max(float(val.max()) if len(val) else 1.0, 1e-6)
 
 

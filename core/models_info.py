@@ -1,10 +1,15 @@
-"""What the Models page shows about a system: saved config (paper defaults marked) and artifact size."""
+"""What the Models page shows about a system: saved config (paper defaults marked), artifact size, the
+learning curve and convergence of learned systems (``core.training.TrainLog``), and the longer run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+from core.paths import REPO_ROOT, var_dir
 from core.registry import get_spec, slug, system_module
-from core.paths import var_dir
 
 
 def artifact_size(dataset_name: str, system: str) -> int:
@@ -33,3 +38,82 @@ def system_config(system: str, dataset_name: str) -> dict:
         return {}
     fn = getattr(module, "config_dict", None)
     return {"defaults (paper)": fn()} if fn else {}
+
+
+# ----------------------------------------------------------------------------- learning curves (issue 12)
+def metrics_file(dataset_name: str, system: str, variant: str | None = None) -> dict:
+    """The system's saved ``metrics.json`` ({} when missing or unreadable); never creates folders."""
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    path = var_dir() / "systems" / slug(dataset_name) / leaf / "metrics.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def training_log(dataset_name: str, system: str, variant: str | None = None,
+                 status_metrics: dict | None = None) -> dict | None:
+    """The ``TrainLog.to_dict()`` of a learned system (core/training.py schema), or None.
+
+    Looked up in the build status's metrics first, then in ``metrics.json``. Points without a
+    numeric ``dev`` are dropped, so a half-written file cannot break the page.
+    """
+    for source in (status_metrics or {}, metrics_file(dataset_name, system, variant)):
+        log = source.get("training") if isinstance(source, dict) else None
+        if isinstance(log, dict) and isinstance(log.get("curve"), list):
+            curve = [p for p in log["curve"] if isinstance(p, dict) and isinstance(p.get("dev"), (int, float))
+                     and isinstance(p.get("step"), (int, float))]
+            return {**log, "curve": curve}
+    return None
+
+
+def convergence_note(log: dict) -> str:
+    """One line: converged (patience), still improving at its cap, or stopped by the time budget."""
+    stopped = log.get("stopped", "")
+    metric = log.get("dev_metric", "dev metric")
+    best = log.get("best_dev")
+    best_text = f"best dev {metric} {best:.4f} at step {log.get('best_step')}" if isinstance(best, (int, float)) else ""
+    if stopped == "patience":
+        return f"converged: no dev improvement for {log.get('patience')} evaluations; {best_text}"
+    if stopped == "cap":
+        return f"still improving at its cap ({log.get('max_steps') or 'step cap'} steps); {best_text}"
+    if stopped == "budget":
+        return f"stopped by its time budget while improving; {best_text}"
+    return f"training state unknown ({stopped or 'not recorded'}); {best_text}"
+
+
+def needs_longer_run(log: dict) -> bool:
+    """True when training ended before convergence (cap or time budget)."""
+    return log.get("stopped") in ("cap", "budget")
+
+
+def longer_run_command(dataset_name: str, system: str, variant: str | None = None) -> list[str]:
+    """``python -m core train --system S --profile full`` (resumable) for this dataset/variant."""
+    cmd = [sys.executable, "-m", "core", "train", "--dataset", dataset_name, "--system", system, "--profile", "full"]
+    return cmd + ([f"--variant={variant}"] if variant else [])
+
+
+def longer_run_log(dataset_name: str, system: str, variant: str | None = None) -> Path:
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    return var_dir() / "build" / slug(dataset_name) / f"{leaf}.full.log"
+
+
+def start_longer_run(dataset_name: str, system: str, variant: str | None = None) -> bool:
+    """Start the full-profile training in the background (progress goes to the build status file).
+
+    Returns False (and starts nothing) when this system is already being built or trained.
+    """
+    from core.build import read_status
+    from core.data import load_dataset
+
+    get_spec(system)
+    if read_status(load_dataset(dataset_name), get_spec(system), variant).state == "building":
+        return False
+    log = longer_run_log(dataset_name, system, variant)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        subprocess.Popen(longer_run_command(dataset_name, system, variant), cwd=REPO_ROOT, stdout=out,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return True

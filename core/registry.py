@@ -36,8 +36,11 @@ class SystemSpec:
     paper: str
     variants: tuple[str, ...] = ()
     default_build: bool = True
-    datasets: tuple[str, ...] = ("qqp-bimpm",)
+    datasets: tuple[str, ...] = ("qqp-bimpm",)  # default build; "*" = needs no training (any dataset)
     note: str = ""
+    pair_scoring: bool = True  # can score a query's own candidate list (False: tree search over a collection)
+    trained_variants: tuple[str, ...] = ()  # variants of an untrained ("*") system that are trained
+    variant_pattern: str = ""  # variants not listed that are valid too (regex; core.fusion's PART+PART:METHOD)
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -46,22 +49,33 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                variants=("anserini-default", "classic"), datasets=("*",)),
     SystemSpec("minilm", "retriever", "MiniLM bi-encoder (compute-all)", "core.retrieval.bert",
                "tree-search-bert-guo.md §3.2 (representation-based, compute-all cosine)",
-               variants=("cls", "mean", "max", "finetuned"), datasets=("*",),
+               variants=("cls", "mean", "max", "finetuned"), datasets=("*",), trained_variants=("finetuned",),
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"),
+    SystemSpec("glove-mean", "retriever", "GloVe mean (untrained reference)", "core.retrieval.wordmean",
+               "issue 12 reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
+               note="untrained starting point that DenseTrans and dual-encoder must beat"),
+    SystemSpec("dual-encoder", "retriever", "DualEncoder (trained word mean)", "core.retrieval.dual_encoder",
+               "densetrans-cai2021.md §4.2.1 DualEncoder baseline (mean of trainable word vectors + linear, Eq. 6-7)",
+               note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean"),
     SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
+               pair_scoring=False,
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"),
-    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
-               "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
-               note="slow by nature: per-query budget of pair scorings"),
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
                variants=("full", "-TopDense", "-AllDense", "+Concat")),
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd")),
-    SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
-               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)"),
+    SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.fusion",
+               "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
+               variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
+                         "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
+               datasets=("*",), pair_scoring=False, variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
+               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split"),
+    SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
+               "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
+               datasets=("*",), note="untrained reference the cross-encoder must beat"),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
                variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level")),
@@ -69,6 +83,11 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features",),
                datasets=("qqp-bimpm", "trecqa")),
+    SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
+               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)"),
+    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
+               "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
+               note="slow by nature: per-query budget of pair scorings", pair_scoring=False),
 )
 _BY_NAME = {s.name: s for s in SYSTEMS}
 
@@ -78,9 +97,44 @@ def list_systems(kind: str | None = None) -> list[SystemSpec]:
 
 
 def get_spec(name: str) -> SystemSpec:
-    if name not in _BY_NAME:
-        raise UnknownNameError("system", name, list(_BY_NAME))
-    return _BY_NAME[name]
+    """The spec of a system; ``SYSTEM@TRAINED_ON`` / ``SYSTEM@VARIANT`` names give SYSTEM's spec."""
+    base = name.split("@", 1)[0]
+    if base not in _BY_NAME:
+        raise UnknownNameError("system", base, list(_BY_NAME))
+    return _BY_NAME[base]
+
+
+@dataclass(frozen=True)
+class SystemName:
+    """A parsed system name: ``SYSTEM[@VARIANT][@TRAINED_ON]`` (``densetrans@qqp-bimpm``)."""
+
+    system: str
+    variant: str | None = None
+    trained_on: str | None = None
+
+    def __str__(self) -> str:
+        return self.system + (f"@{self.variant}" if self.variant else "") + (f"@{self.trained_on}" if self.trained_on else "")
+
+
+def parse_name(name: str, variant: str | None = None) -> SystemName:
+    """Split ``SYSTEM@X[@Y]``: a part that is one of SYSTEM's variants is the variant, any other part
+    names the dataset the model was trained on (dataset names never contain ``@``)."""
+    system, *parts = name.strip().split("@")
+    spec = get_spec(system)
+    if any(not part for part in parts):
+        raise UnknownNameError("system name", name, ["SYSTEM", "SYSTEM@VARIANT", "SYSTEM@TRAINED_ON"])
+    if variant is None:
+        variant = next((part for part in parts if is_variant(spec, part)), None)
+    others = [part for part in parts if part != variant]
+    check_variant(system, variant)
+    if len(others) > 1 or (others and not needs_training(spec, variant)):  # untrained: '@X' can only be a variant
+        raise UnknownNameError(f"variant of {system}", others[-1], list(spec.variants))
+    return SystemName(system, variant, others[0] if others else None)
+
+
+def needs_training(spec: SystemSpec, variant: str | None = None) -> bool:
+    """Whether a system (variant) is a trained model (portable as ``SYSTEM@TRAINED_ON``)."""
+    return "*" not in spec.datasets or (variant is not None and variant in spec.trained_variants)
 
 
 def system_module(name: str) -> ModuleType:
@@ -88,23 +142,37 @@ def system_module(name: str) -> ModuleType:
     return importlib.import_module(get_spec(name).module)
 
 
+def is_variant(spec: SystemSpec, variant: str) -> bool:
+    """A listed variant, or one that matches the spec's ``variant_pattern``."""
+    return variant in spec.variants or bool(spec.variant_pattern and re.fullmatch(spec.variant_pattern, variant))
+
+
 def check_variant(name: str, variant: str | None) -> None:
     spec = get_spec(name)
-    if variant is not None and variant not in spec.variants:
+    if variant is not None and not is_variant(spec, variant):
         raise UnknownNameError(f"variant of {name}", variant, list(spec.variants))
 
 
 def supports(spec: SystemSpec, dataset: Dataset) -> bool:
-    """Whether a system applies to a dataset (rerank-only data has no first-stage retrieval)."""
-    if spec.kind == "retriever" and dataset.candidates:
-        return False
-    return "*" in spec.datasets or dataset.name in spec.datasets
+    """Whether a system applies to a dataset: any system on a collection (trained ones natively or as
+    ``SYSTEM@TRAINED_ON``); on candidate lists every system that can score a query's own candidates."""
+    return spec.pair_scoring or not dataset.candidates
+
+
+def default_build(spec: SystemSpec, dataset: Dataset) -> bool:
+    """Whether the default build (``build --all``) trains/indexes this system on this dataset."""
+    return spec.default_build and supports(spec, dataset) and ("*" in spec.datasets or dataset.name in spec.datasets)
 
 
 def load_system(name: str, dataset: Dataset, variant: str | None = None, **options: Any):
-    """Load a built system for a dataset (``MissingArtifactError`` names the command if not built)."""
-    check_variant(name, variant)
-    return system_module(name).load(dataset, variant=variant, **options)
+    """Load a built system for a dataset (``MissingArtifactError`` names the command if not built).
+
+    ``name`` may be ``SYSTEM@TRAINED_ON`` (a model applied zero-shot, ``core.portable``); on a
+    candidate-list dataset every system comes back as a ``Reranker`` of each query's own candidates.
+    """
+    from core.portable import load_named
+
+    return load_named(name, dataset, variant, **options)
 
 
 def slug(text: str) -> str:

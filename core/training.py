@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-PROFILES = ("quick", "paper")
+PROFILES = ("quick", "full", "paper")  # quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe
 
 
 def set_seed(seed: int = 13) -> None:
@@ -97,3 +97,90 @@ def resume_from_checkpoint(path, key: str, model, optimizer, scheduler, stopper:
         return int(ckpt["epoch"]) + 1
     except Exception:  # unreadable checkpoint: start over
         return 0
+
+
+# ----------------------------------------------------------------------------- convergence contract
+# Every learned system trains "until its dev metric stops improving" and saves its learning curve.
+# Its metrics.json carries ``TrainLog.to_dict()`` under the key "training" (schema below), which the
+# Models page, BENCHMARKS.md and the tests read. Keep the schema stable:
+#   {"dev_metric": "recall@100", "curve": [{"step", "epoch", "seconds", "dev", "loss"}, ...],
+#    "best_step", "best_dev", "stopped": "patience" | "cap" | "budget", "converged": bool,
+#    "patience", "max_steps", "reference": {"system", "variant", "dev", "test", "metric"} | None}
+@dataclass
+class CurvePoint:
+    """One dev evaluation during training."""
+
+    step: int
+    epoch: float
+    seconds: float
+    dev: float
+    loss: float | None = None
+
+
+@dataclass
+class TrainLog:
+    """Early stopping on a dev metric (higher is better) plus the learning curve it saw.
+
+    ``record`` returns True when the value is a new best (save the checkpoint then); ``should_stop``
+    is True after ``patience`` evaluations without improvement of more than ``min_delta``. ``finish``
+    says why training ended: "patience" (converged), "cap" (the step/epoch cap was hit while still
+    improving: a longer profile should finish the job) or "budget" (a time budget).
+    """
+
+    dev_metric: str
+    patience: int = 3
+    min_delta: float = 0.0
+    max_steps: int | None = None
+    curve: list[CurvePoint] = field(default_factory=list)
+    best_dev: float = float("-inf")
+    best_step: int = -1
+    bad: int = 0
+    stopped: str = ""
+    reference: dict | None = None
+
+    def record(self, step: int, epoch: float, seconds: float, dev: float, loss: float | None = None) -> bool:
+        self.curve.append(CurvePoint(int(step), float(epoch), float(seconds), float(dev),
+                                     None if loss is None else float(loss)))
+        if dev > self.best_dev + self.min_delta:
+            self.best_dev, self.best_step, self.bad = float(dev), int(step), 0
+            return True
+        self.bad += 1
+        return False
+
+    @property
+    def should_stop(self) -> bool:
+        return self.bad >= self.patience
+
+    def finish(self, reason: str | None = None) -> "TrainLog":
+        """Mark why training ended (default: patience if it triggered, else cap)."""
+        self.stopped = reason or ("patience" if self.should_stop else "cap")
+        return self
+
+    @property
+    def converged(self) -> bool:
+        return self.stopped == "patience"
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return {"dev_metric": self.dev_metric, "curve": [asdict(p) for p in self.curve],
+                "best_step": self.best_step, "best_dev": self.best_dev, "stopped": self.stopped,
+                "converged": self.converged, "patience": self.patience, "max_steps": self.max_steps,
+                "reference": self.reference}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainLog":
+        log = cls(dev_metric=data["dev_metric"], patience=int(data.get("patience", 3)),
+                  max_steps=data.get("max_steps"), reference=data.get("reference"))
+        for p in data.get("curve", []):
+            log.record(p["step"], p["epoch"], p["seconds"], p["dev"], p.get("loss"))
+        log.stopped = data.get("stopped", "")
+        return log
+
+
+def profile_settings(table: dict[str, dict], profile: str) -> dict:
+    """A system's overrides for ``profile``; a system without a "full" entry uses its "quick" one."""
+    check_profile(profile)
+    if profile in table:
+        return table[profile]
+    return table.get("quick", {})

@@ -62,6 +62,12 @@ class BertBiEncoder(nn.Module):
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return pool(hidden, attention_mask, self.pooling)
 
+    def encode_unpadded(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """u for a batch of equally long rows (no padding): the attention mask is all ones, so it is left
+        out and attention runs unmasked (same u as ``forward`` with a mask of ones)."""
+        hidden = self.backbone(input_ids=input_ids).last_hidden_state
+        return pool(hidden, torch.ones(input_ids.shape, dtype=hidden.dtype, device=hidden.device), self.pooling)
+
     def encode_layers(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> list[torch.Tensor]:
         """Sentence vectors from every hidden state (embeddings + each layer): list of (B, d)."""
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)

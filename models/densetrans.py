@@ -51,7 +51,9 @@ class DenseTrans(nn.Module):
 
     **Deviations** token vectors: GloVe 6B 50-d or MiniLM WordPiece (FastText 300-d unavailable offline)
     with a projection to ``d_model`` (divisible by H); FFN width ``ffn_ratio``·width (not given in the
-    paper; 4 as in Vaswani et al.).
+    paper; 4 as in Vaswani et al.). ``position_std`` > 0 initialises the position embeddings from
+    N(0, position_std²) (BERT uses 0.02) instead of PyTorch's N(0, 1), which is ~4× the scale of the
+    projected GloVe vectors and drowns the words in E⁰ (measured in bench/reports/first_stage.md).
 
     >>> m = DenseTrans(vocab_size=100, d_model=12, n_heads=6)
     >>> m.encode(torch.tensor([[1, 5, 7, 0]])).shape
@@ -71,6 +73,7 @@ class DenseTrans(nn.Module):
         variant: str = "full",
         pad_id: int = 0,
         pretrained: torch.Tensor | None = None,
+        position_std: float = 0.0,
     ) -> None:
         super().__init__()
         emb_dim = emb_dim or d_model
@@ -82,6 +85,8 @@ class DenseTrans(nn.Module):
                 self.token.weight[pad_id].zero_()
         self.project = nn.Linear(emb_dim, d_model) if emb_dim != d_model else nn.Identity()
         self.position = nn.Embedding(max_len, d_model)  # learned absolute positions (§3.2.1)
+        if position_std:
+            nn.init.normal_(self.position.weight, std=position_std)
         self.dropout = nn.Dropout(dropout)
         self.widths = layer_input_widths(d_model, n_layers, variant)
         for w in self.widths:

@@ -20,7 +20,18 @@ weights = ``bm25w``; keyword equality ``a(k_i, k_j)`` = ``eq`` (B, Lq, Ld).
 **Deviations** backbone all-MiniLM-L6-v2 (H = 384) instead of BERT-base; in the ``quick`` profile it is
 frozen and its vectors cached (``KeywordEncoder`` is fine-tuned only in the ``paper`` profile); hidden
 sizes are not given in the paper (``FRMConfig``); m_att embeds the keyword vectors with a linear map plus
-position and segment embeddings and reads the [CLS] output; BM25 enters as log(1 + BM25).
+position and segment embeddings (N(0, 0.02) and LayerNorm, as BERT) and reads the [CLS] output; BM25
+enters as log(1 + BM25).
+
+``wlm_norm="mean"``: in Eq. (17) each importance is divided by its question's mean importance. Eq. (8),
+(9) and (12) are ratios of importances (scaling every w(k, q) by c changes nothing); Eq. (17) is the only
+place where the absolute level counts, and the matching loss used it as a gain: with the literal Eq. (17)
+97 % of the test questions' keyword importances were above 0.999 after 197 steps (stop words 0.9997,
+content words 0.99999; float32 ties at 1.0, so the keyword sets fell back to position order: "depression"
+removed first). With the ratio: no saturated importance, spread within a question 0.041 (was 0.0003),
+content words 0.539 > stop words 0.515, test AUC 0.871 either way. Centring the Eq. (7) logits per
+question with the literal Eq. (17) (``importance_center``) also removed the saturation but learned the
+opposite order (Spearman with IDF −0.21), so it is not used. Measurements: bench/reports/rerankers.md.
 
 >>> model = FRM(FRMConfig())
 >>> logits = model(batch)            # dict of tensors from core.rerank.frm
@@ -55,6 +66,9 @@ class FRMConfig:
     use_lm: bool = True  # ablation FRM - m_lm
     importance: str = "learned"  # "learned" | "one" (FRM-1) | "tfidf" (FRM-TFIDF)
     max_levels: int = 0  # 0 = all levels; 1/2/3 = FRM-one/two/three level
+    wlm_norm: str = "mean"  # "mean" = Eq. (17) importances divided by their question mean; "none" = the paper literally
+    importance_center: bool = False  # centre Eq. (7) logits per question before the sigmoid (measured, not used)
+    att_embed: str = "bert"  # m_att input: "bert" = N(0, 0.02) position/segment + LayerNorm; "n01" = old N(0, 1)
 
     @property
     def view_dims(self) -> dict[str, int]:
@@ -100,14 +114,25 @@ class ImportanceNet(nn.Module):
         self.ef_mlp = mlp3(cfg.idf_dim + cfg.pos_dim + 1, h, h, cfg.dropout)
         self.joint = mlp3(2 * h, h, 1, cfg.dropout)
 
-    def forward(self, cls: torch.Tensor, kw: torch.Tensor, idf_bucket: torch.Tensor, pos: torch.Tensor,
-                stop: torch.Tensor) -> torch.Tensor:
-        """Importance w(k_i, q) ∈ (0, 1) for every keyword, shape (B, L)."""
+    def logits(self, cls: torch.Tensor, kw: torch.Tensor, idf_bucket: torch.Tensor, pos: torch.Tensor,
+               stop: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """JINN output before the sigmoid (B, L); with ``mask`` only real keywords are computed (0 elsewhere)."""
+        if mask is not None:  # per-keyword network: skip the padding rows
+            rows = mask.nonzero(as_tuple=True)
+            out = torch.zeros(mask.shape, dtype=kw.dtype, device=kw.device)
+            out[rows] = self.logits(cls[rows[0]], kw[rows][:, None], idf_bucket[rows][:, None],
+                                    pos[rows][:, None], stop[rows][:, None])[:, 0]
+            return out
         e_cls = cls[:, None, :].expand_as(kw)
         embf = F.relu(self.emb_mlp(torch.cat([e_cls, kw, self.coa(e_cls, kw)], -1)))  # Eq. (4)
         ef_in = torch.cat([self.idf_emb(idf_bucket), self.pos_emb(pos), stop[..., None]], -1)
         ef = F.relu(self.ef_mlp(ef_in))  # Eq. (6)
-        return torch.sigmoid(self.joint(torch.cat([embf, ef], -1))).squeeze(-1)  # Eq. (7), Eq. (3)
+        return self.joint(torch.cat([embf, ef], -1)).squeeze(-1)  # Eq. (7) before its sigmoid
+
+    def forward(self, cls: torch.Tensor, kw: torch.Tensor, idf_bucket: torch.Tensor, pos: torch.Tensor,
+                stop: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Importance w(k_i, q) ∈ (0, 1) for every keyword, shape (B, L): Eq. (7), Eq. (3)."""
+        return torch.sigmoid(self.logits(cls, kw, idf_bucket, pos, stop, mask))
 
 
 def level_masks(importance: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -146,34 +171,63 @@ def assign_levels(n_q: torch.Tensor, n_d: torch.Tensor, levels_q: int, levels_d:
 
 
 class AttentionMatch(nn.Module):
-    """m_att, Eq. (13)-(15): multi-head attention over "[CLS] q̂ [SEP] d̂", FFN, LayerNorm; [CLS] output."""
+    """m_att, Eq. (13)-(15): multi-head attention over "[CLS] q̂ [SEP] d̂", FFN, LayerNorm; [CLS] output.
+
+    The input L is proj(E_k) + position + segment embeddings. ``att_embed="bert"`` (default) initialises the
+    position/segment embeddings from N(0, 0.02) and layer-normalises the sum, as BERT does; ``"n01"`` is the
+    earlier N(0, 1) initialisation, whose position noise (norm ≈ 8) swamped the projected keyword vectors
+    (norm ≈ 1-2) so that m_att started as a function of positions only (measured in bench/reports/rerankers.md).
+    Only the [CLS] row of Eq. (15) is used, so only the [CLS] query is computed (same output, a T-th of
+    the attention and FFN cost); attention is ``F.scaled_dot_product_attention`` with a key mask.
+    """
 
     def __init__(self, cfg: FRMConfig) -> None:
         super().__init__()
         d = cfg.att_dim
+        self.heads = cfg.att_heads
         self.proj = nn.Linear(cfg.hidden, d)
         self.special = nn.Parameter(torch.randn(2, d) * 0.02)  # [CLS], [SEP]
         self.position = nn.Embedding(cfg.max_keywords + 2, d)
         self.segment = nn.Embedding(2, d)
-        self.attn = nn.MultiheadAttention(d, cfg.att_heads, batch_first=True)  # dropout sits before FC layers
+        self.embed_norm: nn.Module = nn.Identity()
+        if cfg.att_embed == "bert":
+            nn.init.normal_(self.position.weight, std=0.02)
+            nn.init.normal_(self.segment.weight, std=0.02)
+            self.embed_norm = nn.LayerNorm(d)
+        self.q_proj, self.kv_proj = nn.Linear(d, d), nn.Linear(d, 2 * d)  # W_Q, [W_K, W_V] of all heads
+        self.out_proj = nn.Linear(d, d)  # W_o, Eq. (14)
         self.ffn = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(2 * d, d))
         self.norm = nn.LayerNorm(d)
 
+    def embed(self, kw: torch.Tensor, segment: int) -> torch.Tensor:
+        """proj(E_k) + position (1..L) + segment embedding of one side's keywords (B, L, d)."""
+        pos = torch.arange(kw.shape[1], device=kw.device) + 1
+        return self.proj(kw) + self.position(pos) + self.segment.weight[segment]
+
     def forward(self, kw_q: torch.Tensor, kw_d: torch.Tensor, set_q: torch.Tensor, set_d: torch.Tensor,
-                pair_batch: torch.Tensor) -> torch.Tensor:
-        """``set_q`` (P, Lq), ``set_d`` (P, Ld) keyword-set masks of P pairs of batch rows ``pair_batch``."""
-        lq, ld = kw_q.shape[1], kw_d.shape[1]
-        dev = kw_q.device
-        tq = self.proj(kw_q) + self.position(torch.arange(lq, device=dev) + 1) + self.segment.weight[0]
-        td = self.proj(kw_d) + self.position(torch.arange(ld, device=dev) + 1) + self.segment.weight[1]
-        cls = (self.special[0] + self.position.weight[0] + self.segment.weight[0]).expand(len(pair_batch), 1, -1)
-        sep = (self.special[1] + self.position.weight[0] + self.segment.weight[1]).expand(len(pair_batch), 1, -1)
-        seq = torch.cat([cls, tq[pair_batch], sep, td[pair_batch]], 1)  # L: "[CLS] q̂ [SEP] d̂"
-        ones = torch.ones(len(pair_batch), 1, dtype=torch.bool, device=dev)
+                pair_batch: torch.Tensor, rows_q: torch.Tensor | None = None,
+                rows_d: torch.Tensor | None = None) -> torch.Tensor:
+        """``set_q`` (P, Lq), ``set_d`` (P, Ld) keyword-set masks of P pairs of batch rows ``pair_batch``;
+        ``kw_q``/``kw_d`` hold unique texts when ``rows_q``/``rows_d`` map batch rows to them."""
+        p = len(pair_batch)
+        iq = pair_batch if rows_q is None else rows_q[pair_batch]
+        idd = pair_batch if rows_d is None else rows_d[pair_batch]
+        # every step before the attention scores is position-wise, so the keys/values of each text's keywords
+        # are computed once per text and gathered per comparable pair (same result as on the whole sequence)
+        kv_q = self.kv_proj(self.embed_norm(self.embed(kw_q, 0)))
+        kv_d = self.kv_proj(self.embed_norm(self.embed(kw_d, 1)))
+        cls = self.embed_norm(self.special[0] + self.position.weight[0] + self.segment.weight[0])
+        sep = self.embed_norm(self.special[1] + self.position.weight[0] + self.segment.weight[1])
+        kv_cls, kv_sep = self.kv_proj(cls), self.kv_proj(sep)
+        kv = torch.cat([kv_cls.expand(p, 1, -1), kv_q[iq], kv_sep.expand(p, 1, -1), kv_d[idd]], 1)  # "[CLS] q̂ [SEP] d̂"
+        ones = torch.ones(p, 1, dtype=torch.bool, device=kv.device)
         keep = torch.cat([ones, set_q, ones, set_d], 1)
-        head, _ = self.attn(seq, seq, seq, key_padding_mask=~keep, need_weights=False)  # Eq. (13)-(14)
-        out = self.norm(head + self.ffn(head))  # Eq. (15)
-        return out[:, 0]
+        h, dh = self.heads, cls.shape[-1] // self.heads
+        k, v = kv.view(p, -1, 2, h, dh).permute(2, 0, 3, 1, 4)  # (P, heads, T, dh)
+        q = self.q_proj(cls).view(1, h, 1, dh).expand(p, -1, -1, -1)  # the [CLS] query only
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])  # Eq. (13)
+        head = self.out_proj(att.transpose(1, 2).reshape(p, -1))  # Eq. (14)
+        return self.norm(head + self.ffn(head))  # Eq. (15), [CLS] row
 
 
 class FRM(nn.Module):
@@ -206,7 +260,11 @@ class FRM(nn.Module):
         elif self.cfg.importance == "tfidf":
             w = side["tfidf"]
         else:
-            w = self.importance_net(side["cls"], side["kw"], side["idf_bucket"], side["pos"], side["stop"])
+            z = self.importance_net.logits(side["cls"], side["kw"], side["idf_bucket"], side["pos"], side["stop"], mask)
+            if self.cfg.importance_center:  # deviation: relative importance within the question
+                n = mask.sum(1, keepdim=True).clamp(min=1)
+                z = z - (z * mask).sum(1, keepdim=True) / n
+            w = torch.sigmoid(z)  # Eq. (7)
         return w * mask
 
     # ------------------------------------------------------------------ views
@@ -216,6 +274,13 @@ class FRM(nn.Module):
         for side in (q, d):
             side["cls"], side["kw"] = self.input_drop(side["cls"]), self.input_drop(side["kw"])
         wq, wd = self.importance(q), self.importance(d)
+        # a side may hold each text once plus "rows" (batch row -> text): importance is computed per text
+        if "rows" in q:
+            rows = q.pop("rows")
+            q, wq = {k: v[rows] for k, v in q.items()}, wq[rows]
+        if "rows" in d:
+            rows = d.pop("rows")
+            d, wd = {k: v[rows] for k, v in d.items()}, wd[rows]
         mq_all, md_all = level_masks(wq, q["mask"]), level_masks(wd, d["mask"])
         n_q, n_d = q["mask"].sum(1), d["mask"].sum(1)
         levels = mq_all.shape[1]
@@ -252,7 +317,11 @@ class FRM(nn.Module):
             union = mqf.sum(-1) + mdf.sum(-1) - inter
             jac = inter / union.clamp(min=1)
             bm25 = torch.einsum("bmi,bij,bmj->bm", mqf, eq, mdf * d["bm25w"][:, None, :])
-            wlm = torch.einsum("bmi,bij,bmj->bm", mqf * wq[:, None, :], eq, mdf * wd[:, None, :])  # Eq. (17)
+            wq_lm, wd_lm = wq, wd
+            if self.cfg.wlm_norm == "mean":  # deviation: scale-free Eq. (17), see the module docstring
+                wq_lm = wq / (wq.sum(1, keepdim=True) / nqf).clamp(min=1e-6)
+                wd_lm = wd / (wd.sum(1, keepdim=True) / ndf).clamp(min=1e-6)
+            wlm = torch.einsum("bmi,bij,bmj->bm", mqf * wq_lm[:, None, :], eq, mdf * wd_lm[:, None, :])  # Eq. (17)
             m_lm = torch.stack([torch.log1p(bm25), jac, wlm], -1)  # Eq. (16)
             out["m_lm"] = m_lm
             views.append(m_lm)

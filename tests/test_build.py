@@ -1,6 +1,7 @@
 """The default build: status files, reuse of built systems, failures recorded, background process."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -8,7 +9,6 @@ import pytest
 from core import build
 from core.data import load_dataset
 from core.registry import get_spec
-from tests.conftest import TINY_DATA
 
 
 def test_build_writes_status_and_reuses(tiny_data, fresh_var):
@@ -49,4 +49,10 @@ def test_background_build_runs_detached(tiny_data, fresh_var):
         time.sleep(0.5)
     assert build.read_status(ds, get_spec("bm25")).state == "ready"
     assert "bm25" in build.build_log_tail("qqp-bimpm")
-    assert TINY_DATA.is_dir()
+    # detached: another process (its pid is in the lock file) built it, and it let go of the lock
+    lock = build._status_dir("qqp-bimpm") / "build.lock"
+    builder = int(lock.read_text().strip())
+    assert builder != os.getpid()
+    while time.time() < deadline and build.build_running("qqp-bimpm"):
+        time.sleep(0.2)
+    assert not build.build_running("qqp-bimpm")

@@ -99,11 +99,16 @@ def test_tiny_training_beats_random_encoder_and_serves(toy, tmp_path, monkeypatc
     from core.retrieval import densetrans as dt
 
     torch.set_num_threads(1)
-    cfg = dt.make_config("quick", None, d_model=24, embeddings="random", epochs=6, steps_per_epoch=12,
-                         batch_size=16, temperature=0.05, lr=1e-3, dev_distractors=0, patience=6, dropout=0.0)
+    cfg = dt.make_config("quick", None, d_model=24, embeddings="random", max_steps=72, eval_every=12,
+                         batch_queries=16, temperature=0.05, lr=1e-3, dev_distractors=0, patience=6, dropout=0.0,
+                         max_seconds=0)
     metrics = dt.build(toy, "quick", config=cfg)
-    losses = [h["loss"] for h in metrics["history"]]
+    log = metrics["training"]
+    losses = [c["loss"] for c in log["curve"] if c["loss"] is not None]
     assert losses[-1] < losses[0]
+    assert log["dev_metric"] == "recall@100" and log["stopped"] in ("patience", "cap")
+    assert log["curve"][0]["step"] == 0 and log["reference"]["system"] == "glove-mean"
+    assert set(metrics["test"]) >= {"recall@100", "hit_rate@1", "mrr@100"}
     assert dt.is_built(toy)
     retriever = dt.load(toy, index="flat")
     queries, qrels = toy.split_queries("all"), toy.split_qrels("all")
@@ -124,14 +129,48 @@ def test_tiny_training_beats_random_encoder_and_serves(toy, tmp_path, monkeypatc
     # the Layers-page contract: N + 1 arrays, widths d, d, 2d, 4d
     layers = retriever.layer_embeddings(["what is alpha3 ?", "explain beta3 ?"])
     assert [a.shape for a in layers] == [(2, 24), (2, 24), (2, 48), (2, 96)]
-    # ANN index (default ivfpq) and live parameters
-    ann = dt.load(toy)
+    # the default index is exact on a small collection; ANN presets and live parameters still work
+    assert dt.load(toy).spec.factory == "Flat"
+    ann = dt.load(toy, index="ivfpq")
     ann.set_params("nprobe=4")
     hits = ann.retrieve(["what is alpha3 ?"], 5)
     assert len(hits.ids[0]) == 5
     # resuming: the finished run is picked up from last.pt and not retrained
     again = dt.train(toy, cfg, dt._folder(toy, None))
-    assert [h["loss"] for h in again["history"]] == losses
+    assert again["training"]["curve"] == log["curve"]
+
+
+def test_query_sampler_counts_every_query_alike():
+    from core.retrieval.contrastive import QuerySampler, candidate_mask
+
+    # one huge cluster (50 questions) and 50 two-question clusters: pair sampling would draw the big
+    # cluster's 2,450 ordered pairs 96% of the time; query sampling draws each query once per pass
+    big = [f"b{i}" for i in range(50)]
+    positives = {q: [x for x in big if x != q] for q in big}
+    for i in range(50):
+        positives[f"s{i}a"], positives[f"s{i}b"] = [f"s{i}b"], [f"s{i}a"]
+    sampler = QuerySampler(positives, {"b0": ["n1", "n2"]}, batch=25, hard=1, seed=3)
+    assert sampler.steps_per_pass == 6
+    seen = [q for step in range(6) for q in sampler(step)[0]]
+    assert sorted(seen) == sorted(positives)  # one pass = every query exactly once
+    qids, pos, neg = sampler(7)
+    assert sampler(7) == (qids, pos, neg)  # deterministic: resumable at any step
+    assert all(p in positives[q] for q, p in zip(qids, pos))
+    mask = candidate_mask(["b0", "s1a"], ["b1", "s1b", "b0", "n1"], positives)
+    assert mask.tolist() == [[True, False, True, False], [False, True, False, False]]
+
+
+def test_training_positives_fraction_closes_clusters(toy):
+    from core.retrieval.contrastive import training_positives
+
+    full = training_positives(toy, 1.0)
+    assert full and all(q not in v and v for q, v in full.items())
+    half = training_positives(toy, 0.5, seed=1)
+    n_pairs = sum(len(v) for v in half.values())
+    assert 0 < n_pairs < sum(len(v) for v in full.values())
+    assert all(set(v) <= set(full[q]) for q, v in half.items())  # only true paraphrases
+    with pytest.raises(ValueError):
+        training_positives(toy, 0.0)
 
 
 def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
@@ -149,3 +188,15 @@ def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
     with pytest.raises(MissingArtifactError) as err:
         dt.load(toy)
     assert "corrupt" in str(err.value) and "python -m core train --system densetrans" in str(err.value)
+
+
+def test_auto_index_is_exact_below_a_million_vectors():
+    from core.indexing import EXACT_BELOW, IndexSpec
+
+    assert IndexSpec.from_preset("auto", 36_737, 240).factory == "Flat"
+    assert IndexSpec.from_preset("auto", EXACT_BELOW - 1, 64) == IndexSpec("Flat", "", "ip")
+    big = IndexSpec.from_preset("auto", EXACT_BELOW, 64, metric="l2")
+    assert big.factory.startswith("HNSW") and big.search_params == "efSearch=128" and big.metric == "l2"
+    from core.retrieval import densetrans, dual_encoder, wordmean
+
+    assert densetrans.DEFAULT_INDEX == dual_encoder.DEFAULT_INDEX == wordmean.DEFAULT_INDEX == "auto"

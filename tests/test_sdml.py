@@ -92,30 +92,111 @@ def toy_dataset(n_concepts: int = 100, seed: int = 0):
     return dataset_from_pairs("toy", "toy synonyms", rows, tokenized=True)
 
 
-def test_tiny_training_beats_random_encoder(tmp_path, monkeypatch):
+def synonym_toy(n_syn: int = 20, n_ent: int = 10, seed: int = 0):
+    """Clusters of two questions that share an entity word and say one concept with two synonyms
+    (``a{i}`` / ``b{i}``); every entity and synonym pair recurs across clusters, so a held-out cluster
+    is new but its words are not. Untrained, a question's neighbours are the ~2·n_syn questions with
+    the same entity; trained, a{i} ≈ b{i} singles out the paraphrase."""
+    rng = np.random.default_rng(seed)
+    filler = [f"w{i}" for i in range(30)]
+    rows, pid = [], 0
+
+    def f(k: int) -> str:
+        return " ".join(rng.choice(filler, size=k, replace=False))
+
+    for i in range(n_syn):
+        for j in range(n_ent):
+            rows.append((1, f"what is a{i} e{j} {f(1)} ?", f"explain b{i} e{j} {f(1)} ?", str(pid)))
+            pid += 1
+    return dataset_from_pairs("toy", "toy synonyms", rows, tokenized=True)
+
+
+def test_tiny_training_beats_untrained_copy(tmp_path, monkeypatch):
+    """The real build loop (early stopping on dev H@1) lowers the loss, and the trained encoder beats its
+    own untrained copy on the held-out (test split) queries of the toy fixture."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
     from core.retrieval import sdml
+    from core.training import TrainLog
 
     torch.set_num_threads(1)
-    toy = toy_dataset()
-    cfg = sdml.make_config("quick", None, emb_dim=16, channels=16, out_dim=16, batch_size=16, epochs=8,
-                           patience=8, min_count=1, hash_bins=50)
+    toy = synonym_toy()
+    cfg = sdml.make_config("paper", None, emb_dim=32, channels=32, out_dim=32, batch_size=32, lr=0.01,
+                           max_steps=160, eval_every=20, patience=4, min_count=1, hash_bins=50)
     metrics = sdml.build(toy, "quick", config=cfg)
-    losses = [h["loss"] for h in metrics["history"]]
-    assert losses[-1] < losses[0]
-    retriever = sdml.load(toy, index="flat")
-    trained_auc = sdml.dev_auc(retriever.encoder, toy, "train")
-    torch.manual_seed(1)
-    random_enc = sdml._encoder(sdml._model(cfg, retriever.encoder.vocab.size).eval(), retriever.encoder.vocab, cfg, "r")
-    random_auc = sdml.dev_auc(random_enc, toy, "train")
-    assert trained_auc > random_auc + 0.1, (trained_auc, random_auc)
+    log = TrainLog.from_dict(metrics["training"])
+    assert log.dev_metric == "hit_rate@1" and metrics["training"]["stopped"] in ("patience", "cap")
+    assert log.curve[0].step == 0 and log.curve[0].loss is None  # the untrained encoder is the first point
+    losses = [p.loss for p in log.curve[1:]]
+    assert len(losses) >= 2 and losses[-1] < losses[0], losses
+    assert metrics["training"]["reference"]["system"] == "glove-mean"
+    trained, untrained = metrics["test"]["hit_rate@1"], metrics["untrained"]["test"]["hit_rate@1"]
+    assert trained > untrained + 0.1, (trained, untrained)
+    assert metrics["best_dev_hit_rate@1"] > metrics["untrained"]["dev"]
+    # the served (exact, default) index gives the same test H@1 as the build's measurement
+    retriever = sdml.load(toy)
+    assert retriever.spec.metric == "l2" and "IVF" not in retriever.spec.factory
+    from core.evaluation import evaluate_run
+
+    qrels = toy.split_qrels("test")
+    run = retriever.search_many({q: toy.queries[q] for q in qrels}, k=100, ignore_identical_ids=True)
+    assert evaluate_run(qrels, run, ["hit_rate@1"])["hit_rate@1"] == pytest.approx(trained, abs=1e-9)
     # squared-L2 serving: scores are −‖q − d‖², best first, and the query finds itself first
     q = toy.corpus[next(iter(toy.corpus))]
     hits = retriever.retrieve([q], 5)
     assert hits.ids[0][0] == next(iter(toy.corpus)) and hits.scores[0][0] == pytest.approx(0.0, abs=1e-3)
     assert hits.scores[0] == sorted(hits.scores[0], reverse=True)
-    ann = sdml.load(toy)  # default IVF index, saved at build time
+    ann = sdml.load(toy, index="ivf")  # the paper's IVF index (§4.3) on request
     assert "IVF" in ann.spec.factory and ann.spec.metric == "l2" and len(ann.retrieve([q], 5).ids[0]) == 5
+    # resuming a finished run with the same config does not train again
+    again = sdml.train(toy, cfg, sdml._folder(toy, "sdml"), resume=True)
+    assert again["steps"] == metrics["steps"] and again["training"]["curve"] == metrics["training"]["curve"]
+
+
+def test_config_rejects_bad_values():
+    from core.retrieval import sdml
+
+    with pytest.raises(ValueError, match="emb_dim=50"):
+        sdml.make_config("paper", None, init="glove")
+    with pytest.raises(ValueError, match="train_fraction"):
+        sdml.make_config("quick", None, train_fraction=0.0)
+
+
+def test_glove_init_copies_glove_rows_and_keeps_padding_zero():
+    from core.retrieval import sdml
+    from core.vectors import load_glove_50d
+
+    toy = toy_dataset(4)
+    cfg = sdml.make_config("quick", None, channels=8, out_dim=8)  # quick: GloVe-50d over the collection's words
+    assert cfg.init == "glove" and cfg.emb_dim == 50 and cfg.vocab_from == "collection"
+    vocab = sdml.build_vocab(toy, cfg)
+    assert "what" in vocab.words and "alpha3" in vocab.words  # every collection word, even held-out ones
+    weight = sdml.new_model(cfg, vocab).embedding.weight.detach()
+    glove = load_glove_50d()
+    assert np.allclose(weight[vocab.token_id("what")].numpy(), glove.matrix[glove.index["what"]])
+    assert torch.count_nonzero(weight[vocab.pad_id]) == 0
+
+
+def test_without_dev_queries_training_stops_on_train_queries():
+    from core.retrieval import sdml
+
+    toy = synonym_toy()
+    assert sdml.stopping_split(toy) == "dev"
+    toy.pairs["dev"], toy.query_splits["dev"] = [], []
+    assert sdml.stopping_split(toy) == "train"
+    toy.pairs["test"], toy.query_splits["test"] = [], []
+    assert sdml.retrieval_scores(sdml.glove_mean_encode, toy, "test", "all", metric="cos") == {"hit_rate@1": None}
+
+
+def test_training_pairs_fraction_is_a_seeded_subset():
+    from core.retrieval import sdml
+
+    toy = toy_dataset()
+    full = sdml.training_pairs(toy)
+    half = sdml.training_pairs(toy, 0.5)
+    assert len(half) == round(0.5 * len(full)) and set(half) <= set(full)
+    assert half == sdml.training_pairs(toy, 0.5)
+    rows = [sdml.batch_rows(10, 4, i, 13) for i in range(2)]
+    assert len(set(rows[0]) | set(rows[1])) == 8  # one pass: no pair twice before the pass ends
 
 
 def test_missing_and_corrupt_checkpoint(tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ from core.indexing import IndexSpec, build_index, load_index, save_index
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
-from core.training import check_profile, device, linear_warmup_decay, set_seed
+from core.training import check_profile, profile_settings, device, linear_warmup_decay, set_seed
 
 VARIANTS = ("cls", "mean", "max", "finetuned")
 PRETRAINED_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -87,10 +87,58 @@ def length_order(tokenizer, texts: list[str], max_length: int) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
 
 
-class MiniLMEncoder:
-    """Encoder protocol for the MiniLM bi-encoder: texts -> L2-normalised (n, 384) float32."""
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+TOKENS_PER_BATCH = 4096  # rows x length of one forward pass (128 rows of 32 tokens)
 
-    def __init__(self, model, tokenizer, pooling: str, max_length: int = 64, encoder_id: str | None = None) -> None:
+
+def same_length_batches(token_ids: list[list[int]], tokens_per_batch: int = TOKENS_PER_BATCH,
+                        max_rows: int = 512) -> list[np.ndarray]:
+    """Indices grouped by exact token length (longest first), each group cut to ~``tokens_per_batch``.
+
+    Every batch is rectangular: no padding, so no attention mask is needed and no compute is wasted
+    on pad tokens (length-sorted batches of 128 still pad to their longest row).
+    """
+    lengths = np.fromiter((len(t) for t in token_ids), dtype=np.int64, count=len(token_ids))
+    order = np.argsort(-lengths, kind="stable")
+    out = []
+    start = 0
+    while start < len(order):
+        length = lengths[order[start]]
+        end = start
+        while end < len(order) and lengths[order[end]] == length:
+            end += 1
+        rows = int(max(1, min(max_rows, tokens_per_batch // max(1, length))))
+        out.extend(order[s:min(end, s + rows)] for s in range(start, end, rows))
+        start = end
+    return out
+
+
+def _onnx_available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class MiniLMEncoder:
+    """Encoder protocol for the MiniLM bi-encoder: texts -> L2-normalised (n, 384) float32.
+
+    Speed (issue 14 item 5): texts are tokenized once, grouped by exact token length (no padding, no
+    attention mask) and run under ``torch.inference_mode``; with ``backend="onnx"`` (the default when
+    the PyPI package ``onnxruntime`` is installed and not on CUDA) the same weights run in ONNX
+    Runtime: the model is exported once, offline, from the loaded weights to
+    ``var/cache/onnx/<encoder id hash>.onnx`` (``torch.onnx``; embeddings equal to torch's within
+    1e-5). ``QRS_MINILM_BACKEND=torch`` forces PyTorch. ``onnx-int8`` (opt-in) runs ONNX Runtime's
+    dynamic int8 quantization (per-channel weights) of that export: ~1.4x faster again, embeddings with
+    cosine 0.994 on average to fp32's, dev MAP@20 0.9506 vs 0.9498 (BENCHMARKS.md); it has its own
+    ``encoder_id`` so its vectors never mix with fp32 ones in the embedding cache.
+    """
+
+    def __init__(self, model, tokenizer, pooling: str, max_length: int = 64, encoder_id: str | None = None,
+                 backend: str | None = None) -> None:
+        import os
+
         from models.bert import BertBiEncoder
 
         self.tokenizer, self.max_length = tokenizer, max_length
@@ -100,28 +148,67 @@ class MiniLMEncoder:
         self.device = device()
         self.model.to(self.device).eval()
         self.encoder_id = encoder_id or f"{PRETRAINED_ID}|{pooling}|len{max_length}"
+        backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
+        if backend not in BACKENDS:
+            raise UnknownNameError("MiniLM backend", backend, list(BACKENDS))
+        if backend == "auto":
+            backend = "onnx" if self.device.type == "cpu" and _onnx_available() else "torch"
+        self.backend = backend
+        if backend == "onnx-int8":
+            self.encoder_id += "|onnx-int8"
+        self._session = None
 
     @classmethod
-    def pretrained(cls, pooling: str = "mean", max_length: int = 64) -> MiniLMEncoder:
+    def pretrained(cls, pooling: str = "mean", max_length: int = 64, backend: str | None = None) -> MiniLMEncoder:
         tokenizer, backbone = load_backbone()
-        return cls(backbone, tokenizer, pooling, max_length)
+        return cls(backbone, tokenizer, pooling, max_length, backend=backend)
 
-    def _batches(self, texts: list[str], batch_size: int):
-        order = length_order(self.tokenizer, texts, self.max_length)
-        for start in range(0, len(texts), batch_size):
-            idx = order[start : start + batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt")
-            yield idx, enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length,
+                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+
+    def _batches(self, texts: list[str], batch_size: int = 128):
+        """(row indices, input_ids, attention_mask) per same-length batch; ~``batch_size`` x 32 tokens each."""
+        token_ids = self._token_ids(texts)
+        for idx in same_length_batches(token_ids, tokens_per_batch=batch_size * 32):
+            ids = torch.tensor(np.asarray([token_ids[i] for i in idx], dtype=np.int64), device=self.device)
+            yield idx, ids, torch.ones_like(ids)
+
+    def _onnx_session(self):
+        """The ONNX Runtime session of this model, exported once (offline) from its weights."""
+        if self._session is None:
+            import onnxruntime as ort
+
+            from core.paths import artifact_dir
+
+            digest = hashlib.sha1(f"{self.encoder_id}|{_weights_digest(self.model)}".encode()).hexdigest()[:16]
+            path = artifact_dir("cache", "onnx") / f"minilm-{digest}.onnx"
+            if not path.is_file():
+                export_onnx(self.model, path)
+            if self.backend == "onnx-int8":
+                path = quantize_int8(path)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = torch.get_num_threads()
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shared cores
+            self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return self._session
 
     def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
-        """Batched, length-sorted, ``inference_mode``; rows in the order of ``texts``."""
+        """Same-length batches (no padding), ``inference_mode`` or ONNX Runtime; rows in the order of ``texts``."""
         out = np.empty((len(texts), self.model.backbone.config.hidden_size), dtype=np.float32)
+        token_ids = self._token_ids(texts)
+        batches = same_length_batches(token_ids, tokens_per_batch=batch_size * 32)
+        session = self._onnx_session() if self.backend.startswith("onnx") else None
         self.model.eval()
         done = 0
         with torch.inference_mode():
-            for idx, ids, mask in self._batches(texts, batch_size):
-                out[idx] = self.model(ids, mask).float().cpu().numpy()
+            for idx in batches:
+                ids = np.asarray([token_ids[i] for i in idx], dtype=np.int64)
+                if session is not None:
+                    out[idx] = session.run(None, {"input_ids": ids})[0]
+                else:
+                    out[idx] = self.model.encode_unpadded(torch.from_numpy(ids).to(self.device)).float().cpu().numpy()
                 done += len(idx)
                 progress(done / max(1, len(texts)), f"MiniLM ({self.pooling}): {done:,}/{len(texts):,} texts")
         return l2_normalize(out)
@@ -143,6 +230,61 @@ class MiniLMEncoder:
             n = self.model.backbone.config.num_hidden_layers + 1
             return [np.empty((0, self.model.backbone.config.hidden_size), dtype=np.float32) for _ in range(n)]
         return layers
+
+
+def _weights_digest(model) -> str:
+    """A cheap digest of a model's weights (shapes and a few values of every tensor)."""
+    h = hashlib.sha1()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            flat = tensor.detach().reshape(-1)
+            h.update(f"{name}{tuple(tensor.shape)}".encode())
+            h.update(flat[:: max(1, flat.numel() // 64)].float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def quantize_int8(path: Path) -> Path:
+    """ONNX Runtime dynamic quantization of an exported encoder (int8 per-channel weights), cached beside it."""
+    import os
+
+    target = path.with_name(path.stem + "-int8.onnx")
+    if not target.is_file():
+        import logging
+
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # "consider pre-processing"
+        quantize_dynamic(str(path), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        os.replace(tmp, target)
+    return target
+
+
+def export_onnx(model, path: Path) -> Path:
+    """Export a ``BertBiEncoder`` (same-length batches: ``input_ids`` only) to ONNX, atomically."""
+    import copy
+    import os
+    import warnings
+
+    cpu = copy.deepcopy(model).to("cpu").eval()
+
+    class _Unpadded(torch.nn.Module):
+        def __init__(self, inner) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids):
+            return self.inner.encode_unpadded(input_ids)
+
+    example = torch.tensor([[101, 2054, 2003, 1996, 2190, 102], [101, 2129, 2079, 1045, 4553, 102]])
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Unpadded(cpu), (example,), str(tmp), input_names=["input_ids"], output_names=["u"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "length"}, "u": {0: "batch"}},
+                          opset_version=17, dynamo=False)
+    os.replace(tmp, path)
+    return path
 
 
 class MiniLMRetriever(DenseRetriever):
@@ -167,7 +309,7 @@ def _folder(dataset_name: str, variant: str | None) -> Path:
 def make_config(variant: str | None, profile: str = "quick") -> MiniLMConfig:
     variant = _variant(variant)
     if variant == "finetuned":
-        return replace(MiniLMConfig(pooling="mean", finetune=True), **PROFILES[check_profile(profile)])
+        return replace(MiniLMConfig(pooling="mean", finetune=True), **profile_settings(PROFILES, profile))
     return MiniLMConfig(pooling=variant)
 
 

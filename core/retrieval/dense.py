@@ -201,6 +201,6 @@ def stored_vectors_and_index(
             index = None
     if index is None:
         index = build_index(vectors, spec)
-        if index_name != "flat":
+        if index_name != "flat" and spec.factory != "Flat":  # exact: cheaper to rebuild than to read
             save_index(index_dir, index, spec, encoder.encoder_id, len(vectors))
     return vectors, index, spec, encode_seconds
