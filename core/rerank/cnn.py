@@ -1,11 +1,15 @@
 """System ``cnn-rerank``: Severyn & Moschitti CNN reranker (cnn-rerank-severyn2015.md §3-5).
 
-Datasets:
-- ``trecqa``: trained on TRAIN (TRAIN-ALL is not available), early stopping on DEV MAP computed every
-  10 mini-batches (§4.1), ≤ 25 epochs, patience 5 epochs; evaluated on raw and clean TEST.
-- ``qqp-bimpm``: trained on the cluster-disjoint training pairs (label = paraphrase); dev MAP = MAP@20
-  of the CNN reranking BM25's top-20 for the dev queries (query removed from its own ranking), computed
-  once per epoch (34k pair scorings, too many for every 10 mini-batches on CPU).
+One generic path for every dataset with labels (``core.usertrain.training_data``): the training
+split's labelled pairs (TrecQA: TRAIN's candidates, TRAIN-ALL is not available; QQP and pairs TSVs:
+the cluster-disjoint training pairs; BEIR: qrels positives + BM25 negatives; candidate lists: their
+labels, split by query). Convergence rule (§4.1): ≤ 25 epochs, early stopping with patience 5 epochs
+on dev MAP, the best checkpoint kept. The dev signal is MAP of the CNN reranking each dev query's own
+candidate list, or, on a collection, BM25's top 20 (query removed from its own ranking; 600 sampled
+dev queries in the quick profile). It is computed every 10 mini-batches as in §4.1 when it costs at
+most ``DEV_PAIRS_EVERY_STEPS`` pair scorings (TrecQA DEV: 1,148), else once per epoch (QQP: 12,000,
+too many for every 10 mini-batches on CPU). The quick profile caps the epochs at
+``quick_pair_budget`` / training pairs (QQP: 4 epochs; TrecQA: 13, beyond where patience stops it).
 
 Variants: ``None`` = with the four overlap features (Table 3), ``"no-features"`` = without (Table 2).
 Preprocessing §5.1: whitespace tokens (the data is tokenized), lower-cased, digits → 0. Embeddings:
@@ -30,10 +34,12 @@ from core.overlap import OverlapFeaturizer, normalize_tokens
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
 from core.training import EarlyStopping, check_profile, device, set_seed
+from core.usertrain import training_data
 from models.cnn_reranker import CNNConfig, CNNPairReranker, cnn_loss
 
 VARIANTS = ("no-features",)
 PAD, UNK = 0, 1
+DEV_PAIRS_EVERY_STEPS = 5000  # dev signals up to this many pair scorings run every ``eval_every`` mini-batches
 
 
 @dataclass(frozen=True)
@@ -43,19 +49,24 @@ class CNNTrainConfig:
     epochs: int = 25
     batch_size: int = 50
     patience_epochs: int = 5
-    eval_every: int = 10  # mini-batches (TrecQA); QQP evaluates once per epoch
+    eval_every: int = 10  # mini-batches, when the dev signal is small (see DEV_PAIRS_EVERY_STEPS)
     max_len: int = 100
     rho: float = 0.95
     eps: float = 1e-6
     seed: int = 13
-    qqp_epochs: int = 4  # quick profile on QQP (CPU budget); paper profile uses ``epochs``
-    qqp_dev_queries: int = 600  # quick: dev queries for the MAP@20 early-stopping signal (0 = all)
+    quick_pair_budget: int = 64_000  # quick profile: epochs ≤ budget / training pairs (0 = no cap, paper)
+    dev_queries: int = 600  # quick, on a collection: dev queries of the BM25 top-20 dev signal (0 = all)
 
     @classmethod
     def for_profile(cls, profile: str) -> CNNTrainConfig:
         if check_profile(profile) == "paper":
-            return cls(qqp_epochs=25, qqp_dev_queries=0)
+            return cls(quick_pair_budget=0, dev_queries=0)
         return cls()
+
+    def epochs_for(self, n_train: int) -> int:
+        if not self.quick_pair_budget:
+            return self.epochs
+        return max(1, min(self.epochs, self.quick_pair_budget // max(1, n_train)))
 
 
 class Vocabulary:
@@ -113,13 +124,7 @@ class CNNReranker(Reranker):
 
 # ----------------------------------------------------------------------------- data
 def training_examples(dataset: Dataset) -> tuple[list[str], list[str], np.ndarray]:
-    """(queries, docs, labels) of the training split: TrecQA TRAIN candidates, or QQP training pairs."""
-    if dataset.candidates:
-        qids = dataset.query_splits["train"]
-        q = [dataset.queries[x] for x in qids for _ in dataset.candidates[x]]
-        d = [dataset.corpus[c] for x in qids for c in dataset.candidates[x]]
-        y = [int(dataset.qrels[x].get(c, 0) > 0) for x in qids for c in dataset.candidates[x]]
-        return q, d, np.array(y)
+    """(queries, docs, labels) of the training split of a ``core.usertrain`` view (labelled pairs)."""
     pairs = dataset.pairs["train"]
     return ([dataset.corpus[p.id1] for p in pairs], [dataset.corpus[p.id2] for p in pairs],
             np.array([int(p.label > 0) for p in pairs]))
@@ -129,6 +134,13 @@ def candidate_rankings(dataset: Dataset, split: str) -> dict[str, Ranking]:
     """The given candidate lists of a reranking dataset (TrecQA) as first-stage rankings."""
     return {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
             for q in dataset.query_splits[split] if dataset.candidates.get(q)}
+
+
+def dev_candidates(dataset: Dataset, tcfg: CNNTrainConfig) -> dict[str, Ranking]:
+    """The dev signal's candidates: each dev query's own list, or BM25's top 20 on a collection."""
+    if dataset.candidates:
+        return candidate_rankings(dataset, "dev")
+    return bm25_candidates(dataset, "dev", 20, tcfg.dev_queries)
 
 
 def bm25_candidates(dataset: Dataset, split: str, k: int = 20, n_queries: int = 0, seed: int = 13) -> dict[str, Ranking]:
@@ -192,6 +204,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     """Train the CNN on the dataset's training split with early stopping on dev MAP; save artifacts."""
     _check_variant(variant)
     tcfg = train_config or CNNTrainConfig.for_profile(profile)
+    dataset = training_data(dataset).dataset  # the generic labelled-pairs view (a no-op on a view)
     set_seed(tcfg.seed)
     start = time.perf_counter()
     dev = device()
@@ -206,9 +219,9 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     q_txt, d_txt, labels = training_examples(dataset)
     q_all, d_all, f_all = reranker.tensors(q_txt, d_txt, torch.device("cpu"))
     y_all = torch.as_tensor(labels)
-    is_qa = bool(dataset.candidates)
-    dev_cands = candidate_rankings(dataset, "dev") if is_qa else bm25_candidates(dataset, "dev", 20, tcfg.qqp_dev_queries)
-    epochs = tcfg.epochs if is_qa else tcfg.qqp_epochs
+    dev_cands = dev_candidates(dataset, tcfg)
+    every_steps = sum(len(r.doc_ids) for r in dev_cands.values()) <= DEV_PAIRS_EVERY_STEPS
+    epochs = tcfg.epochs_for(len(y_all))
     opt = torch.optim.Adadelta([p for p in model.parameters() if p.requires_grad], lr=1.0, rho=tcfg.rho, eps=tcfg.eps)
     stopper = EarlyStopping(patience=10**9)
     best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -217,7 +230,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     n_batches = (len(y_all) + tcfg.batch_size - 1) // tcfg.batch_size
     from tqdm.auto import tqdm
 
-    dev_eval = DevEvaluator(reranker, dataset, dev_cands, "map@100" if is_qa else "map@20")
+    dev_eval = DevEvaluator(reranker, dataset, dev_cands, "map@100" if dataset.candidates else "map@20")
 
     def evaluate(epoch: int) -> None:
         nonlocal best_state, best_epoch
@@ -242,10 +255,10 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
             loss.backward()
             opt.step()
             step += 1
-            if is_qa and step % tcfg.eval_every == 0:
+            if every_steps and step % tcfg.eval_every == 0:
                 evaluate(epoch)
             progress(min(0.99, (epoch + (b + 1) / n_batches) / epochs), f"CNN epoch {epoch + 1}/{epochs} batch {b + 1}/{n_batches}")
-        if not is_qa:
+        if not every_steps:
             evaluate(epoch)
         if epoch - best_epoch >= tcfg.patience_epochs:
             break

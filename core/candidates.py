@@ -1,0 +1,164 @@
+"""Candidate-list datasets as first-class: every system ranks each query's own candidates.
+
+On a candidate-list dataset (TrecQA, an imported ``qid \\t query \\t docid \\t doc \\t label`` TSV) the
+candidate list stands in for the collection. Rerankers (FRM, CNN, cross-encoder) score the
+(query, candidate) pairs as they always do. First-stage scorers become pair scorers here:
+
+- BM25 (``BM25PairScorer``): the Lucene BM25 score of the query against each candidate, statistics
+  (idf, average length) over all candidate texts of the dataset (densetrans-cai2021.md §4.2.3 variant).
+- Bi-encoders (``EncoderPairScorer``: MiniLM, DenseTrans, SDML-CNN, the untrained references): the
+  encoder's own similarity, cosine for inner-product systems and −‖q − d‖² for squared-L2 ones
+  (sdml-bonadiman2019.md §2.1.2). Candidate vectors come from the embedding cache (computed once per
+  (encoder, dataset)); queries are encoded once per process.
+
+``rank(dataset, system, query_id_or_text, k)`` is the one call the pages use on any dataset.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from core.data import Dataset
+from core.errors import QueryError, StudioError
+from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query
+
+
+def candidate_rankings(dataset: Dataset, qids: list[str] | None = None) -> dict[str, Ranking]:
+    """The dataset's candidate lists as first-stage rankings (given order, zero scores)."""
+    qids = list(dataset.candidates) if qids is None else qids
+    return {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
+            for q in qids if dataset.candidates.get(q)}
+
+
+class BM25PairScorer(Reranker):
+    """BM25 as a pair scorer over a fixed set of candidate texts (one index over all of them)."""
+
+    def __init__(self, corpus: Mapping[str, str], name: str = "bm25") -> None:
+        from core.retrieval.bm25 import BM25Retriever
+
+        self.name = name
+        self.retriever = BM25Retriever.index(dict(corpus), name=name)
+        self._row_of_text: dict[str, int] = {}
+        for i, text in enumerate(corpus.values()):
+            self._row_of_text.setdefault(text, i)
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    def _scores(self, query: str) -> np.ndarray:
+        if query not in self._query_cache:
+            from core.text import word_tokens
+
+            model = self.retriever.model
+            known = [t for t in word_tokens(query) if t in model.vocab_dict]
+            self._query_cache[query] = (np.asarray(model.get_scores(known), dtype=np.float64) if known
+                                        else np.zeros(len(self.retriever.doc_ids)))
+        return self._query_cache[query]
+
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        out = np.zeros(len(queries), dtype=np.float64)
+        for i, (q, d) in enumerate(zip(queries, docs)):
+            row = self._row_of_text.get(d)
+            if row is None:
+                raise QueryError("BM25 here scores the dataset's own candidate texts only")
+            out[i] = self._scores(q)[row]
+        return out
+
+
+class EncoderPairScorer(Reranker):
+    """A bi-encoder as a pair scorer: cosine (``metric="ip"``) or −‖q − d‖² (``metric="l2"``)."""
+
+    def __init__(self, encoder, corpus: Mapping[str, str], name: str, metric: str = "ip",
+                 progress: ProgressFn = _no_progress) -> None:
+        from core.retrieval.dense import cached_embeddings
+
+        self.name, self.encoder, self.metric = name, encoder, metric
+        self.doc_vectors = cached_embeddings(encoder, dict(corpus), progress=progress, normalize=metric != "l2")
+        self._row_of_text: dict[str, int] = {}
+        for i, text in enumerate(corpus.values()):
+            self._row_of_text.setdefault(text, i)
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        from core.retrieval.dense import l2_normalize
+
+        vecs = np.asarray(self.encoder.encode(list(texts)), dtype=np.float32)
+        return l2_normalize(vecs) if self.metric != "l2" else vecs
+
+    def _vectors(self, texts: list[str], docs: bool) -> np.ndarray:
+        out = np.empty((len(texts), self.doc_vectors.shape[1]), dtype=np.float32)
+        todo = []
+        for i, t in enumerate(texts):
+            row = self._row_of_text.get(t) if docs else None
+            if row is not None:
+                out[i] = self.doc_vectors[row]
+            elif t in self._query_cache:
+                out[i] = self._query_cache[t]
+            else:
+                todo.append(i)
+        if todo:
+            unique = list(dict.fromkeys(texts[i] for i in todo))
+            for t, v in zip(unique, self._encode(unique)):
+                self._query_cache[t] = v
+            for i in todo:
+                out[i] = self._query_cache[texts[i]]
+        return out
+
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        q = self._vectors(queries, docs=False)
+        d = self._vectors(docs, docs=True)
+        if self.metric == "l2":
+            return -((q - d) ** 2).sum(axis=1).astype(np.float64)
+        return (q * d).sum(axis=1).astype(np.float64)
+
+
+def pair_scorer(system, dataset: Dataset, name: str, progress: ProgressFn = _no_progress) -> Reranker:
+    """A loaded system as a ranker of candidate lists: rerankers as they are, retrievers as pair scorers."""
+    if isinstance(system, Reranker):
+        return system
+    encoder = getattr(system, "encoder", None)
+    if encoder is not None:
+        metric = getattr(getattr(system, "spec", None), "metric", "ip")
+        return EncoderPairScorer(encoder, dataset.corpus, name, metric, progress)
+    raise StudioError(f"{name} cannot score a candidate list (it has no pair scorer or encoder)")
+
+
+def rank_candidates(scorer: Reranker, dataset: Dataset, query_id: str, k: int | None = None) -> Ranking:
+    """One query's own candidates, reordered by ``scorer`` (top ``k``; all by default)."""
+    if query_id not in dataset.candidates:
+        raise QueryError(f"{query_id!r} is not a question of {dataset.name}: on a candidate-list dataset pick "
+                         "one of its questions (each ranks its own candidates)")
+    start = time.perf_counter()
+    ranking = scorer.rerank(dataset.queries[query_id], candidate_rankings(dataset, [query_id])[query_id],
+                            dataset.corpus, k=k)
+    ranking.seconds = time.perf_counter() - start
+    return ranking
+
+
+def rank(dataset: Dataset, system: str | Retriever | Reranker, query: str, k: int = 10,
+         first_stage: str = "bm25", depth: int = 20) -> Ranking:
+    """Rank for one query on any dataset: ``query`` is a query id or free text.
+
+    Candidate-list dataset: the query id's own candidates (free text is refused: it has none).
+    Collection: a retriever searches (the query's own id dropped when the dataset says so); a
+    reranker rescores ``first_stage``'s top ``depth`` (BM25 is built on demand, it takes seconds).
+    """
+    from core.registry import load_system
+
+    loaded = load_system(system, dataset) if isinstance(system, str) else system
+    qid = query if query in dataset.queries else None
+    if dataset.candidates:
+        if qid is None:
+            raise QueryError("this dataset ranks each question's own candidate list: pick one of its questions")
+        return rank_candidates(pair_scorer(loaded, dataset, loaded.name), dataset, qid, k)
+    text = dataset.queries[qid] if qid else validate_query(query)
+    exclude = [qid] if qid and dataset.ignore_identical_ids else []
+    if isinstance(loaded, Retriever):
+        return loaded.search(text, k, exclude=exclude)
+    from core.portable import ensure_cheap
+
+    first = ensure_cheap(first_stage, dataset)
+    candidates = first.search(text, max(k, depth), exclude=exclude).top(depth)
+    ranking = loaded.rerank(text, candidates, dataset.corpus, k=k)
+    ranking.stats["first_stage_ms"] = 1000 * candidates.seconds
+    return ranking
