@@ -1,12 +1,15 @@
 """``python -m bench`` (``make bench``): the benchmark harness; writes bench/results.json and bench/results.md.
 
-Sections (``--only a,b``): machine, latency, compare, bm25, encode, builds, ann, coldstart, memory is
-recorded after every section (peak RSS of this process). ``--quick`` is a smoke run: fewer queries,
-the 100k synthetic collection only. Not part of the test suite.
+Sections (``--only a,b``): machine, latency, compare, bm25, encode, builds, ann, coldstart,
+first_view (Error Analysis's default first view from a fresh process), ab (today's code against this
+checkout, in one run: ``--baseline`` names a worktree of today's code); memory is recorded after every
+section (peak RSS of this process). ``--quick`` is a smoke run: fewer queries, the 100k synthetic
+collection only. Not part of the test suite.
 
     python -m bench                      # everything (≈ 15–30 min on 2 cores; rank-bm25 on 1M dominates)
     python -m bench --quick              # a few minutes
     python -m bench --only bm25,latency  # some sections
+    git worktree add /tmp/base-bench f501223 && python -m bench --only ab,first_view --baseline /tmp/base-bench
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
-SECTIONS = ("latency", "compare", "bm25", "encode", "builds", "ann", "coldstart")
+SECTIONS = ("latency", "compare", "bm25", "encode", "builds", "ann", "coldstart", "first_view", "ab")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,6 +37,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a fast smoke run (small samples, 100k synthetic only)")
     p.add_argument("--dataset", default="qqp-bimpm")
     p.add_argument("--out", default=str(HERE), help="folder for results.json and results.md")
+    p.add_argument("--baseline", help="a worktree of today's code for the 'ab' section (git worktree add ...)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the other sections of the existing results.json (marked with their own run's date)")
     return p.parse_args(argv)
 
 
@@ -52,6 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": args.quick,
                      "dataset": args.dataset, "command": "python -m bench " + " ".join(argv or sys.argv[1:]),
                      "machine": h.machine(), "sections": {}, "memory": {}}
+    if args.keep and (Path(args.out) / "results.json").is_file():
+        old = json.loads((Path(args.out) / "results.json").read_text(encoding="utf-8"))
+        for name, section in old.get("sections", {}).items():
+            if name not in only:
+                section.setdefault("from_run", f"{old.get('started')} ({old.get('command', '').strip()})")
+                results["sections"][name] = section
+                memory = old.get("memory")
+                if isinstance(memory, dict) and isinstance(memory.get(name), dict):
+                    results["memory"][name] = memory[name]
     ds = load_dataset(args.dataset)
     load = h.Loader(ds)
     runners = {
@@ -62,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         "builds": lambda: h.section_builds(settings, ds),
         "ann": lambda: h.section_ann(settings, ds, load),
         "coldstart": lambda: h.section_coldstart(settings, ds),
+        "first_view": lambda: h.section_first_view(settings, ds),
+        "ab": lambda: h.section_ab(settings, ds, args.baseline) if args.baseline else
+        {"skipped": "no --baseline worktree given"},
     }
     for name in [s for s in SECTIONS if s in only]:
         print(f"[bench] {name} ...", flush=True)

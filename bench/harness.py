@@ -533,3 +533,105 @@ def section_coldstart(s: Settings, ds) -> dict:  # noqa: ARG001
     return {**marks, "goal_s": 10, "meets_goal": marks.get("compare_result_s", 1e9) <= 10,
             "what": "process start → /_stcore/health ok → Compare page (?q=…, BM25 default) shows its table",
             "artifacts": str(var_dir())}
+
+
+# ----------------------------------------------------------------------------- today's code vs this code
+AB_CHOICES = [
+    {"name": "bm25"},
+    {"name": "minilm"},
+    {"name": "tree-bert", "options": [["beam", 20], ["K", 8]]},
+    {"name": "densetrans", "options": [["index", "ivfpq"], ["nprobe", 10]]},
+    {"name": "sdml-cnn", "options": [["index", "ivfpq"], ["nprobe", 10]]},
+    {"name": "frm", "first_stage": "bm25", "depth": 20},
+]
+
+
+def _child(root: str, task: str, args: dict, timeout: int = 1800, env: dict | None = None) -> dict:
+    """Run ``bench/ab_child.py`` of this checkout against the code tree ``root`` in a fresh process."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent / "ab_child.py"
+    env = {**os.environ, "PYTHONPATH": root, "OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
+    proc = subprocess.run([sys.executable, str(script), root, task, json.dumps(args)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr or proc.stdout)[-600:]}
+
+
+def _built_choices(ds) -> list[dict]:
+    built, _ = built_systems(ds)
+    return [c for c in AB_CHOICES if c["name"] in built and c.get("first_stage", "bm25") in built]
+
+
+def section_ab(s: Settings, ds, baseline: str) -> dict:
+    """Today's code (a git worktree at ``baseline``) against this checkout, in one run on the same machine.
+
+    Each measurement runs in a fresh process per tree, the two trees alternating (base, new, base,
+    new, ...) so that a change of the machine's load hits both sides alike; the ratio is of the
+    medians over rounds. Same artifacts folder, same sampled queries/questions, same choices (the
+    Compare page with the five first stages and FRM on BM25's top 20; each query removed from its
+    own ranking).
+    """
+    from pathlib import Path
+
+    from core.paths import REPO_ROOT
+
+    new_root, base_root = str(REPO_ROOT), str(Path(baseline).resolve())
+    rounds = s.pick(1, 3)
+    choices = _built_choices(ds)
+    out: dict = {"baseline_tree": base_root, "current_tree": new_root, "rounds": rounds,
+                 "compare": {"choices": [c["name"] for c in choices], "base": [], "new": []},
+                 "encode": {"base": [], "new": [], "new_int8": []}}
+    for r in range(rounds):
+        for side, root in (("base", base_root), ("new", new_root)):
+            res = _child(root, "encode", {"dataset": ds.name, "n": s.pick(512, 3000), "seed": 20 + r})
+            out["encode"][side].append(res)
+            print(f"[bench] ab encode round {r + 1} {side}: {res.get('questions_per_s', res.get('error'))}", flush=True)
+        res = _child(new_root, "encode", {"dataset": ds.name, "n": s.pick(512, 3000), "seed": 20 + r},
+                     env={"QRS_MINILM_BACKEND": "onnx-int8"})  # the opt-in quantized backend
+        out["encode"]["new_int8"].append(res)
+        for side, root in (("base", base_root), ("new", new_root)):
+            res = _child(root, "compare", {"dataset": ds.name, "n": s.pick(10, 40), "seed": 30 + r,
+                                           "choices": choices})
+            if "seconds" in res:
+                res = {**percentiles(res.pop("seconds")), **res}
+            out["compare"][side].append(res)
+            print(f"[bench] ab compare round {r + 1} {side}: {res.get('p50_ms', res.get('error'))}", flush=True)
+
+    def median(rows, key):
+        vals = [row[key] for row in rows if key in row]
+        return round(float(np.median(vals)), 2) if vals else None
+
+    enc_base, enc_new = median(out["encode"]["base"], "questions_per_s"), median(out["encode"]["new"], "questions_per_s")
+    cmp_base, cmp_new = median(out["compare"]["base"], "p50_ms"), median(out["compare"]["new"], "p50_ms")
+    out["summary"] = {
+        "encode_qps_base": enc_base, "encode_qps_new": enc_new,
+        "encode_speedup": round(enc_new / enc_base, 2) if enc_base and enc_new else None,
+        "encode_qps_new_int8": median(out["encode"]["new_int8"], "questions_per_s"),
+        "compare_p50_ms_base": cmp_base, "compare_p50_ms_new": cmp_new,
+        "compare_speedup": round(cmp_base / cmp_new, 2) if cmp_base and cmp_new else None,
+        "goals": {"encode_speedup": 2.0, "compare_speedup": 1.7},
+    }
+    return out
+
+
+def section_first_view(s: Settings, ds) -> dict:  # noqa: ARG001
+    """Error Analysis's default first view from a fresh process (imports, data, stored runs, ranx analysis)."""
+    from core.pooling import available_systems
+
+    from core.runs import run_status
+
+    available = available_systems(ds)
+    fresh = [n for n in available if "@" not in n and run_status(ds, n) == "fresh"]
+    names = (fresh or available)[:3]  # the first three systems with a stored run (bm25, minilm, tree-bert)
+    res = _child(str(__import__("core.paths", fromlist=["REPO_ROOT"]).REPO_ROOT), "first_view",
+                 {"dataset": ds.name, "systems": names})
+    return {**res, "goal_s": 10, "meets_goal": bool(res.get("total_s", 1e9) <= 10),
+            "what": "fresh process: import core, load the dataset, labels of the default split, the default "
+                    "systems' stored runs (core.runs.load_runs), core.error_analysis.analyze with the default "
+                    "metrics; the page's drawing is not included"}

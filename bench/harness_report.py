@@ -112,6 +112,60 @@ def to_markdown(r: dict) -> str:
             lines.append(f"{cs['what']}: server healthy after {cs['server_healthy_s']} s, **first result after "
                          f"{cs['compare_result_s']} s** (goal ≤ {cs['goal_s']} s → {'met' if cs['meets_goal'] else 'NOT met'}); "
                          f"a warm page load with a new query: {cs.get('warm_page_load_s')} s. Artifacts: `{cs['artifacts']}`.\n")
+    if "ab" in s:
+        ab = s["ab"]
+        lines += ["## Today's code against this code (same run, same machine)", ""]
+        if "skipped" in ab or "error" in ab:
+            lines.append(_skipped(ab) or f"error: {ab['error']}\n")
+        else:
+            sm = ab["summary"]
+            lines += [f"Today's code: worktree `{ab['baseline_tree']}`; this code: `{ab['current_tree']}`. "
+                      f"{ab['rounds']} round(s), each a fresh process per tree, the trees alternating; medians over "
+                      "rounds. Same artifacts, same sampled queries and questions.", "",
+                      _table([
+                          {"measure": "Compare page whole query, p50 warm (ms)", "today": sm["compare_p50_ms_base"],
+                           "this code": sm["compare_p50_ms_new"], "ratio": sm["compare_speedup"],
+                           "goal": f"≥ {sm['goals']['compare_speedup']}× faster"},
+                          {"measure": "MiniLM encoding (questions/s)", "today": sm["encode_qps_base"],
+                           "this code": sm["encode_qps_new"], "ratio": sm["encode_speedup"],
+                           "goal": f"≥ {sm['goals']['encode_speedup']}×"},
+                          {"measure": "MiniLM encoding, opt-in int8 backend (questions/s)", "today": sm["encode_qps_base"],
+                           "this code": sm.get("encode_qps_new_int8"),
+                           "ratio": round(sm["encode_qps_new_int8"] / sm["encode_qps_base"], 2)
+                           if sm.get("encode_qps_new_int8") and sm["encode_qps_base"] else None,
+                           "goal": "QRS_MINILM_BACKEND=onnx-int8 (not the default)"},
+                      ], ["measure", "today", "this code", "ratio", "goal"]),
+                      f"Compare choices: {', '.join(ab['compare']['choices'])} ("
+                      + ("FRM reranks BM25's top 20; " if "frm" in ab["compare"]["choices"] else
+                         "FRM was not built in this artifacts folder, so it is not in the figure; ")
+                      + "each query removed from its own ranking).", ""]
+            rows = []
+            for side in ("base", "new"):
+                for i, row in enumerate(ab["compare"][side]):
+                    rows.append({"tree": side, "round": i + 1, "p50_ms": row.get("p50_ms"), "p95_ms": row.get("p95_ms"),
+                                 "n": row.get("n"), **{f"{k} p50": round(v, 1) for k, v in
+                                                       row.get("per_system_p50_ms", {}).items()},
+                                 "error": str(row.get("error") or row.get("errors") or "")[:120]})
+            cols = ["tree", "round", "p50_ms", "p95_ms", "n"] + sorted({k for r_ in rows for k in r_ if k.endswith(" p50")}) + ["error"]
+            lines += [_table(rows, cols)]
+            rows = [{"tree": side, "round": i + 1, **{k: (round(v, 1) if isinstance(v, float) else v) for k, v in row.items()}}
+                    for side in ("base", "new", "new_int8") for i, row in enumerate(ab["encode"].get(side, []))]
+            lines += [_table(rows, ["tree", "round", "questions", "seconds", "questions_per_s", "backend", "torch_threads",
+                                    "error"])]
+    if "first_view" in s:
+        fv = s["first_view"]
+        lines += ["## Error Analysis: the default first view", ""]
+        if "error" in fv and "total_s" not in fv:
+            lines.append(f"error: {fv['error']}\n")
+        else:
+            lines.append(f"{fv['what']}. Split `{fv['split']}` ({fv['queries']:,} queries with a relevant item), systems "
+                         f"{', '.join(fv['systems'])}: **{fv['total_s']:.1f} s** in all (imports and data "
+                         f"{fv['import_and_data_s']:.1f} s, runs {fv['runs_s']:.1f} s); goal ≤ {fv['goal_s']} s → "
+                         f"{'met' if fv['meets_goal'] else 'NOT met'}. MAP@100: "
+                         + ", ".join(f"{k} {v:.4f}" for k, v in fv["map@100"].items()) + "\n")
+    kept = {k: v["from_run"] for k, v in s.items() if isinstance(v, dict) and v.get("from_run")}
+    if kept:
+        lines += ["Sections kept from earlier runs (`--keep`): " + "; ".join(f"{k} from {v}" for k, v in kept.items()), ""]
     lines += ["## Peak memory (RSS of the bench process after each section)", "",
               _table([{"after": k, **v} for k, v in r["memory"].items()], ["after", "peak_rss_mb", "rss_mb"]),
               "Section wall times: " + ", ".join(f"{k} {v.get('section_seconds')} s" for k, v in s.items()), ""]

@@ -66,13 +66,13 @@ class StateOptions:
     @classmethod
     def for_dataset(cls, dataset: Any, datasets: Iterable[str]) -> StateOptions:
         """Options for a loaded ``core.data.Dataset`` (systems that support it, its query ids)."""
-        from core.registry import list_systems, supports
+        from core.portable import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
 
         return cls(
             dataset=dataset.name,
             datasets=tuple(dict.fromkeys([*datasets, dataset.name])),
-            retrievers=tuple(s.name for s in list_systems("retriever") if supports(s, dataset)),
-            rerankers=tuple(s.name for s in list_systems("reranker") if supports(s, dataset)),
+            retrievers=tuple(system_choices(dataset, "retriever")),
+            rerankers=tuple(system_choices(dataset, "reranker")),
             query_ids=frozenset(dataset.queries),
         )
 

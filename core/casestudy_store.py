@@ -1,14 +1,14 @@
 """Saved case studies, in the same SQLAlchemy database as the judgments (``core.judgments``).
 
 One table, ``case_studies``, declared on the judgment store's ``Base`` (same metadata) and reached
-through the judgment store's engine and session factories (WAL, busy timeout, ``BEGIN IMMEDIATE``
-writes, retries on "database is locked"). A row keeps the title, note, author, time, the dataset and
+through the judgment store's engine and session factories (WAL readers, ``BEGIN IMMEDIATE`` writes
+that give up after the store's lock timeout, one-line ``StoreError`` messages naming the database). A row keeps the title, note, author, time, the dataset and
 query, the Compare state as URL parameters (``CompareState.to_params()``) and the rankings and scores
 as shown (``CaseTable.to_dict()``, JSON).
 
 Schema: the table is added in a backward-compatible way. The judgment store runs its own upgrade
-(``core.migrations``) first; then ``upgrade_cases`` applies this feature's steps in one write
-transaction and records ``meta.casestudy_schema_version`` in the shared ``meta`` table. The judgment
+(``core.migrations``, Alembic) first; then ``upgrade_cases`` reads ``meta.casestudy_schema_version``
+without a lock and, only when it is behind, applies this feature's steps in one write transaction and records ``meta.casestudy_schema_version`` in the shared ``meta`` table. The judgment
 schema version (``meta.schema_version``) is left as it is, so an app build without case studies still
 opens the database (it would refuse a higher judgment schema version) and simply ignores the extra
 table.
@@ -63,16 +63,30 @@ CASE_STEPS: dict[int, Callable[[Connection], None]] = {0: _v0_to_v1}
 """``CASE_STEPS[v]`` upgrades the case-study tables from version ``v`` to ``v + 1``."""
 
 
+def _case_version(conn: Connection) -> int:
+    value = conn.execute(text("SELECT value FROM meta WHERE key = :k"), {"k": CASE_VERSION_KEY}).scalar()
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        raise CaseStudyError(f"meta.{CASE_VERSION_KEY} is {value!r}, not a number: the database is damaged") from None
+
+
 def upgrade_cases(store: JudgmentStore) -> int:
-    """Bring the case-study tables to ``CASE_SCHEMA_VERSION``; returns the version before."""
+    """Bring the case-study tables to ``CASE_SCHEMA_VERSION``; returns the version before.
+
+    The version is read first without a write lock: a current database is opened without waiting
+    for other writers.
+    """
+    before = store._reading(lambda: _read_case_version(store))
+    if before > CASE_SCHEMA_VERSION:
+        raise CaseStudyError(f"the case-study tables have schema version {before}, newer than this app "
+                             f"({CASE_SCHEMA_VERSION}); update the app")
+    if before == CASE_SCHEMA_VERSION:
+        return before
 
     def tx() -> int:
         with store.engine.execution_options(qrs_write=True).begin() as conn:
-            value = conn.execute(text("SELECT value FROM meta WHERE key = :k"), {"k": CASE_VERSION_KEY}).scalar()
-            before = int(value) if value is not None else 0
-            if before > CASE_SCHEMA_VERSION:
-                raise CaseStudyError(f"the case-study tables have schema version {before}, newer than this app "
-                                     f"({CASE_SCHEMA_VERSION}); update the app")
+            before = _case_version(conn)
             for version in range(before, CASE_SCHEMA_VERSION):
                 CASE_STEPS[version](conn)
             if before != CASE_SCHEMA_VERSION:
@@ -81,7 +95,12 @@ def upgrade_cases(store: JudgmentStore) -> int:
                              {"k": CASE_VERSION_KEY, "v": str(CASE_SCHEMA_VERSION)})
             return before
 
-    return store._retry(tx)
+    return store._run(tx)
+
+
+def _read_case_version(store: JudgmentStore) -> int:
+    with store.engine.connect() as conn:
+        return _case_version(conn)
 
 
 @dataclass(frozen=True)
@@ -142,9 +161,7 @@ class CaseStudyStore:
 
     def schema_version(self) -> int:
         """``meta.casestudy_schema_version`` (0: never upgraded)."""
-        with self.judgments.engine.connect() as conn:
-            value = conn.execute(text("SELECT value FROM meta WHERE key = :k"), {"k": CASE_VERSION_KEY}).scalar()
-            return int(value) if value is not None else 0
+        return self.judgments._reading(lambda: _read_case_version(self.judgments))
 
     def save(self, table: CaseTable, title: str, author: str, note: str | None = None,
              state: Mapping[str, str] | None = None) -> SavedCase:
@@ -166,23 +183,29 @@ class CaseStudyStore:
                 s.flush()
                 return _record(row)
 
-        return self.judgments._retry(tx)
+        return self.judgments._run(tx)
 
     def list(self, dataset: str | None = None) -> list[SavedCase]:
         """Saved cases, newest first (optionally of one dataset)."""
         stmt = select(CaseStudyRow).order_by(CaseStudyRow.created_at.desc(), CaseStudyRow.id.desc())
         if dataset is not None:
             stmt = stmt.where(CaseStudyRow.dataset == dataset)
-        with self.judgments._read() as s:
-            return [_record(r) for r in s.scalars(stmt)]
+        def read() -> list[SavedCase]:
+            with self.judgments._read() as s:
+                return [_record(r) for r in s.scalars(stmt)]
+
+        return self.judgments._reading(read)
 
     def get(self, case_id: int) -> SavedCase:
         """One saved case or ``CaseStudyError``."""
-        with self.judgments._read() as s:
-            row = s.get(CaseStudyRow, int(case_id))
-            if row is None:
-                raise CaseStudyError(f"no saved case study with id {case_id}")
-            return _record(row)
+        def read() -> SavedCase:
+            with self.judgments._read() as s:
+                row = s.get(CaseStudyRow, int(case_id))
+                if row is None:
+                    raise CaseStudyError(f"no saved case study with id {case_id}")
+                return _record(row)
+
+        return self.judgments._reading(read)
 
     def rename(self, case_id: int, title: str, note: str | None = None) -> SavedCase:
         """New title (and note, when given)."""
@@ -200,7 +223,7 @@ class CaseStudyStore:
                 s.flush()
                 return _record(row)
 
-        return self.judgments._retry(tx)
+        return self.judgments._run(tx)
 
     def delete(self, case_id: int) -> bool:
         """Remove a saved case; False if there was none."""
@@ -213,4 +236,4 @@ class CaseStudyStore:
                 s.delete(row)
                 return True
 
-        return self.judgments._retry(tx)
+        return self.judgments._run(tx)

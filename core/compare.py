@@ -138,6 +138,10 @@ def run_system(
     """One system's ranking for the query (a reranker reranks its first stage's top ``depth``)."""
     exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
     system = load(choice.name, choice.variant, choice.options)
+    if dataset.candidates:  # candidate lists: every system ranks the query's own candidates
+        from core.candidates import pair_scorer, rank_candidates
+
+        return rank_candidates(pair_scorer(system, dataset, system.name), dataset, query_id or query, k)
     if choice.first_stage:
         start = time.perf_counter()
         first = load(choice.first_stage, None, ()).search(query, max(k, choice.depth), exclude=exclude)

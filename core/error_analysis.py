@@ -474,10 +474,19 @@ def system_runs(
     first_stage: str = "bm25",
     depth: int = 20,
     loader=None,  # noqa: ANN001 - (name, dataset) -> system; default core.registry.load_system
+    progress=None,  # noqa: ANN001 - progress(fraction, message) with query counts while computing
 ) -> list[Run]:
-    """Runs of built-in systems by name (rerankers rescore ``first_stage``'s top ``depth``)."""
+    """Runs of built-in systems by name (rerankers rescore ``first_stage``'s top ``depth``).
+
+    With the stored runs' first stage (bm25, top 20) they come from ``core.runs.load_runs``: the build's
+    stored TREC runs where fresh, computed only for what they lack (``progress`` reports counts).
+    """
+    from core import runs as stored
     from core.registry import load_system
 
+    if first_stage == stored.FIRST_STAGE and depth == stored.RERANK_DEPTH:
+        by_name = None if loader is None else (lambda name, v=None: loader(f"{name}@{v}" if v else name, dataset))
+        return stored.load_runs(dataset, list(names), queries, k, progress or (lambda f, m: None), by_name)
     load = loader or (lambda name, ds: load_system(name, ds))
     runs, first = [], None
     for name in names:

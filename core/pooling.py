@@ -3,7 +3,9 @@
 The order is a deterministic shuffle seeded by (dataset, query), so the same query shows the same
 order to every annotator and after a reload, and no system's order leaks through. Each pool item
 remembers which systems retrieved it and at what rank (1-based); the Annotate page hides this and
-stores it with the label.
+stores it with the label. Fused first stages (``core.fusion``) are retrievers like any other: a built
+fusion is in ``available_systems`` as ``fusion`` (the default ``bm25+minilm:rrf``) or
+``fusion@PART+PART:METHOD``.
 """
 from __future__ import annotations
 
@@ -61,19 +63,14 @@ def build_pool(
 
 
 def available_systems(dataset: Dataset) -> list[str]:
-    """Registered systems that apply to the dataset and are built (importable and ``is_built``)."""
-    from core.registry import list_systems, supports, system_module
+    """Systems that can rank the dataset now, trained models from other datasets included
+    (``SYSTEM@TRAINED_ON``, see ``core.portable.applicable_systems``)."""
+    from core.fusion import DEFAULT_VARIANT, built_variants
+    from core.portable import applicable_systems
 
-    out = []
-    for spec in list_systems():
-        if not supports(spec, dataset):
-            continue
-        try:
-            if system_module(spec.name).is_built(dataset):
-                out.append(spec.name)
-        except ModuleNotFoundError:
-            continue
-    return out
+    names = applicable_systems(dataset)
+    # every built fusion joins as fusion@PART+PART:METHOD (the default one is plain "fusion")
+    return names + [f"fusion@{v}" for v in built_variants(dataset) if v != DEFAULT_VARIANT]
 
 
 def system_top_ids(system, dataset: Dataset, query: str, k: int, query_id: str | None = None,  # noqa: ANN001

@@ -23,15 +23,21 @@ from core.casestudy import (
     to_markdown,
     truncate,
 )
-from core.compare import compare, pooled_ids
+from core.compare import SystemChoice, compare, pooled_ids
+from core.fusion import FUSION_METHODS, parse_variant
 from core.data import list_datasets
 from core.errors import StudioError
 from core.judgments import default_url
-from core.registry import list_systems, supports
-from ui.cache import case_store, system
+from core.portable import system_choices
+from ui.cache import case_store, fusion_system, system
+from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
+from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+FUSION_LABELS = {"rrf": "RRF (reciprocal rank)", "combsum": "CombSUM (min-max)", "wsum": "weighted sum (min-max)"}
+
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Compare · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Compare")
 
@@ -42,17 +48,18 @@ opened = st.session_state.pop("compare.open", None)
 fresh = opened is not None or "compare.url_state" not in st.session_state
 source = dict(opened) if opened is not None else (
     st.query_params.to_dict() if fresh else dict(st.session_state["compare.url_state"]))
+fuse_link = source.pop("fuse", None)  # the fused column's name (Compare's own link parameter)
 if fresh:
     wanted = resolve_dataset(source, list_datasets(), ds_name)
     if wanted != ds_name:
         st.session_state["dataset"] = ds_name = wanted
 ds = page_dataset(ds_name)
 
-retrievers = [s.name for s in list_systems("retriever") if supports(s, ds)]
-rerankers = [s.name for s in list_systems("reranker") if supports(s, ds)]
-if not retrievers:
-    st.info("This dataset is a reranking dataset (candidate lists); use the CLI `eval` for it.")
-    st.stop()
+# every applicable system, models trained on another dataset as SYSTEM@TRAINED_ON (core.portable)
+retrievers = system_choices(ds, "retriever")
+rerankers = system_choices(ds, "reranker")
+if ds.candidates:
+    st.info("Candidate lists: every system ranks the chosen question's own candidates (pick a dataset question).")
 
 WIDGETS = {"compare.systems": "systems", "compare.rerankers": "rerankers", "compare.first_stage": "first_stage",
            "compare.depth": "depth", "compare.k": "k", "compare.index": "index", "compare.nprobe": "nprobe",
@@ -69,7 +76,17 @@ if fresh or any(key not in st.session_state for key in [*WIDGETS, "compare.query
     if fresh or "compare.baseline" not in st.session_state:
         st.session_state["compare.baseline"] = seed.baseline or "(none)"
     if fresh:
-        st.session_state["compare.url_notes"] = (notes, seed.to_params())
+        try:
+            fused_seed = parse_variant(fuse_link) if fuse_link else None
+        except StudioError as exc:
+            fused_seed = None
+            notes.append(f"fusion {fuse_link!r} ignored: {exc}")
+        if fused_seed and all(name in retrievers and not v for name, v in fused_seed.parts):
+            st.session_state["compare.fuse_parts"] = [name for name, _ in fused_seed.parts]
+            st.session_state["compare.fuse_method"] = fused_seed.method
+        else:
+            st.session_state["compare.fuse_parts"] = []
+        st.session_state["compare.url_notes"] = (notes, {**seed.to_params(), **({"fuse": fuse_link} if fused_seed else {})})
 url_notes = st.container()
 
 # ----------------------------------------------------------------------------- query
@@ -114,11 +131,21 @@ with st.sidebar:
         ef = st.slider("efSearch (HNSW)", 8, 512, key="compare.ef")
         beam = st.slider("Tree beam width", 1, 200, key="compare.beam")
         branching = st.selectbox("Tree K", list(TREE_BRANCHING), key="compare.tree_k")
+    st.session_state.setdefault("compare.fuse_parts", [])
+    with st.expander("Fusion (ranx)", expanded=bool(st.session_state["compare.fuse_parts"])):
+        fuse_parts = st.multiselect("Fuse these first stages", [r for r in retrievers if r != "fusion"],
+                                    key="compare.fuse_parts",
+                                    help="two or more: adds a fused column (ranx fuse of each part's top 100)")
+        fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",
+                                   format_func=FUSION_LABELS.get)
 
 state = CompareState(ds_name, typed, qid, tuple(chosen), tuple(chosen_rr), first_stage, depth, k, None, ann, nprobe,
                      ef, beam, branching)
 choices = state.choices()
-labels = [c.label for c in choices]
+labels = [c.label for c in choices]  # baselines: the chosen systems (the fused column is compared against them)
+fused = f"{'+'.join(fuse_parts)}:{fuse_method}" if len(fuse_parts) >= 2 else None
+if fused:
+    choices.append(SystemChoice("fusion", variant=fused))
 if st.session_state.get("compare.baseline") not in ["(none)"] + labels:
     st.session_state["compare.baseline"] = "(none)"
 baseline = st.sidebar.selectbox("Baseline for rank movement", ["(none)"] + labels, key="compare.baseline")
@@ -126,6 +153,8 @@ state = replace(state, baseline=None if baseline == "(none)" else baseline)
 
 # ----------------------------------------------------------------------------- URL sync
 link = state.to_params()
+if fused:
+    link["fuse"] = fused
 st.session_state["compare.url_state"] = link
 if link != st.query_params.to_dict():
     st.query_params.from_dict(link)
@@ -147,6 +176,8 @@ if not choices:
 
 
 def _load(name, variant, options):
+    if name == "fusion" and variant:
+        return fusion_system(variant, ds_name)
     return system(name, ds_name, variant, tuple(options))
 
 
@@ -174,42 +205,40 @@ if qid:
         for text in result.known_paraphrases:
             st.text(f"• {text}")
 
-# ----------------------------------------------------------------------------- columns
-MARKS = "✅ relevant (qrels) · 👤 user label (0/1/2) · ▫️ unjudged · ◆ in every column · ◇ only here"
+# ----------------------------------------------------------------------------- rankings side by side
+# One aligned table (a row per rank, a column per system, wrapped question text with the marks) stays
+# readable with one to eight systems at 1,400 px; st.dataframe renders every cell as plain text.
 st.caption(MARKS)
-n_ok = sum(r.ok for r in result.results)
-cols = st.columns(len(result.results))
-for col, res in zip(cols, result.results):
-    with col:
-        st.subheader(res.choice.label)
-        if not res.ok:
-            st.error(res.error, icon="⚠️")
-            continue
-        stats = [f"{1000 * res.ranking.seconds:.1f} ms"]
-        for key in ("distance_computations", "pair_scorings"):
-            if key in res.ranking.stats:
-                stats.append(f"{res.ranking.stats[key]:,.0f} {key.replace('_', ' ')}")
-        if res.recall_vs_exact is not None:
-            stats.append(f"recall vs exact {res.recall_vs_exact:.0%}")
-        st.caption(" · ".join(stats))
-        if res.metrics:
-            st.caption(" · ".join(f"{m.replace('precision@1', 'P@1')} {v:.2f}" for m, v in res.metrics.items()))
-        rows = []
-        for h in res.hits:
-            mark = "✅" if (h.qrel or 0) > 0 else ("👤" + str(h.user_label) if h.user_label is not None else "▫️")
-            if h.user_label is not None and (h.qrel or 0) > 0:
-                mark = f"✅👤{h.user_label}"
-            share = "◆" if h.shared_by == n_ok and n_ok > 1 else ("◇" if h.shared_by == 1 and n_ok > 1 else "")
-            row = {"#": h.rank, "": mark + share, "question": h.text, "score": h.score}
-            if result.baseline:  # the movement column only when there is a baseline to move against
-                row = {"#": h.rank, "move": h.movement, **{k: v for k, v in row.items() if k != "#"}}
-            rows.append(row)
-        frame = pd.DataFrame(rows)
-        st.dataframe(frame, hide_index=True, width="stretch",
-                     column_config={"#": st.column_config.NumberColumn(width="small"),
-                                    "": st.column_config.TextColumn(width="small"),
-                                    "score": st.column_config.NumberColumn(format="%.3f", width="small"),
-                                    "question": st.column_config.TextColumn(width="large")})
+for res in result.results:
+    if not res.ok:
+        st.error(f"{res.choice.label}: {res.error}", icon="⚠️")
+summary = summary_rows(result)
+st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch",
+             column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f")})
+if fused and any(r.ok and r.choice.name == "fusion" for r in result.results):
+    fuser = fusion_system(fused, ds_name)
+    how = "parameters tuned on the dev split" if fuser.tuned else (
+        f"untuned defaults; tune on dev with `python -m core train --system fusion --variant {fused}`")
+    st.caption(f"fusion@{fused}: {FUSION_LABELS[fuse_method]} over each part's top {fuser.depth}, "
+               f"{fuser.params or 'no parameters'} ({how}).")
+ok = [r for r in result.results if r.ok]
+for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems
+    table = aligned_table(result, group)
+    size = layout(len(group), len(table))
+    config = {"#": st.column_config.NumberColumn("#", width=RANK_WIDTH)}
+    for label in table.columns[1:]:
+        config[label] = st.column_config.TextColumn(label, width=size.column_width)
+    st.dataframe(table, hide_index=True, width="stretch", height=size.height, row_height=size.row_height,
+                 column_config=config)
+if ok:
+    with st.expander("Per system: ranks, movement, scores (sortable)"):
+        for tab, res in zip(st.tabs([r.choice.label for r in ok]), ok):
+            with tab:
+                st.dataframe(detail_rows(res, len(ok), bool(result.baseline)), hide_index=True, width="stretch",
+                             column_config={"#": st.column_config.NumberColumn(width="small"),
+                                            "": st.column_config.TextColumn(width="small"),
+                                            "score": st.column_config.NumberColumn(format="%.3f", width="small"),
+                                            "question": st.column_config.TextColumn(width="large")})
 
 # ----------------------------------------------------------------------------- agreement
 if len(result.rbo) >= 1:

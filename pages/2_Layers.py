@@ -7,10 +7,12 @@ import streamlit as st
 from core.errors import StudioError
 from core.layers import NEGATIVE_SAMPLERS, query_layer_cosines
 from core.registry import list_systems, supports
-from ui.cache import LAYER_SOURCES, layer_curve, layer_fn, recall_curve, system
+from ui.cache import LAYER_SOURCES, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
+from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Layers · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Layers")
 st.caption("Mean over dataset queries of |log cos(q, q⁺) − log cos(q, q⁻)| for each layer's representation "
@@ -39,15 +41,17 @@ COLORS = ["#1f6feb", "#8250df", "#d1242f", "#bf8700", "#1a7f37", "#0969da"]
 fig = go.Figure()
 notes = []
 for color, label in zip(COLORS, chosen):
-    bar = st.progress(0.0, text=f"{label}: computing…")
-    try:
-        curve = layer_curve(label, ds_name, n, negatives, int(seed),
-                            _progress=lambda f, m, bar=bar: bar.progress(min(1.0, f), text=m))
-    except StudioError as exc:
-        bar.empty()
-        notes.append(f"{label}: {exc}")
-        continue
-    bar.empty()
+    curve = layer_curve_cached(label, ds_name, n, negatives, int(seed))
+    if curve is None:  # computed here, with this session's own progress bar (never inside a st.cache_*)
+        bar = st.progress(0.0, text=f"{label}: 0/{n} queries")
+        try:
+            curve = layer_curve(label, ds_name, n, negatives, int(seed),
+                                progress=lambda f, m, bar=bar: bar.progress(min(1.0, f), text=m))
+        except StudioError as exc:
+            notes.append(f"{label}: {exc}")
+            continue
+        finally:
+            bar.empty()
     x = list(range(curve.values.shape[0]))
     low, high = curve.quantiles()
     fig.add_trace(go.Scatter(x=x + x[::-1], y=list(high) + list(low[::-1]), fill="toself", fillcolor=color,

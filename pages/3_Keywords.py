@@ -10,9 +10,11 @@ from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, get_spec, supports
 from core.retrieval.base import validate_query
 from ui.cache import system
+from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Keywords · Question Retrieval Studio", page_icon="🔑", layout="wide")
 st.title("Keywords")
 st.caption("FRM (frm-multiview-chong.md §3): keyword importance w(k, q) (Eq. 7), multi-level keyword sets, "
@@ -93,7 +95,8 @@ def pick_candidate(slot: str, default: int) -> str | None:
 
 
 def token_heatmap(e) -> go.Figure:
-    """Tokens coloured by FRM importance (query row, candidate row); importance, IDF, POS on hover."""
+    """Tokens coloured by FRM importance (query row, candidate row), colour range = the shown importances'
+    minimum to maximum; importance, IDF, POS on hover."""
     width = max(len(e.query_keywords), len(e.candidate_keywords), 1)
     z, txt, hover = [], [], []
     for kws, imp, idf, pos in ((e.candidate_keywords, e.candidate_importance, e.candidate_idf, e.candidate_pos),
@@ -102,7 +105,10 @@ def token_heatmap(e) -> go.Figure:
         z.append(list(imp) + [None] * pad)
         txt.append(list(kws) + [""] * pad)
         hover.append([f"importance {w:.3f}, IDF {i:.2f}, POS {p}" for w, i, p in zip(imp, idf, pos)] + [""] * pad)
-    fig = go.Figure(go.Heatmap(z=z, text=txt, texttemplate="%{text}", customdata=hover, zmin=0, zmax=1,
+    shown = [w for row in z for w in row if w is not None] or [0.0, 1.0]
+    lo, hi = min(shown), max(shown)  # colour range = the importances shown (exact values on hover)
+    lo, hi = (lo, hi) if hi - lo > 1e-6 else (0.0, 1.0)
+    fig = go.Figure(go.Heatmap(z=z, text=txt, texttemplate="%{text}", customdata=hover, zmin=lo, zmax=hi,
                                colorscale="YlOrRd", hovertemplate="%{text}: %{customdata}<extra></extra>",
                                colorbar={"title": {"text": "w(k)"}}))
     fig.update_layout(height=190, margin={"l": 10, "r": 10, "t": 10, "b": 10},

@@ -6,12 +6,15 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judgments import default_url
+from core.fusion import built_variants
 from core.pooling import available_systems, build_pool
 from core.retrieval.base import validate_query
 from ui.cache import judgment_store, pool_ids
+from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Annotate")
 
@@ -42,7 +45,7 @@ with st.expander("Guidelines", expanded=False):
 # ----------------------------------------------------------------------------- queue
 with st.sidebar:
     st.header("Queue")
-    systems = available_systems(ds)
+    systems = available_systems(ds) + [f"fusion@{v}" for v in built_variants(ds)]
     chosen = st.multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
                             help="The pool is the union of their top-k, shuffled; system names stay hidden.")
     k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
@@ -76,7 +79,12 @@ def _pool(entry: dict) -> list:
     if entry.get("pool"):
         rankings = {name: list(ids) for name, ids in entry["pool"].items()}
     else:
-        rankings = {name: pool_ids(name, ds_name, entry["query"], entry.get("query_id"), int(k)) for name in chosen}
+        rankings = {}
+        for name in chosen:  # a pool system that cannot run is named and left out; the others still pool
+            try:
+                rankings[name] = pool_ids(name, ds_name, entry["query"], entry.get("query_id"), int(k))
+            except StudioError as exc:
+                st.warning(f"{name} is left out of the pool: {exc}", icon="⚠️")
     exclude = [entry["query_id"]] if entry.get("query_id") and ds.ignore_identical_ids else []
     return build_pool(rankings, int(k), ds.name, entry["query"], exclude=exclude) if rankings else []
 
@@ -129,11 +137,11 @@ def _undo() -> None:
     if not st.session_state[UNDO]:
         return
     last = st.session_state[UNDO].pop()
-    if last["previous"] is None:
-        store.clear_label(annotator, ds.name, last["query"], last["doc"])
-    else:
-        store.set_label(annotator, ds.name, last["query"], last["doc"], ds.corpus[last["doc"]], last["previous"],
-                        query_id=last["query_id"], systems=last["systems"])
+    try:  # restores the previous label and its note (or removes a first label)
+        store.undo(annotator, ds.name, last["query"], last["doc"])
+    except StudioError as exc:
+        st.session_state["annotate.error"] = str(exc)
+        return
     st.session_state[POS], st.session_state[ITEM] = last["pos"], last["item"]
 
 

@@ -1,6 +1,7 @@
 """Error analysis: metrics with Holm-corrected tests, per-query deltas, unjudged rates, buckets, agreement,
 exports. Layout only: every number comes from ``core.error_analysis`` (the same code as
-``python -m core compare``)."""
+``python -m core compare``). Built systems' runs are the stored TREC runs the build writes
+(``core.runs``); only what is missing or stale is computed here, behind a progress bar with counts."""
 from __future__ import annotations
 
 import tempfile
@@ -37,10 +38,14 @@ from core.errors import StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.judgments import default_url
 from core.pooling import available_systems
-from ui.cache import judgment_store, run_dict
+from core.fusion import built_variants
+from core.runs import STORED_DEPTH, default_split, run_status
+from ui.cache import judgment_store, stored_runs
+from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Error Analysis · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Error analysis")
 
@@ -53,7 +58,7 @@ except Exception as exc:
     st.stop()
 
 # ----------------------------------------------------------------------------- choices
-stored_runs = imported_runs(ds.name)
+imported = imported_runs(ds.name)
 with st.sidebar:
     st.header("Runs")
     upload = st.file_uploader("Import a TREC run file (qid Q0 docid rank score tag)", key="ea.upload")
@@ -65,12 +70,12 @@ with st.sidebar:
             try:
                 name, _ = import_run(path, ds, run_name or Path(upload.name).stem)
                 st.toast(f"Imported run {name}")
-                stored_runs = imported_runs(ds.name)
+                imported = imported_runs(ds.name)
             except StudioError as exc:
                 error(exc)
 
-built = available_systems(ds)
-options = built + [f"run:{n}" for n in stored_runs]
+built = available_systems(ds) + [f"fusion@{v}" for v in built_variants(ds)]
+options = built + [f"run:{n}" for n in imported]
 c1, c2, c3 = st.columns(3)
 chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")
 source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
@@ -81,8 +86,11 @@ stat_test = c3.radio("Significance test", ["student", "fisher"], key="ea.test", 
 c4, c5, c6 = st.columns(3)
 metrics = c4.multiselect("Metrics", sorted(set(ALL_METRICS) | set(DEFAULT_METRICS)), default=list(DEFAULT_METRICS),
                          key="ea.metrics")
-split = c5.selectbox("Query split", ["all", *ds.query_splits], key="ea.split")
-k = int(c6.number_input("Depth k of built-in systems", 10, 1000, 100, key="ea.k"))
+splits = ["all", *ds.query_splits]
+split = c5.selectbox("Query split", splits, index=splits.index(default_split(ds)), key="ea.split",
+                     help="opens on the held-out test split where the dataset has one")
+k = int(c6.number_input("Depth k of built-in systems", 10, 1000, STORED_DEPTH, key="ea.k",
+                        help=f"stored runs hold the top {STORED_DEPTH}; a deeper k computes the runs here"))
 if not chosen or not metrics:
     st.info("Pick at least one system (or imported run) and one metric.")
     st.stop()
@@ -90,13 +98,36 @@ baseline = st.selectbox("Baseline", chosen, key="ea.baseline")
 
 try:
     labels = label_set(ds, store, source, split)
-    query_items = tuple(sorted(labels.queries.items()))
-    runs = []
-    for name in chosen:
-        if name.startswith("run:"):
-            runs.append(load_run_file(stored_runs[name[4:]], name))
-        else:
-            runs.append(run_from_dict(run_dict(name, ds_name, query_items, k), name))
+    if not labels.queries:
+        st.info(f"No query of the split {split!r} has relevance labels from this source: pick another split "
+                "or source.")
+        st.stop()
+    systems = [name for name in chosen if not name.startswith("run:")]
+    bar = st.progress(0.0, text=f"reading runs: 0 / {len(systems)} systems") if systems else None
+
+    def _report(fraction: float, message: str) -> None:
+        bar.progress(min(1.0, max(0.0, fraction)), text=message)
+
+    computed, failed = {}, {}
+    try:
+        for i, name in enumerate(systems):  # one system that cannot run is reported; the others are analysed
+            try:
+                (computed[name],) = stored_runs(ds_name, [name], labels.queries, k, progress=lambda f, m, i=i: _report(
+                    (i + f) / len(systems), f"{m} · system {i + 1} / {len(systems)}"))
+            except StudioError as exc:
+                failed[name] = str(exc)
+    finally:
+        if bar is not None:
+            bar.empty()
+    for name, why in failed.items():
+        st.warning(f"{name} is left out: {why}", icon="⚠️")
+    chosen = [name for name in chosen if name not in failed]
+    if not chosen:
+        st.stop()
+    if baseline in failed:
+        baseline = chosen[0]
+    runs = [load_run_file(imported[name[4:]], name) if name.startswith("run:") else run_from_dict(computed[name], name)
+            for name in chosen]
     res = analyze(labels, runs, baseline, metrics, stat_test)
 except StudioError as exc:
     error(exc)
@@ -107,6 +138,11 @@ st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Te
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
 st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
+sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
+live = [n for n, state in sources.items() if state != "fresh"]
+st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run): {', '.join(live)}" if live else "")
+           + (f"; imported: {', '.join(n[4:] for n in chosen if n.startswith('run:'))}"
+              if any(n.startswith("run:") for n in chosen) else "") + ".")
 
 tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"])
 

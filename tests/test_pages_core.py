@@ -11,7 +11,12 @@ _app = app_test
 def test_home_shows_dataset_and_systems(built):
     at = _app("app.py").run()
     assert not at.exception
-    assert at.metric[0].value == "123" or int(at.metric[0].value.replace(",", "")) > 100
+    from core.data import load_dataset
+
+    stats = load_dataset("qqp-bimpm").stats()  # the tiny fixture: 244 questions, 123 queries
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Collection"] == f"{stats['collection']:,}" and shown["Queries"] == f"{stats['queries']:,}", shown
+    assert shown["Judged pairs (qrels)"] == f"{stats['judged pairs (qrels)']:,}", shown
     assert any("bm25" in str(df.value) for df in at.dataframe)
 
 
@@ -21,10 +26,13 @@ def test_compare_one_column_per_system_and_missing_artifact(built):
     at.multiselect(key="compare.systems").set_value(["bm25", "densetrans"]).run()
     at.text_input(key="compare.query").input("How do I learn Python fast ?").run()
     assert not at.exception
-    assert [h.value for h in at.subheader][:2] == ["bm25", "densetrans"]
-    assert len(at.dataframe) >= 1  # bm25's column
-    assert any("python -m core train --system densetrans" in e.value or "not implemented" in e.value
-               or "densetrans" in e.value for e in at.error)
+    summary, aligned = at.dataframe[0].value, at.dataframe[1].value
+    assert summary["system"].tolist() == ["bm25", "densetrans"]
+    assert list(aligned.columns) == ["#", "bm25"]  # one aligned table: a column per system that ran
+    assert aligned["#"].tolist() == list(range(1, len(aligned) + 1))
+    assert all("python" in c.lower() or "learn" in c.lower() for c in aligned["bm25"][:2]), aligned["bm25"][:2]
+    assert any(e.value.startswith("densetrans:") and "python -m core train --system densetrans" in e.value
+               for e in at.error), [e.value for e in at.error]
 
 
 def test_compare_dataset_query_marks_relevance(built):
@@ -33,8 +41,9 @@ def test_compare_dataset_query_marks_relevance(built):
     at.run()
     assert not at.exception
     assert any("removed from its own ranking" in c.value for c in at.caption)
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value  # the aligned table (the first one is the per-system summary)
     assert "q00000" not in table.to_string()
+    assert any(c.startswith("✅") for c in table["bm25"]), table["bm25"].tolist()  # its paraphrase, marked
 
 
 def test_compare_rejects_huge_query(built):
@@ -48,3 +57,18 @@ def test_models_page(built):
     at = _app("pages/6_Models.py").run()
     assert not at.exception
     assert "bm25" in at.dataframe[0].value["system"].tolist()
+
+
+def test_compare_fused_column_names_missing_parts_and_bad_links(built):
+    at = _app("pages/1_Compare.py")
+    at.query_params["fuse"] = "bm25+nosuch:rrf"
+    at.run()
+    assert not at.exception
+    assert any("fusion 'bm25+nosuch:rrf' ignored" in t.value for t in at.text), [t.value for t in at.text]
+    at.multiselect(key="compare.fuse_parts").set_value(["bm25", "densetrans"]).run()
+    at.text_input(key="compare.query").input("How do I learn Python fast ?").run()
+    assert not at.exception
+    assert at.dataframe[0].value["system"].tolist() == ["bm25", "fusion@bm25+densetrans:rrf"]
+    assert any(e.value.startswith("fusion@bm25+densetrans:rrf:") and "python -m core train --system densetrans"
+               in e.value for e in at.error), [e.value for e in at.error]
+    assert at.query_params["fuse"] == "bm25+densetrans:rrf"  # the link keeps the fused column

@@ -4,9 +4,25 @@ Pages call these; everything they return comes from ``core``. Unhashable argumen
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
 import streamlit as st
 
 from core.data import Dataset, load_dataset
+
+
+@st.cache_resource(show_spinner=False)
+def autostart_build(name: str) -> bool:
+    """Start the default build once per server process and dataset (``QRS_AUTOBUILD=0`` disables it)."""
+    import os
+
+    from core.build import start_background_build
+
+    if os.environ.get("QRS_AUTOBUILD", "1") == "0":
+        return False
+    return start_background_build(name)
 
 
 @st.cache_resource(show_spinner="Loading dataset…")
@@ -16,10 +32,39 @@ def dataset(name: str) -> Dataset:
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=64)
 def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = ()):
-    """A loaded retriever/reranker (``options`` is a tuple of (key, value) pairs, hashable)."""
+    """A loaded retriever/reranker (``options`` is a tuple of (key, value) pairs, hashable); a missing
+    BM25 index is built first (seconds), like the CLI does (``core.portable.ensure_cheap``)."""
+    from core.portable import ensure_cheap
     from core.registry import load_system
 
+    if not options and not variant:
+        return ensure_cheap(name, dataset(dataset_name))
     return load_system(name, dataset(dataset_name), variant=variant, **dict(options))
+
+
+@st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
+def fusion_system(variant: str, dataset_name: str):
+    """A fused first stage (``core.fusion``) sharing this process's loaded parts.
+
+    A built variant uses its dev-tuned parameters; one not built yet fuses live with the untuned
+    defaults (RRF k = 60, equal weights), and says so in ``retriever.tuned`` / ``retriever.tuned_on``.
+    Missing parts raise ``MissingArtifactError`` with their build command.
+    """
+    from core import fusion
+    from core.errors import MissingArtifactError
+
+    spec = fusion.parse_variant(variant)
+    parts = [system(name, dataset_name, v) for name, v in spec.parts]
+    try:
+        retriever = fusion.load(dataset(dataset_name), spec.variant, loader=lambda n, v: system(n, dataset_name, v))
+        retriever.tuned, retriever.tuned_on = True, "tuned on dev"
+    except MissingArtifactError:
+        params = {"k": fusion.RRF_K_DEFAULT} if spec.method == "rrf" else {}
+        if spec.method == "wsum":
+            params = {"weights": [1.0 / len(parts)] * len(parts)}
+        retriever = fusion.FusionRetriever(spec, parts, params)
+        retriever.tuned, retriever.tuned_on = False, "untuned defaults"
+    return retriever
 
 
 # ----------------------------------------------------------------------------- judgments (issue 7)
@@ -37,6 +82,9 @@ def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | No
     from core.pooling import system_top_ids
     from core.registry import get_spec
 
+    if system_name.startswith("fusion@"):  # a built fusion variant (core.fusion) joins the pool like any first stage
+        loaded = fusion_system(system_name.split("@", 1)[1], dataset_name)
+        return system_top_ids(loaded, dataset(dataset_name), query, k, query_id)
     first = system("bm25", dataset_name) if get_spec(system_name).kind == "reranker" else None
     return system_top_ids(system(system_name, dataset_name), dataset(dataset_name), query, k, query_id, first)
 
@@ -69,16 +117,117 @@ def layer_fn(label: str, dataset_name: str):
     return retriever.layer_embeddings
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int, _progress=None):
-    """Discriminativeness per layer on ``n`` sampled queries (cached per settings)."""
+class ResultCache:
+    """A process-wide, thread-safe LRU of computed results: plain data only, never UI elements.
+
+    ``st.cache_data`` records the Streamlit calls a cached function makes and replays them for the
+    next session; a progress bar created by the page and drawn inside the cached function then
+    raises ``CacheReplayClosureError`` for every later visitor. Long computations that report
+    progress therefore run outside any ``st.cache_*`` function and keep their result here.
+    """
+
+    def __init__(self, max_entries: int = 64) -> None:
+        self.max_entries = max_entries
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, default=None):
+        """The stored value for ``key`` (marked most recently used), else ``default``."""
+        with self._lock:
+            if key not in self._items:
+                return default
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: Hashable, value) -> None:
+        """Store ``value``; the least recently used entry goes when the cache is full."""
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+@st.cache_resource(show_spinner=False)
+def result_cache(name: str) -> ResultCache:
+    """The process-wide ``ResultCache`` called ``name`` (one per kind of result)."""
+    return ResultCache()
+
+
+def layer_curve_cached(label: str, dataset_name: str, n: int, negatives: str, seed: int):
+    """The stored curve for these settings, or None when it has not been computed yet."""
+    return result_cache("layer_curve").get((label, dataset_name, n, negatives, seed))
+
+
+def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int,
+                progress: Callable[[float, str], None] | None = None):
+    """Discriminativeness per layer on ``n`` sampled queries (densetrans-cai2021.md Figures 1, 3).
+
+    Computed once per settings and process; ``progress(fraction, message)`` is called by the page's
+    own code while computing (it is never stored, so a later session gets the curve and no replay).
+    """
     from core.layers import discriminativeness, sample_triples
 
+    key = (label, dataset_name, n, negatives, seed)
+    cache = result_cache("layer_curve")
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
     ds = dataset(dataset_name)
     bm25 = system("bm25", dataset_name) if negatives == "bm25" else None
     triples = sample_triples(ds, n, negatives, bm25=bm25, seed=seed)
-    kwargs = {"progress": _progress} if _progress else {}
-    return discriminativeness(label, layer_fn(label, dataset_name), triples, **kwargs)
+    kwargs = {"progress": progress} if progress else {}
+    curve = discriminativeness(label, layer_fn(label, dataset_name), triples, **kwargs)
+    cache.put(key, curve)
+    return curve
+
+
+def _queries_key(queries: dict[str, str]) -> str:
+    import hashlib
+
+    digest = hashlib.sha1()
+    for q in sorted(queries):
+        digest.update(f"{q}\t{queries[q]}\n".encode())
+    return digest.hexdigest()
+
+
+def _run_fingerprint(ds, name: str) -> str:
+    from core.runs import fingerprint
+
+    system_name, _, variant = name.partition("@")
+    return fingerprint(ds, system_name, variant or None)
+
+
+def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k: int,
+                progress: Callable[[float, str], None] | None = None) -> list[dict]:
+    """Runs (``{qid: {doc: score}}``) of systems by name over ``queries`` for Error Analysis.
+
+    Stored runs are read (``core.runs.load_runs``); what is missing or stale is computed with
+    ``progress(fraction, "system: n/N queries")`` drawn by the page. Results are kept per model
+    fingerprint, queries and depth for the process (plain dicts: nothing of the page is stored).
+    """
+    from core.runs import load_runs
+
+    ds = dataset(dataset_name)
+    cache = result_cache("stored_runs")
+    qkey = _queries_key(queries)
+    keys = {name: (dataset_name, name, k, qkey, _run_fingerprint(ds, name)) for name in names}
+    missing = [name for name in names if keys[name] not in cache]
+    if missing:
+        runs = load_runs(ds, missing, queries, k=k, progress=progress or (lambda f, m: None),
+                         loader=lambda n, v=None: fusion_system(v, dataset_name) if n == "fusion" and v
+                         else system(n, dataset_name, v))
+        for name, run in zip(missing, runs):
+            cache.put(keys[name], run.to_dict())
+    return [cache.get(keys[name]) for name in names]
 
 
 @st.cache_data(show_spinner="Computing Recall@k on held-out queries…", max_entries=32)

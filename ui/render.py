@@ -12,9 +12,13 @@ def plain(text: str) -> None:
 
 
 def error(exc: BaseException) -> None:
-    """A clear message for a known error; a short one plus details for anything else."""
-    if isinstance(exc, StudioError):
-        st.error(str(exc), icon="⚠️")
+    """A clear message for a known error (the CLI's one line, naming the database for store errors);
+    a short one plus details for anything else."""
+    from core.errors import describe_error
+
+    message = describe_error(exc)
+    if isinstance(exc, StudioError) or message is not None:
+        st.error(message or str(exc), icon="⚠️")
     else:
         st.error(f"Unexpected error: {type(exc).__name__}: {exc}", icon="🛑")
 

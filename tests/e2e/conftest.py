@@ -29,6 +29,7 @@ CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-backgr
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                 "--window-size=1400,1000", "--disable-dev-shm-usage")
 SERVER_TIMEOUT = 90  # seconds until /_stcore/health answers (2 shared cores: imports are slow)
+BUILD_TIMEOUT = 600  # the tiny builds plus their stored runs take ~60 s idle, minutes on 2 loaded cores
 
 
 def browser_binaries() -> tuple[str | None, str | None]:
@@ -125,7 +126,7 @@ def app_server(e2e_var):
     server = start_streamlit(e2e_var, port, e2e_var / "streamlit.log")
     try:
         wait_healthy(url, server)
-        if builder.wait(timeout=240) != 0:
+        if builder.wait(timeout=BUILD_TIMEOUT) != 0:
             pytest.fail(f"building {E2E_SYSTEMS} on the tiny data failed:\n{build_log.read_text()[-3000:]}")
         yield url
     finally:
@@ -141,9 +142,8 @@ def downloads(e2e_var) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def browser(app_server, e2e_var, downloads):
-    """One headless Chromium (fresh profile) for the session."""
+def new_driver(e2e_var: Path, downloads: Path, profile_name: str):
+    """A headless Chromium with a fresh profile (its own cookies and storage: an independent visitor)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -152,18 +152,35 @@ def browser(app_server, e2e_var, downloads):
     options.binary_location = chrome
     for flag in CHROME_FLAGS:
         options.add_argument(flag)
-    profile = e2e_var / "chrome-profile"
+    profile = e2e_var / profile_name
     shutil.rmtree(profile, ignore_errors=True)
     options.add_argument(f"--user-data-dir={profile}")
     options.add_experimental_option("prefs", {"download.default_directory": str(downloads),
                                               "download.prompt_for_download": False})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path,
-                                                               log_output=str(e2e_var / "chromedriver.log")))
+    driver = webdriver.Chrome(options=options, service=Service(
+        executable_path=driver_path, log_output=str(e2e_var / f"chromedriver-{profile_name}.log")))
     driver.set_page_load_timeout(60)
     try:
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
     except Exception:  # older drivers: the prefs above suffice
         pass
+    return driver
+
+
+@pytest.fixture(scope="session")
+def browser(app_server, e2e_var, downloads):
+    """One headless Chromium (fresh profile) for the session."""
+    driver = new_driver(e2e_var, downloads, "chrome-profile")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="session")
+def second_browser(app_server, e2e_var, downloads):
+    """A second, independent visitor (own profile, own Streamlit session)."""
+    driver = new_driver(e2e_var, downloads, "chrome-profile-2")
     try:
         yield driver
     finally:

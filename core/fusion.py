@@ -1,0 +1,404 @@
+"""System "fusion": two or more first stages fused with ranx's ``fuse``, parameters tuned on the dev split.
+
+The DenseTrans paper compares against hybrids of lexical and embedding rankers
+(densetrans-cai2021.md §4.2.1, DESM-MIXTURE, BOW-CNN); this system builds such hybrids from any built
+first stages of the registry.
+
+Naming (a registry variant of system ``fusion``)
+    ``PART+PART[+PART...]:METHOD``, PART = ``system`` or ``system[variant]`` (a registry retriever;
+    brackets, not ``@``, so the name never clashes with ``SYSTEM@TRAINED_ON``), METHOD one of
+    ``FUSION_METHODS``. Examples: ``bm25+minilm:rrf``, ``bm25+densetrans:wsum``,
+    ``bm25[classic]+minilm[finetuned]+densetrans:combsum``. The run / ranking name is ``fusion@<variant>``
+    (``FusionRetriever.name``); its artifacts are in ``registry.system_dir(dataset, "fusion", variant)``.
+    ``fusion`` without a variant is ``DEFAULT_VARIANT``.
+
+Methods (all through ``ranx.fuse``; each part contributes its top ``depth`` = 100 hits per query)
+    - ``rrf``: reciprocal rank fusion (Cormack et al. 2009), s(d) = Σ_i 1 / (k + rank_i(d)); k tuned
+      on dev with ``ranx.optimize_fusion`` (default 60 when there is no dev split).
+    - ``combsum``: CombSUM of min-max-normalised scores (Fox & Shaw 1994), s(d) = Σ_i norm_i(d).
+      Nothing to tune.
+    - ``wsum``: weighted sum of min-max-normalised scores, s(d) = Σ_i w_i · norm_i(d); the weights are
+      tuned on dev with ``ranx.optimize_fusion`` (grid step 0.1). Equal weights without a dev split.
+    Min-max normalisation is per query over the part's top ``depth``; a document missing from a
+    part's list gets 0 from it. Tuning metric: ``TUNE_METRIC`` on the dev split (QQP: each query
+    removed from its own ranking, as everywhere).
+
+Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
+    - ``parse_variant(text) -> FusionSpec``: validates a name; bad input raises one clear message.
+    - ``build(dataset, variant=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
+      ``python -m core train --system fusion --variant bm25+minilm:rrf``.
+    - ``load(dataset, variant=..., loader=None) -> FusionRetriever``: a ``Retriever``;
+      ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
+      ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
+      (``core.registry.load_system`` by default). ``Ranking.stats`` holds each part's seconds.
+    - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.runs``) without
+      loading any model.
+    - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
+    In Compare: ``SystemChoice("fusion", variant="bm25+minilm:rrf")``; in the CLI:
+    ``python -m core eval --system fusion --variant bm25+minilm:rrf --split test`` and
+    ``python -m core search --system fusion --variant bm25+minilm:wsum "query"``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.artifacts import load_json, save_json
+from core.data import Dataset
+from core.errors import MissingArtifactError, StudioError
+from core.paths import artifact_dir
+from core.registry import build_command, slug, system_dir
+from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, _no_progress, validate_query
+
+FUSION_METHODS = ("rrf", "combsum", "wsum")
+RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "wsum": "wsum"}
+RANX_NORM = {"rrf": None, "combsum": "min-max", "wsum": "min-max"}
+DEFAULT_VARIANT = "bm25+minilm:rrf"
+VARIANTS = tuple(f"{parts}:{m}" for parts in ("bm25+minilm", "bm25+densetrans") for m in FUSION_METHODS)
+VARIANT_PATTERN = r"[^:@]+\+[^:@]+:[a-z]+"
+DEPTH = 100
+TUNE_METRIC = "map@100"
+RRF_K_DEFAULT = 60
+
+Loader = Callable[[str, "str | None"], Retriever]
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """Parsed fusion name: parts ((system, variant or None), ...) and the method."""
+
+    parts: tuple[tuple[str, str | None], ...]
+    method: str
+
+    @property
+    def part_labels(self) -> list[str]:
+        return [s + (f"[{v}]" if v else "") for s, v in self.parts]
+
+    @property
+    def variant(self) -> str:
+        return "+".join(self.part_labels) + f":{self.method}"
+
+
+@dataclass
+class FusionConfig:
+    """What ``build`` saves: the parts, the method, its tuned parameters, and how they were tuned."""
+
+    variant: str
+    method: str
+    parts: list[str]
+    params: dict = field(default_factory=dict)
+    depth: int = DEPTH
+    tuned_on: str = ""  # "dev (N queries, map@100)" or why nothing was tuned
+    tune_metric: str = TUNE_METRIC
+
+
+def parse_variant(text: str | None) -> FusionSpec:
+    """``bm25+minilm:rrf`` -> FusionSpec; raises ``StudioError`` naming what is wrong (nothing is run)."""
+    from core.registry import get_spec
+
+    text = (text or DEFAULT_VARIANT).strip()
+    if ":" not in text:
+        raise StudioError(f"fusion name {text!r}: expected PART+PART:METHOD, e.g. {DEFAULT_VARIANT} "
+                          f"(methods: {', '.join(FUSION_METHODS)})")
+    body, _, method = text.rpartition(":")
+    if method not in FUSION_METHODS:
+        raise StudioError(f"fusion method {method!r} is unknown; known: {', '.join(FUSION_METHODS)}")
+    labels = re.findall(r"([^+\[\]]+)(?:\[([^\]]*)\])?(?:\+|$)", body)
+    if len(labels) < 2 or "".join(n + (f"[{v}]" if v else "") + "+" for n, v in labels)[:-1] != body:
+        raise StudioError(f"fusion name {text!r}: name two or more first stages joined by '+', e.g. bm25+minilm "
+                          "(a part's variant in brackets: minilm[finetuned])")
+    if len(set(labels)) != len(labels):
+        raise StudioError(f"fusion name {text!r}: a first stage is named twice")
+    parts = []
+    for name, variant in labels:
+        spec = get_spec(name)  # UnknownNameError lists the systems
+        if spec.kind != "retriever" or name == "fusion":
+            raise StudioError(f"{name} cannot be fused: only first stages (retrievers other than fusion) can")
+        if variant and variant not in spec.variants:
+            raise StudioError(f"{name} has no variant {variant!r}; known: {', '.join(spec.variants) or 'none'}")
+        parts.append((name, variant or None))
+    return FusionSpec(tuple(parts), method)
+
+
+def _folder(dataset_name: str, variant: str | None) -> Path:
+    return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
+
+
+def _default_loader(dataset: Dataset) -> Loader:
+    from core.registry import load_system
+
+    return lambda name, variant: load_system(name, dataset, variant=variant)
+
+
+# ----------------------------------------------------------------------------- fusion with ranx
+def _run(data: Mapping[str, Mapping[str, float]], name: str):
+    from ranx import Run
+
+    run = Run.from_dict({q: dict(d) for q, d in data.items()}, name=name)
+    run.name = name
+    return run
+
+
+def fuse_dicts(parts: Sequence[Mapping[str, Mapping[str, float]]], method: str, params: Mapping | None = None,
+               k: int | None = None) -> dict[str, list[tuple[str, float]]]:
+    """Fuse per-part ``{qid: {doc: score}}`` with ``ranx.fuse``; ``{qid: [(doc, score), ...]}`` best first.
+
+    A query that a part left empty is fused from the other parts only (ranx needs the same queries in
+    every run); with ``wsum`` the remaining parts keep their weights. Ties break by doc id.
+    """
+    from ranx import fuse
+
+    if method not in FUSION_METHODS:
+        raise StudioError(f"fusion method {method!r} is unknown; known: {', '.join(FUSION_METHODS)}")
+    params = dict(params or {})
+    weights = list(params.get("weights") or [1.0] * len(parts))
+    qids = sorted({q for p in parts for q, docs in p.items() if docs})
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for q in qids:
+        groups.setdefault(tuple(i for i, p in enumerate(parts) if p.get(q)), []).append(q)
+    out: dict[str, list[tuple[str, float]]] = {}
+    for members, group in groups.items():
+        runs = [_run({q: parts[i][q] for q in group}, f"part{i}") for i in members]
+        if len(members) == 1:  # ranx fuses two or more runs: one answering part is its own fusion
+            out.update(_single(runs[0], method, params, weights[members[0]], k))
+            continue
+        call = {}
+        if method == "rrf":
+            call = {"k": params.get("k", RRF_K_DEFAULT)}
+        elif method == "wsum":
+            call = {"weights": [weights[i] for i in members]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numba's uint64->int64 cast warning inside ranx's min-max
+            fused = fuse(runs, norm=RANX_NORM[method], method=RANX_METHOD[method], params=call or None)
+        for q, docs in fused.to_dict().items():
+            ranked = sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
+            out[q] = [(d, float(s)) for d, s in (ranked[:k] if k else ranked)]
+    return out
+
+
+def _single(run, method: str, params: Mapping, weight: float, k: int | None) -> dict[str, list[tuple[str, float]]]:
+    """The fused scores when only one part answered a query: the same formulas with one term."""
+    from ranx import normalize
+
+    out = {}
+    if method == "rrf":
+        rrf_k = params.get("k", RRF_K_DEFAULT)
+        for q, docs in run.to_dict().items():
+            ranked = sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
+            out[q] = [(d, 1.0 / (rrf_k + i)) for i, (d, _) in enumerate(ranked, start=1)]
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            normed = normalize(run, "min-max")
+        scale = weight if method == "wsum" else 1.0
+        for q, docs in normed.to_dict().items():
+            out[q] = [(d, scale * float(s)) for d, s in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return {q: v[:k] if k else v for q, v in out.items()}
+
+
+def fuse_runs(runs: Sequence, method: str, params: Mapping | None = None, name: str = "fusion"):
+    """Fuse ranx ``Run`` objects (e.g. stored runs) into one ``Run`` named ``name`` (see ``fuse_dicts``)."""
+    fused = fuse_dicts([r.to_dict() for r in runs], method, params)
+    return _run({q: dict(v) for q, v in fused.items() if v}, name)
+
+
+def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Mapping[str, float]]], method: str,
+         metric: str = TUNE_METRIC) -> dict:
+    """ranx ``optimize_fusion`` on ``qrels``: RRF's k or wsum's weights ({} for combsum).
+
+    Only queries that every part answered and that have a relevant item take part (ranx needs the
+    same query ids in the qrels and every run).
+    """
+    from ranx import optimize_fusion
+
+    from core.evaluation import check_metrics, to_qrels
+
+    if method == "combsum":
+        return {}
+    (metric,) = check_metrics([metric])
+    qids = sorted(q for q, rel in qrels.items() if any(v > 0 for v in rel.values()) and all(p.get(q) for p in parts))
+    if not qids:
+        raise StudioError("no dev query with a relevant item was answered by every part: nothing to tune on")
+    runs = [_run({q: p[q] for q in qids}, f"part{i}") for i, p in enumerate(parts)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        best = optimize_fusion(to_qrels({q: qrels[q] for q in qids}), runs, norm=RANX_NORM[method],
+                               method=RANX_METHOD[method], metric=metric)
+    if method == "wsum":
+        return {"weights": [float(w) for w in best["weights"]]}
+    return {"k": int(best["k"])}
+
+
+# ----------------------------------------------------------------------------- retriever
+class FusionRetriever(Retriever):
+    """Fused first stages: each part ranks its top ``depth``, ranx fuses, the top k is returned."""
+
+    def __init__(self, spec: FusionSpec, parts: Sequence[Retriever], params: Mapping | None = None,
+                 depth: int = DEPTH) -> None:
+        if len(parts) != len(spec.parts):
+            raise StudioError(f"fusion {spec.variant}: {len(spec.parts)} parts named, {len(parts)} loaded")
+        self.spec, self.parts, self.params, self.depth = spec, list(parts), dict(params or {}), depth
+        self.name = f"fusion@{spec.variant}"
+        self.batch_size = max(p.batch_size for p in self.parts)
+
+    def _fuse(self, per_part: Sequence[Mapping[str, Ranking]], k: int) -> dict[str, list[tuple[str, float]]]:
+        return fuse_dicts([{q: r.as_dict() for q, r in part.items()} for part in per_part], self.spec.method,
+                          self.params, k)
+
+    def retrieve(self, texts: list[str], k: int) -> Hits:
+        """Batched fusion without self-match handling (``search``/``search_many`` drop it in each part)."""
+        depth = max(self.depth, k)
+        per_part = []
+        for part in self.parts:
+            hits = part.retrieve(texts, depth)
+            per_part.append({str(i): Ranking(part.name, ids, sc) for i, (ids, sc) in enumerate(zip(hits.ids, hits.scores))})
+        fused = self._fuse(per_part, k)
+        rows = [fused.get(str(i), []) for i in range(len(texts))]
+        return Hits([[d for d, _ in r] for r in rows], [[s for _, s in r] for r in rows])
+
+    def search(self, query: str, k: int = 10, exclude: Sequence[str] = ()) -> Ranking:
+        """One live fused query; ``exclude`` (e.g. the query's own id) is dropped in every part first."""
+        query = validate_query(query)
+        start = time.perf_counter()
+        per_part, stats = [], {}
+        for label, part in zip(self.spec.part_labels, self.parts):
+            ranking = part.search(query, max(self.depth, k), exclude=exclude)
+            per_part.append({"q": ranking})
+            stats[f"{label}_seconds"] = ranking.seconds
+        t0 = time.perf_counter()
+        fused = self._fuse(per_part, k).get("q", [])
+        stats["fuse_seconds"] = time.perf_counter() - t0
+        return Ranking(self.name, [d for d, _ in fused], [s for _, s in fused], time.perf_counter() - start, stats)
+
+    def search_many(self, queries: Mapping[str, str], k: int = 100, ignore_identical_ids: bool = True,
+                    progress: ProgressFn = _no_progress) -> dict[str, Ranking]:
+        """Every part's ``search_many`` (self-matches dropped there), then one ranx fusion of all queries."""
+        n = len(self.parts)
+        per_part = []
+        t0 = time.perf_counter()
+        for i, part in enumerate(self.parts):
+            per_part.append(part.search_many(
+                queries, k=max(self.depth, k), ignore_identical_ids=ignore_identical_ids,
+                progress=lambda f, m, i=i: progress((i + f) / (n + 0.2), f"fusion part {i + 1}/{n}: {m}")))
+        progress(n / (n + 0.2), f"{self.name}: fusing {len(queries):,} queries")
+        fused = self._fuse(per_part, k)
+        per_query = (time.perf_counter() - t0) / max(1, len(queries))
+        progress(1.0, f"{self.name}: {len(queries):,}/{len(queries):,} queries")
+        return {q: Ranking(self.name, [d for d, _ in fused.get(q, [])], [s for _, s in fused.get(q, [])], per_query)
+                for q in queries}
+
+
+# ----------------------------------------------------------------------------- system contract
+def _dev_parts(dataset: Dataset, parts: Sequence[Retriever], progress: ProgressFn) -> tuple[dict, list[dict]]:
+    qrels = dataset.split_qrels("dev") if "dev" in dataset.query_splits else {}
+    queries = {q: dataset.queries[q] for q in qrels}
+    runs = []
+    for i, part in enumerate(parts):
+        rankings = part.search_many(queries, k=DEPTH, ignore_identical_ids=dataset.ignore_identical_ids,
+                                    progress=lambda f, m, i=i: progress(0.8 * (i + f) / len(parts), m))
+        runs.append({q: r.as_dict() for q, r in rankings.items()})
+    return qrels, runs
+
+
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+          variant: str | None = None, loader: Loader | None = None) -> dict:
+    """Tune the method's parameters on the dev split (ranx ``optimize_fusion``) and save them.
+
+    The parts must be built (``MissingArtifactError`` names the command of the first one missing).
+    ``profile`` is accepted for the build contract; the recipe is the same in every profile.
+    """
+    from core.evaluation import evaluate_run
+
+    spec = parse_variant(variant)
+    start = time.perf_counter()
+    loader = loader or _default_loader(dataset)
+    parts = [loader(name, v) for name, v in spec.parts]
+    params: dict = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
+    if spec.method == "wsum":
+        params = {"weights": [round(1.0 / len(parts), 6)] * len(parts)}
+    qrels, dev_runs = _dev_parts(dataset, parts, progress)
+    metrics: dict = {"profile": profile, "variant": spec.variant, "dev_queries": len(qrels)}
+    if qrels:
+        progress(0.85, f"fusion {spec.variant}: tuning on {len(qrels):,} dev queries")
+        tuned = tune(qrels, dev_runs, spec.method)
+        params.update(tuned)
+        tuned_on = f"dev ({len(qrels):,} queries, {TUNE_METRIC})" if tuned else "nothing to tune (combsum)"
+        fused = fuse_dicts(dev_runs, spec.method, params)
+        fused_run = {q: dict(v) for q, v in fused.items()}
+        for label, run in zip(spec.part_labels, dev_runs):
+            metrics[f"dev_{TUNE_METRIC}[{label}]"] = evaluate_run(qrels, _run(run, label), [TUNE_METRIC])[TUNE_METRIC]
+        metrics[f"dev_{TUNE_METRIC}"] = evaluate_run(qrels, _run(fused_run, "fusion"), [TUNE_METRIC])[TUNE_METRIC]
+    else:
+        tuned_on = "defaults: the dataset has no dev split with relevant items"
+    config = FusionConfig(spec.variant, spec.method, spec.part_labels, params, DEPTH, tuned_on)
+    folder = _folder(dataset.name, spec.variant)
+    metrics.update({"params": params, "tuned_on": tuned_on, "build_seconds": time.perf_counter() - start})
+    save_json(folder / "config.json", config)
+    save_json(folder / "metrics.json", metrics)
+    progress(1.0, f"fusion {spec.variant}: built ({tuned_on})")
+    return metrics
+
+
+def is_built(dataset: Dataset, variant: str | None = None) -> bool:
+    """The tuned config exists and every part is built."""
+    from core.registry import system_module
+
+    try:
+        spec = parse_variant(variant)
+    except StudioError:
+        return False
+    if not (_folder(dataset.name, spec.variant) / "config.json").is_file():
+        return False
+    try:
+        return all(system_module(name).is_built(dataset, variant=v) for name, v in spec.parts)
+    except ModuleNotFoundError:
+        return False
+
+
+def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
+    """The tuned ``FusionConfig`` of a built variant (``MissingArtifactError`` names the build command)."""
+    spec = parse_variant(variant)
+    command = build_command("fusion", dataset.name, spec.variant)
+    raw = load_json(_folder(dataset.name, spec.variant) / "config.json", f"the fusion {spec.variant}", command)
+    try:
+        return FusionConfig(**raw)
+    except TypeError:
+        raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
+
+
+def load(dataset: Dataset, variant: str | None = None, loader: Loader | None = None, **options) -> FusionRetriever:
+    """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
+
+    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth).
+    """
+    spec = parse_variant(variant)
+    config = load_config(dataset, spec.variant)
+    loader = loader or _default_loader(dataset)
+    parts = [loader(name, v) for name, v in spec.parts]
+    return FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+
+
+def built_variants(dataset: Dataset) -> list[str]:
+    """Fusion variants with a tuned config for ``dataset`` whose parts are built."""
+    root = artifact_dir("systems", slug(dataset.name))
+    out = []
+    for folder in sorted(root.glob("fusion@*")):
+        try:
+            variant = json.loads((folder / "config.json").read_text(encoding="utf-8"))["variant"]
+        except (OSError, ValueError, KeyError):
+            continue
+        if is_built(dataset, variant):
+            out.append(variant)
+    return out
+
+
+def config_dict(variant: str | None = None) -> dict:
+    spec = parse_variant(variant)
+    return {"variant": spec.variant, "parts": spec.part_labels, "method": spec.method, "depth per part": DEPTH,
+            "tuning": f"ranx optimize_fusion on the dev split ({TUNE_METRIC})",
+            "defaults without dev": {"rrf": {"k": RRF_K_DEFAULT}, "wsum": "equal weights", "combsum": "none"}}

@@ -1,0 +1,346 @@
+"""Stored runs: each built system's ranking of the dataset's queries as a TREC file, kept with the artifacts.
+
+The build (``core.build``) writes, after each system builds (or when an already built system has no
+fresh run), ``var/stored-runs/<dataset>/<system>[@variant].trec`` (``qid Q0 docid rank score tag``,
+depth ``STORED_DEPTH`` = 100), its ``.npz`` twin (the same run as arrays: reading it is ~50x faster
+than parsing 1.7M TREC lines) and a ``.json`` beside it with the fingerprint of the model it came
+from. The fingerprint hashes the system's ``config.json`` and ``metrics.json`` (content) and the name,
+size and modification time of every other file in ``registry.system_dir`` (weights, indexes); a fusion
+adds its parts' fingerprints, a reranker the first stage's. A run whose fingerprint no longer matches
+is stale: it is not used, and the next build rewrites it.
+
+Which queries
+    - retrievers: every query of the dataset (QQP: 17,269), each query removed from its own ranking
+      (``ignore_identical_ids``);
+    - rerankers: the queries of ``default_split`` (QQP: the 1,781 test queries), rescoring
+      ``FIRST_STAGE`` (bm25)'s top ``RERANK_DEPTH`` (20), or the dataset's own candidate lists;
+    - not stored: ``NOT_STORED`` (tree-bert-cross costs seconds per query).
+
+API for the Error Analysis page (``pages/5_Error_Analysis.py``)::
+
+    from core.runs import default_split, load_runs
+    split = default_split(ds)                       # "test" where the dataset has one, else "all"
+    runs = load_runs(ds, ["bm25", "minilm", "fusion@bm25+minilm:rrf"], labels.queries, k=100,
+                     progress=lambda fraction, message: bar.progress(fraction, text=message))
+    # -> list[ranx.Run], named as asked. Stored runs are read (well under a second each on QQP);
+    # whatever is missing or stale is computed for just those queries, and ``progress`` reports
+    # counts ("minilm: 512/1,781 queries"). Nothing is written by the page.
+
+Other entry points: ``write_run(dataset, system, variant)`` (what the build calls),
+``stored_run(dataset, system, variant)`` (a fresh stored run or ``None``), ``run_status(...)``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from ranx import Run
+
+from core.data import Dataset
+from core.errors import StudioError
+from core.paths import artifact_dir
+from core.registry import get_spec, slug
+from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress
+
+STORED_DEPTH = 100
+FIRST_STAGE = "bm25"
+RERANK_DEPTH = 20
+NOT_STORED = {"tree-bert-cross": "seconds per query (a budget of cross-encoder scorings): computed on demand only"}
+_JSON_FILES = ("config.json", "metrics.json")
+
+
+# ----------------------------------------------------------------------------- where, and fingerprints
+def default_split(dataset: Dataset) -> str:
+    """The split Error Analysis opens on: ``test`` where the dataset has a non-empty one, else ``all``."""
+    return "test" if dataset.query_splits.get("test") else "all"
+
+
+def _leaf(system: str, variant: str | None) -> str:
+    return system if not variant else f"{system}@{slug(variant)}"
+
+
+def run_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
+    """``var/stored-runs/<dataset>/<system>[@variant].trec``."""
+    return artifact_dir("stored-runs", slug(dataset_name)) / f"{_leaf(system, variant)}.trec"
+
+
+def _folder_fingerprint(folder: Path) -> list:
+    items = []
+    if not folder.is_dir():
+        return items
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = str(path.relative_to(folder))
+        if path.name in _JSON_FILES:
+            items.append((rel, hashlib.sha1(path.read_bytes()).hexdigest()))
+        else:
+            st = path.stat()
+            items.append((rel, st.st_size, st.st_mtime_ns))
+    return items
+
+
+def _model_folders(dataset: Dataset, system: str, variant: str | None) -> list[Path]:
+    """The artifact folders a run depends on, without creating any: ``<system>@<variant>``, or for the
+    default variant (whose folder name each module picks, e.g. ``minilm@mean``) every ``<system>[@*]``."""
+    from core.paths import var_dir
+
+    root = var_dir() / "systems" / slug(dataset.name)
+    if variant:
+        return [root / _leaf(system, variant)]
+    return sorted(p for p in [root / system, *root.glob(f"{system}@*")] if p.is_dir())
+
+
+def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> str:
+    """sha1 of what the run depends on: the model files, the parts / first stage, the depth."""
+    spec = get_spec(system)
+    items: list = [system, variant, STORED_DEPTH, len(dataset.corpus), len(dataset.queries),
+                   [(f.name, _folder_fingerprint(f)) for f in _model_folders(dataset, system, variant)]]
+    if system == "fusion":
+        from core.fusion import parse_variant
+
+        items.append([fingerprint(dataset, s, v) for s, v in parse_variant(variant).parts])
+    elif spec.kind == "reranker" and not dataset.candidates:
+        items.append((FIRST_STAGE, RERANK_DEPTH, fingerprint(dataset, FIRST_STAGE)))
+    return hashlib.sha1(json.dumps(items, default=str).encode()).hexdigest()
+
+
+def stored_queries(dataset: Dataset, system: str) -> dict[str, str]:
+    """The queries a stored run of ``system`` covers (see the module docstring)."""
+    if get_spec(system).kind == "reranker":
+        return dataset.split_queries(default_split(dataset))
+    return dict(dataset.queries)
+
+
+def _meta(path: Path) -> dict:
+    try:
+        return json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def run_status(dataset: Dataset, system: str, variant: str | None = None) -> str:
+    """``fresh``, ``stale`` (the model changed), ``missing`` or ``not stored`` (see ``NOT_STORED``)."""
+    if system in NOT_STORED:
+        return "not stored"
+    path = run_path(dataset.name, system, variant)
+    if not path.is_file():
+        return "missing"
+    return "fresh" if _meta(path).get("fingerprint") == fingerprint(dataset, system, variant) else "stale"
+
+
+# ----------------------------------------------------------------------------- computing
+def compute_rankings(system, dataset: Dataset, queries: Mapping[str, str], k: int = STORED_DEPTH,  # noqa: ANN001
+                     progress: ProgressFn = _no_progress, loader=None) -> dict[str, Ranking]:  # noqa: ANN001
+    """Rankings of a loaded system over ``queries`` (rerankers rescore bm25's top 20 or the candidates)."""
+    from core.registry import load_system
+
+    queries = dict(queries)
+    if isinstance(system, Retriever):
+        return system.search_many(queries, k=k, ignore_identical_ids=dataset.ignore_identical_ids, progress=progress)
+    if not isinstance(system, Reranker):
+        raise StudioError(f"not a system: {type(system).__name__}")
+    if dataset.candidates:
+        cands = {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
+                 for q in queries if q in dataset.candidates}
+    else:
+        first = (loader or (lambda name: load_system(name, dataset)))(FIRST_STAGE)
+        cands = first.search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=dataset.ignore_identical_ids,
+                                  progress=lambda f, m: progress(0.1 * f, m))
+    total = len(cands)
+    out: dict[str, Ranking] = {}
+    qids = list(cands)
+    step = max(1, 2048 // RERANK_DEPTH)
+    for start in range(0, total, step):  # chunks of queries so that progress reports query counts
+        chunk = qids[start:start + step]
+        out.update(system.rerank_many({q: queries[q] for q in chunk}, {q: cands[q] for q in chunk}, dataset.corpus,
+                                      k=k))
+        done = min(total, start + step)
+        progress(0.1 + 0.9 * done / max(1, total), f"{system.name}: {done:,}/{total:,} queries")
+    return out
+
+
+def write_npz(rankings: Mapping[str, Ranking], path: Path) -> Path:
+    """The same run as numpy arrays (``<run>.npz``: query ids, offsets, doc indexes, scores) for fast reads."""
+    qids = sorted(q for q in rankings if rankings[q].doc_ids)
+    docs = sorted({d for q in qids for d in rankings[q].doc_ids})
+    index = {d: i for i, d in enumerate(docs)}
+    counts = np.fromiter((len(rankings[q].doc_ids) for q in qids), dtype=np.int64, count=len(qids))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    doc = np.fromiter((index[d] for q in qids for d in rankings[q].doc_ids), dtype=np.int32, count=int(offsets[-1]))
+    score = np.fromiter((x for q in qids for x in rankings[q].scores), dtype=np.float64, count=int(offsets[-1]))
+    target = path.with_suffix(".npz")
+    tmp = target.with_name(target.stem + f".tmp{os.getpid()}.npz")
+    np.savez(tmp, qids=np.array(qids, dtype=str), docs=np.array(docs, dtype=str), offsets=offsets, doc=doc, score=score)
+    os.replace(tmp, target)
+    return target
+
+
+def _read_npz(path: Path, queries: Sequence[str] | None, k: int | None) -> dict[str, dict[str, float]]:
+    with np.load(path, allow_pickle=False) as z:
+        qids, docs, offsets, doc, score = z["qids"].tolist(), z["docs"], z["offsets"], z["doc"], z["score"]
+    row = {q: i for i, q in enumerate(qids)}
+    wanted = [q for q in (qids if queries is None else queries) if q in row]
+    out: dict[str, dict[str, float]] = {}
+    for q in wanted:
+        a, b = int(offsets[row[q]]), int(offsets[row[q] + 1])
+        if k is not None:
+            b = min(b, a + k)
+        out[q] = dict(zip(docs[doc[a:b]].tolist(), score[a:b].tolist()))
+    return out
+
+
+def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
+    """TREC run text (``qid Q0 docid rank score tag``), written atomically."""
+    tag = slug(tag)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for q in sorted(rankings):
+            r = rankings[q]
+            fh.writelines(f"{q} Q0 {d} {i} {s:.8g} {tag}\n" for i, (d, s) in enumerate(zip(r.doc_ids, r.scores), 1))
+    os.replace(tmp, path)
+    return path
+
+
+def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = _no_progress,
+              loader=None) -> Path | None:  # noqa: ANN001
+    """Compute and store one system's run (what the build calls); ``None`` for ``NOT_STORED`` systems."""
+    from core.registry import load_system
+
+    if system in NOT_STORED:
+        return None
+    load = loader or (lambda name, v=None: load_system(name, dataset, variant=v))
+    start = time.perf_counter()
+    queries = stored_queries(dataset, system)
+    rankings = _fused_from_stored(dataset, variant, progress) if system == "fusion" else None
+    if rankings is None:
+        model = load(system, variant)
+        rankings = compute_rankings(model, dataset, queries, STORED_DEPTH, progress,
+                                    loader=lambda name: load(name, None))
+    path = run_path(dataset.name, system, variant)
+    write_trec(rankings, path, _leaf(system, variant))
+    write_npz(rankings, path)
+    meta = {"system": system, "variant": variant, "fingerprint": fingerprint(dataset, system, variant),
+            "depth": STORED_DEPTH, "queries": len(queries), "seconds": round(time.perf_counter() - start, 1),
+            "ignore_identical_ids": dataset.ignore_identical_ids, "written": time.time()}
+    tmp = path.with_suffix(f".json.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    os.replace(tmp, path.with_suffix(".json"))
+    return path
+
+
+def _fused_from_stored(dataset: Dataset, variant: str | None, progress: ProgressFn) -> dict[str, Ranking] | None:
+    """A fusion's run from its parts' fresh stored runs (each part's top 100, self removed: exactly what
+    ``FusionRetriever.search_many`` fuses), or ``None`` if a part has none."""
+    from core.fusion import DEPTH, fuse_dicts, load_config, parse_variant
+
+    spec = parse_variant(variant)
+    config = load_config(dataset, spec.variant)
+    if config.depth != DEPTH or DEPTH != STORED_DEPTH:
+        return None
+    if any(run_status(dataset, s, v) != "fresh" for s, v in spec.parts):
+        return None
+    progress(0.1, f"fusion {spec.variant}: fusing the parts' stored runs")
+    parts = [read_run_dict(run_path(dataset.name, s, v)) for s, v in spec.parts]
+    fused = fuse_dicts(parts, spec.method, config.params, STORED_DEPTH)
+    name = f"fusion@{spec.variant}"
+    return {q: Ranking(name, [d for d, _ in r], [x for _, x in r]) for q, r in fused.items()}
+
+
+# ----------------------------------------------------------------------------- reading
+def read_run_dict(path: Path, queries: Sequence[str] | None = None, k: int | None = None) -> dict[str, dict[str, float]]:
+    """``{qid: {doc: score}}`` of a stored TREC file, only ``queries`` (all by default), top ``k``.
+
+    Reads the ``.npz`` twin written with it when present (a 17k-query run in well under a second)."""
+    import pandas as pd
+
+    path = Path(path)
+    twin = path.with_suffix(".npz")
+    if twin.is_file() and twin.stat().st_mtime_ns >= path.stat().st_mtime_ns:
+        return _read_npz(twin, queries, k)
+
+    frame = pd.read_csv(path, sep=" ", header=None, names=["q", "x", "d", "rank", "score", "tag"],
+                        usecols=["q", "d", "rank", "score"], dtype={"q": str, "d": str}, engine="c")
+    if path.parent.parent.name == "stored-runs" and path.with_suffix(".json").is_file():  # a stored run: add its twin
+        full: dict[str, Ranking] = {}
+        for q, d, x in zip(frame["q"].tolist(), frame["d"].tolist(), frame["score"].tolist()):
+            r = full.setdefault(q, Ranking("stored", [], []))
+            r.doc_ids.append(d)
+            r.scores.append(x)
+        write_npz(full, path)
+    if queries is not None:
+        frame = frame[frame["q"].isin(set(queries))]
+    if k is not None:
+        frame = frame[frame["rank"] <= k]
+    out: dict[str, dict[str, float]] = {}
+    for q, d, s in zip(frame["q"].tolist(), frame["d"].tolist(), frame["score"].tolist()):
+        out.setdefault(q, {})[d] = s
+    return out
+
+
+def stored_run(dataset: Dataset, system: str, variant: str | None = None, queries: Sequence[str] | None = None,
+               k: int = STORED_DEPTH, name: str | None = None) -> Run | None:
+    """The fresh stored run (restricted to ``queries``, top ``k``) or ``None`` if missing or stale."""
+    if k > STORED_DEPTH or run_status(dataset, system, variant) != "fresh":
+        return None
+    data = read_run_dict(run_path(dataset.name, system, variant), queries, k)
+    return _to_run(data, name or _leaf(system, variant))
+
+
+def _to_run(data: Mapping[str, Mapping[str, float]], name: str) -> Run:
+    run = Run.from_dict({q: dict(v) for q, v in data.items() if v}, name=name)
+    run.name = name
+    return run
+
+
+class _Name:
+    def __init__(self, system: str, variant: str | None, trained_on: str | None = None) -> None:
+        self.system, self.variant, self.trained_on = system, variant, trained_on
+
+
+def _parse(name: str, dataset_name: str = "") -> _Name:
+    """``SYSTEM``, ``SYSTEM@VARIANT`` or ``SYSTEM[@VARIANT]@TRAINED_ON`` (a model applied zero-shot,
+    ``core.portable``: never stored, always computed); unknown names raise with the known ones."""
+    from core.registry import parse_name
+
+    parsed = parse_name(name)
+    trained_on = parsed.trained_on if parsed.trained_on != dataset_name else None
+    return _Name(parsed.system, parsed.variant, trained_on)
+
+
+def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
+              progress: ProgressFn = _no_progress, loader=None) -> list[Run]:  # noqa: ANN001
+    """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
+    computed (with ``progress`` reporting query counts) for the queries a stored run lacks.
+
+    ``loader(name, variant)`` loads a system (default ``core.registry.load_system``; the page passes
+    its cached loader). Runs come back named exactly as in ``names``.
+    """
+    from core.registry import load_system
+
+    load = loader or (lambda name, v=None: load_system(name, dataset, variant=v))
+    out = []
+    wanted = list(queries)
+    for i, name in enumerate(names):
+        parsed = _parse(name, dataset.name)
+        report = (lambda f, m, i=i: progress((i + max(0.0, min(1.0, f))) / len(names), m))
+        report(0.0, f"{name}: reading the stored run")
+        data: dict[str, dict[str, float]] = {}
+        if not parsed.trained_on and k <= STORED_DEPTH and run_status(dataset, parsed.system, parsed.variant) == "fresh":
+            data = read_run_dict(run_path(dataset.name, parsed.system, parsed.variant), wanted, k)
+            covered = set(stored_queries(dataset, parsed.system))
+            missing = [q for q in wanted if q not in covered]
+        else:
+            missing = wanted
+        if missing:
+            report(0.0, f"{name}: computing 0/{len(missing):,} queries")
+            model = load(name, None) if parsed.trained_on else load(parsed.system, parsed.variant)
+            rankings = compute_rankings(model, dataset, {q: queries[q] for q in missing}, k, report,
+                                        loader=lambda n: load(n, None))
+            data.update({q: r.as_dict() for q, r in rankings.items()})
+        report(1.0, f"{name}: {len(wanted):,}/{len(wanted):,} queries")
+        out.append(_to_run(data, name))
+    return out

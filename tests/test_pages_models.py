@@ -1,0 +1,76 @@
+"""AppTest: the Models page shows a learned model's learning curve, its untrained reference side by side,
+whether it converged, and starts a longer (full-profile) run in the background."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import app_test
+
+CURVE = [{"step": s, "epoch": s / 100, "seconds": s / 10, "dev": d, "loss": 1.0 / (s + 1)}
+         for s, d in ((0, 0.40), (50, 0.61), (100, 0.70), (150, 0.74))]
+
+
+def _write_log(var, system: str, stopped: str, variant: str | None = None) -> None:
+    leaf = system + (f"@{variant}" if variant else "")
+    folder = var / "systems" / "qqp-bimpm" / leaf
+    folder.mkdir(parents=True, exist_ok=True)
+    log = {"dev_metric": "recall@100", "curve": CURVE, "best_step": 150, "best_dev": 0.74, "stopped": stopped,
+           "converged": stopped == "patience", "patience": 3, "max_steps": 150,
+           "reference": {"system": "glove-mean", "variant": None, "dev": 0.66, "test": 0.65, "metric": "recall@100"}}
+    (folder / "metrics.json").write_text(json.dumps({"training": log, "profile": "quick"}), encoding="utf-8")
+
+
+@pytest.fixture
+def models_var(built):
+    _write_log(built, "dual-encoder", "cap")
+    _write_log(built, "densetrans", "patience")
+    return built
+
+
+def test_models_page_curve_reference_and_longer_run(models_var, monkeypatch):
+    import core.models_info as info
+
+    at = app_test("pages/6_Models.py").run()
+    assert not at.exception, at.exception
+    summary = next(df.value for df in at.dataframe if "model" in df.value.columns)
+    by_model = summary.set_index("model")
+    assert by_model.loc["dual-encoder", "state"] == "still improving at its cap"
+    assert by_model.loc["densetrans", "state"] == "converged"
+    assert by_model.loc["dual-encoder", "reference dev"] == pytest.approx(0.66)
+    assert by_model.loc["dual-encoder", "best dev"] == pytest.approx(0.74)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    curves = [c for c in charts if "while training" in c["layout"]["title"]["text"]]
+    assert len(curves) == 2
+    xs = {tuple(t["x"]) for t in curves[0]["data"] if t.get("mode") == "lines+markers"}
+    assert (0, 50, 100, 150) in xs and (0.0, 5.0, 10.0, 15.0) in xs  # against steps and against seconds
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["dual-encoder: best dev recall@100"] == "0.7400"
+    assert metrics["untrained glove-mean: dev recall@100"] == "0.6600"
+    # only the model still improving at its cap offers the longer run
+    buttons = [b for b in at.button if b.label.startswith("▶ Train")]
+    assert [b.label for b in buttons] == ["▶ Train dual-encoder longer (full profile)"]
+    calls = []
+    monkeypatch.setattr(info, "start_longer_run", lambda *a: calls.append(a) or True)
+    buttons[0].click().run()
+    assert not at.exception
+    assert calls == [("qqp-bimpm", "dual-encoder", None)]
+
+
+def test_longer_run_command_is_the_full_profile():
+    from core.models_info import longer_run_command
+
+    cmd = longer_run_command("qqp-bimpm", "densetrans", "-AllDense")
+    assert cmd[1:] == ["-m", "core", "train", "--dataset", "qqp-bimpm", "--system", "densetrans", "--profile", "full",
+                       "--variant=-AllDense"]
+
+
+def test_training_log_ignores_broken_points(models_var):
+    from core.models_info import convergence_note, training_log
+
+    log = training_log("qqp-bimpm", "dual-encoder", None, {"training": {"dev_metric": "m", "stopped": "cap",
+                                                                         "curve": [{"step": 1, "dev": "x"}, {"step": 2, "dev": 0.5}]}})
+    assert [p["step"] for p in log["curve"]] == [2]
+    assert convergence_note(log).startswith("still improving at its cap")
+    assert training_log("qqp-bimpm", "sdml-cnn") is None

@@ -1,0 +1,66 @@
+"""The app's pages: titles, icons, URL paths and groups (what a researcher does), for ``st.navigation``.
+
+``app.py`` turns these into ``st.Page`` objects; the home page lists them with ``st.page_link``.
+Page files stay runnable on their own (AppTest runs them one by one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """One page of the app."""
+
+    path: str  # script, relative to the repository root (also what st.switch_page takes)
+    title: str
+    icon: str
+    url_path: str
+    what: str  # one line for the home page
+
+
+HOME = PageSpec("pages/0_Home.py", "Home", ":material/home:", "", "dataset, statistics, systems and build status")
+GROUPS: dict[str, list[PageSpec]] = {
+    "Explore": [
+        PageSpec("pages/1_Compare.py", "Compare", ":material/compare_arrows:", "Compare",
+                 "systems side by side on one query: rankings, marks, latency, agreement, fusion"),
+        PageSpec("pages/2_Layers.py", "Layers", ":material/layers:", "Layers",
+                 "per-layer discriminativeness of BERT and DenseTrans representations, Recall@k"),
+        PageSpec("pages/3_Keywords.py", "Keywords", ":material/key:", "Keywords",
+                 "FRM keyword importance, multi-level keyword sets, comparable pairs"),
+    ],
+    "Judge": [
+        PageSpec("pages/4_Annotate.py", "Annotate", ":material/rate_review:", "Annotate",
+                 "judge pooled, blind results with the keyboard; labels go to SQLite"),
+        PageSpec("pages/5_Error_Analysis.py", "Error Analysis", ":material/troubleshoot:", "Error_Analysis",
+                 "metrics, significance, per-query wins and losses from stored runs"),
+        PageSpec("pages/7_Case_Studies.py", "Case Studies", ":material/menu_book:", "Case_Studies",
+                 "saved comparisons: reopen, annotate, export"),
+    ],
+    "Build": [
+        PageSpec("pages/6_Models.py", "Models", ":material/model_training:", "Models",
+                 "build status, learning curves, untrained references, longer runs"),
+    ],
+}
+
+
+def all_pages() -> list[PageSpec]:
+    """Home first, then every grouped page."""
+    return [HOME] + [p for pages in GROUPS.values() for p in pages]
+
+
+def ensure_navigation() -> None:
+    """Route through ``app.py``'s navigation even when the server's first visit was a deep link.
+
+    Streamlit starts in its legacy pages-directory mode when a ``pages/`` folder exists and only leaves
+    it once ``st.navigation`` runs; a first visit to ``/Layers`` after a restart would otherwise run the
+    page alone with an ungrouped sidebar (listing the entry as "app"). Each page calls this first: in
+    that mode it switches to the app's navigation and reruns the same page. No-op elsewhere (AppTest
+    runs a page file alone without the legacy mode).
+    """
+    import streamlit as st
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
