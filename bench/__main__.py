@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     import core  # noqa: F401  (offline guards)
     from bench import harness as h
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     only = [x for x in (args.only or "").split(",") if x] or list(SECTIONS)
     unknown = set(only) - set(SECTIONS)

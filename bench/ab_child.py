@@ -1,16 +1,16 @@
 """One A/B measurement in a fresh process, run by ``bench.harness.section_ab`` for a code tree (today's
 worktree or the current checkout): ``python bench/ab_child.py ROOT TASK JSON`` prints ``RESULT {json}``.
 
-Kept free of anything the older tree lacks: it uses only ``core.compare.compare``, ``core.registry``,
-``core.retrieval.bert.load_encoder`` and ``core.data``, which both trees have.
+Kept free of anything the older tree lacks: it uses only ``core.analysis.compare.compare``, ``core.registry``,
+``core.retrieval.bert.load_encoder`` and ``core.data.datasets``, which both trees have.
 
 Tasks
-- ``compare``: the Compare page's whole query (``core.compare.compare`` as the page calls it) for the
+- ``compare``: the Compare page's whole query (``core.analysis.compare.compare`` as the page calls it) for the
   given choices, warm (2 warm-up queries), p50/p95 over ``n`` sampled queries, each query removed from
   its own ranking (``query_id``).
 - ``encode``: MiniLM (mean pooling) questions/s on ``n`` collection questions, warm (one warm-up batch).
 - ``first_view``: the Error Analysis page's default first view in the current tree: labels of the
-  default split, the default systems' runs (stored runs, ``core.runs.load_runs``), ``analyze``.
+  default split, the default systems' runs (stored runs, ``core.analysis.runs.load_runs``), ``analyze``.
 """
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def main() -> int:
     import numpy as np
 
     import core  # noqa: F401
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     ds = load_dataset(args.get("dataset", "qqp-bimpm"))
     rng = np.random.default_rng(args.get("seed", 14))
     if task == "compare":
-        from core.compare import SystemChoice, compare
+        from core.analysis.compare import SystemChoice, compare
         from core.registry import load_system
 
         cache: dict = {}
@@ -84,8 +84,8 @@ def main() -> int:
             np.save(args["save"], vectors)
             json.dump(pick, open(args["save"] + ".texts.json", "w"))
     elif task == "first_view":
-        from core.error_analysis import DEFAULT_METRICS, analyze, label_set
-        from core.runs import default_split, load_runs
+        from core.analysis.error_analysis import DEFAULT_METRICS, analyze, label_set
+        from core.analysis.runs import default_split, load_runs
 
         t_import = time.perf_counter() - t_start
         split = default_split(ds)

@@ -2,7 +2,7 @@
 
 For each system name (``SYSTEM`` or ``SYSTEM@TRAINED_ON``) that can be loaded from the artifacts
 folder, rank each question's candidates of raw TEST and clean TEST through ``core.registry.load_system``
-(the generic path of ``core.portable`` / ``core.candidates``) and report ranx MAP / MRR over the
+(the generic path of ``core.portable`` / ``core.data.candidates``) and report ranx MAP / MRR over the
 questions with at least one correct answer (as the CNN report does). Systems that are not built are
 listed as skipped with the reason (the command that builds them).
 
@@ -27,10 +27,10 @@ SPLITS = ("test", "clean-test")
 def main() -> None:
     import torch
 
-    from core.data import load_dataset
-    from core.error_analysis import system_runs
+    from core.data.datasets import load_dataset
+    from core.analysis.error_analysis import system_runs
     from core.errors import StudioError
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
     from core.portable import ensure_cheap
 
     ap = argparse.ArgumentParser()

@@ -29,7 +29,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     overrides = {}
     for kv in args.set:

@@ -26,7 +26,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     if args.system == "densetrans":
         from core.retrieval import densetrans as mod

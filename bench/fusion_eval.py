@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(HERE / "reports" / "fusion"))
     args = p.parse_args(argv)
     import core  # noqa: F401
-    from core import fusion
-    from core.data import load_dataset
-    from core.evaluation import compare_runs, evaluate_run
-    from core.runs import load_runs
+    from core.retrieval import fusion
+    from core.data.datasets import load_dataset
+    from core.analysis.evaluation import compare_runs, evaluate_run
+    from core.analysis.runs import load_runs
 
     ds = load_dataset(args.dataset)
     qrels = ds.split_qrels(args.split)

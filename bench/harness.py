@@ -199,7 +199,7 @@ def section_latency(s: Settings, ds, load: Loader) -> dict:
 
 def section_compare(s: Settings, ds, load: Loader) -> dict:
     """The Compare page's whole query: every built first-stage system + FRM on BM25's top-20."""
-    from core.compare import SystemChoice, compare
+    from core.analysis.compare import SystemChoice, compare
     from core.registry import get_spec
 
     built, _ = built_systems(ds)
@@ -232,7 +232,7 @@ def section_compare(s: Settings, ds, load: Loader) -> dict:
             "per_system": {k: percentiles(v) for k, v in per_system.items()}, "errors": errors,
             "excluded": {"tree-bert-cross": "slow by nature (seconds per query, see the latency table)"}
             if "tree-bert-cross" in built else {},
-            "note": "core.compare.compare as the page calls it (includes exact-search recall checks for ANN/tree "
+            "note": "core.analysis.compare.compare as the page calls it (includes exact-search recall checks for ANN/tree "
                     "choices); tree-bert-cross is left out of the page figure (its own latency is in the table above)"}
 
 
@@ -241,7 +241,7 @@ def synthetic_collection(ds, n: int, seed: int) -> dict[str, str]:
     """SYNTHETIC questions: lengths and words drawn from the QQP collection's length and unigram distributions."""
     from collections import Counter
 
-    from core.text import word_tokens
+    from core.data.text import word_tokens
 
     tokens = [word_tokens(t) for t in ds.corpus.values()]
     lengths = np.array([max(1, len(t)) for t in tokens])
@@ -275,7 +275,7 @@ def _rank_bm25(corpus_tokens: list[list[str]], k1: float, b: float):
 
 def bm25_one_size(label: str, corpus: dict[str, str], queries: list[str], rank_queries: int, synthetic: bool) -> dict:
     from core.retrieval.bm25 import BM25Config, BM25Retriever
-    from core.text import word_tokens
+    from core.data.text import word_tokens
 
     cfg = BM25Config()
     t0 = time.perf_counter()
@@ -385,7 +385,7 @@ def section_ann(s: Settings, ds, load: Loader) -> dict:
     """Exact vs faiss (IVF, IVFPQ, HNSW) vs k-means tree on the MiniLM vectors at matched budgets."""
     import faiss
 
-    from core.indexing import IndexSpec, build_index, distance_counter, set_search_params
+    from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params
 
     built, _ = built_systems(ds)
     if "minilm" not in built:
@@ -622,9 +622,9 @@ def section_ab(s: Settings, ds, baseline: str) -> dict:
 
 def section_first_view(s: Settings, ds) -> dict:  # noqa: ARG001
     """Error Analysis's default first view from a fresh process (imports, data, stored runs, ranx analysis)."""
-    from core.pooling import available_systems
+    from core.judging.pooling import available_systems
 
-    from core.runs import run_status
+    from core.analysis.runs import run_status
 
     available = available_systems(ds)
     fresh = [n for n in available if "@" not in n and run_status(ds, n) == "fresh"]
@@ -633,5 +633,5 @@ def section_first_view(s: Settings, ds) -> dict:  # noqa: ARG001
                  {"dataset": ds.name, "systems": names})
     return {**res, "goal_s": 10, "meets_goal": bool(res.get("total_s", 1e9) <= 10),
             "what": "fresh process: import core, load the dataset, labels of the default split, the default "
-                    "systems' stored runs (core.runs.load_runs), core.error_analysis.analyze with the default "
+                    "systems' stored runs (core.analysis.runs.load_runs), core.analysis.error_analysis.analyze with the default "
                     "metrics; the page's drawing is not included"}

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 WORKER = r"""
 import sys
-from core.judgments import JudgmentStore
+from core.judging.judgments import JudgmentStore
 url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = JudgmentStore(url)
 for i in range(n):
@@ -36,7 +36,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def cli(argv: list[str]) -> tuple[int, str]:
-    from core.cli import main
+    from core.cli.main import main
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -49,7 +49,7 @@ def cli(argv: list[str]) -> tuple[int, str]:
 
 
 def bad_inputs(tmp: Path) -> list[dict]:
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     rows = []
 
@@ -125,7 +125,7 @@ def bad_inputs(tmp: Path) -> list[dict]:
 
 
 def load(url: str, n_proc: int = 8, n: int = 500) -> dict:
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     JudgmentStore(url).close()
     start = time.perf_counter()
@@ -142,7 +142,7 @@ def load(url: str, n_proc: int = 8, n: int = 500) -> dict:
 
 
 def sigkill(url: str, after: int = 150) -> dict:
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     proc = subprocess.Popen([sys.executable, "-c", WORKER, url, "victim", "100000"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=ENV, text=True)
@@ -165,7 +165,7 @@ def sigkill(url: str, after: int = 150) -> dict:
 
 def held_lock(url: str) -> dict:
     from tests.test_judgments import _hold_lock
-    from core.judgments import JudgmentStore, StoreBusyError
+    from core.judging.judgments import JudgmentStore, StoreBusyError
 
     s = JudgmentStore(url)
     s.set_label("a", "toy", "q", "d", "t", 1)

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from core.data import load_dataset
-from core.keywords import jaccard_bucket, jaccard_texts
+from core.data.datasets import load_dataset
+from core.analysis.keywords import jaccard_bucket, jaccard_texts
 from core.rerank import frm as F
 
 

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import torch
 
-from core.data import load_dataset
-from core.keywords import LexicalStats
+from core.data.datasets import load_dataset
+from core.analysis.keywords import LexicalStats
 from core.paths import artifact_dir
 from core.rerank import frm as F
 from core.training import device

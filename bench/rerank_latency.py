@@ -27,8 +27,8 @@ def measure(args) -> dict:
     import numpy as np
     import torch
 
-    from core.data import load_dataset
-    from core.keywords import LexicalStats
+    from core.data.datasets import load_dataset
+    from core.analysis.keywords import LexicalStats
     from core.rerank import frm as F
 
     torch.set_num_threads(args.threads)

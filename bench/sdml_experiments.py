@@ -32,7 +32,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.retrieval import sdml
 
     overrides = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.data import load_dataset
+from core.data.datasets import load_dataset
 from core.registry import system_module
 
 

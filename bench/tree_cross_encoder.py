@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import core  # noqa: E402,F401  (offline hub settings)
-from core.data import load_dataset  # noqa: E402
+from core.data.datasets import load_dataset  # noqa: E402
 from core.rerank import cross_encoder as ce  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "reports" / "tree_bert_results.jsonl"

@@ -2,7 +2,7 @@
 
 Protocol: collection = 36,737 QQP dev+test questions, queries = the 17,269 questions of positive pairs
 (or the 1,781 held-out test-split queries with ``--split test``), top-20, each query removed from its
-own ranking (ignore_identical_ids). Metrics (ranx via core.evaluation): MAP@20, P@1, MRR@20, NDCG@20,
+own ranking (ignore_identical_ids). Metrics (ranx via core.analysis.evaluation): MAP@20, P@1, MRR@20, NDCG@20,
 MRR@10. Latency = wall time per query of batched search, one thread (faiss + numpy + torch), measured
 on a shared machine. all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates.
 
@@ -29,9 +29,9 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from core.data import load_dataset  # noqa: E402
-from core.evaluation import evaluate_run  # noqa: E402
-from core.indexing import IndexSpec, build_index, distance_counter, set_search_params  # noqa: E402
+from core.data.datasets import load_dataset  # noqa: E402
+from core.analysis.evaluation import evaluate_run  # noqa: E402
+from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params  # noqa: E402
 from core.retrieval.base import Hits, Retriever  # noqa: E402
 
 METRICS = ["map@20", "precision@1", "mrr@20", "ndcg@20", "mrr@10"]
@@ -156,7 +156,7 @@ def _vectors(dataset):
 
 def trees(split: str) -> None:
     from core.retrieval.tree import TreeRetriever
-    from core.tree import KMeansTree, TreeConfig
+    from core.retrieval.tree_search import KMeansTree, TreeConfig
 
     dataset, queries, qrels = setup(split)
     vectors = _vectors(dataset)
@@ -174,7 +174,7 @@ def trees(split: str) -> None:
 
 def curve(split: str) -> None:
     from core.retrieval.tree import TreeRetriever
-    from core.tree import KMeansTree, TreeConfig
+    from core.retrieval.tree_search import KMeansTree, TreeConfig
 
     dataset, queries, qrels = setup(split)
     vectors = _vectors(dataset)
@@ -193,7 +193,7 @@ def curve(split: str) -> None:
                                                            "build_seconds": build_s, "split": split})
     for factory, params in (("IVF{nl},Flat", [f"nprobe={p}" for p in (1, 2, 4, 8, 16, 32)]),
                             ("HNSW32,Flat", [f"efSearch={e}" for e in (16, 32, 64, 128)])):
-        from core.indexing import scaled_nlist
+        from core.retrieval.indexing import scaled_nlist
 
         spec = IndexSpec(factory.format(nl=scaled_nlist(n)))
         t0 = time.perf_counter()
@@ -234,9 +234,9 @@ def pair_auc(n_pairs: int) -> None:
 
 def best(split: str) -> None:
     """The curve's picks on the full protocol: wider-beam 10-K trees vs faiss IVF / HNSW at similar cost."""
-    from core.indexing import scaled_nlist
+    from core.retrieval.indexing import scaled_nlist
     from core.retrieval.tree import TreeRetriever
-    from core.tree import KMeansTree, TreeConfig
+    from core.retrieval.tree_search import KMeansTree, TreeConfig
 
     dataset, queries, qrels = setup(split)
     vectors = _vectors(dataset)
@@ -285,7 +285,7 @@ def cross(split: str, n_queries: int, budgets: list[int]) -> None:
 def finetuned(split: str) -> None:
     from core.registry import load_system
     from core.retrieval.tree import TreeRetriever
-    from core.tree import KMeansTree, TreeConfig
+    from core.retrieval.tree_search import KMeansTree, TreeConfig
     from core.retrieval import bert
 
     dataset, queries, qrels = setup("test")

@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import time, torch, tempfile
 from pathlib import Path
 torch.set_num_threads(1)
-from core.data import load_dataset
+from core.data.datasets import load_dataset
 from core.retrieval.bert import MiniLMConfig, finetune
 ds = load_dataset("qqp-bimpm")
 cfg = MiniLMConfig(finetune=True, epochs=1, train_pairs=64, dev_queries=30)

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from core.data import load_dataset  # noqa: E402
+from core.data.datasets import load_dataset  # noqa: E402
 from core.retrieval.bert import load_backbone  # noqa: E402
 
 tokenizer, _ = load_backbone()

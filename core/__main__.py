@@ -1,6 +1,6 @@
 """``python -m core``."""
 import sys
 
-from core.cli import main
+from core.cli.main import main
 
 sys.exit(main())

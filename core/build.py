@@ -6,7 +6,7 @@ Status of each system is a JSON file ``var/build/<dataset>/<system>.json`` writt
 ``state`` (queued / building / ready / failed / skipped), ``progress`` (0–1), ``message``, timings,
 the error text, and the metrics the build returned. Systems already built are not rebuilt (a second
 start reuses everything) unless ``force``. After a system builds (or when a built one has no fresh
-run), its stored run over the dataset's queries is written (``core.runs``, read by Error Analysis).
+run), its stored run over the dataset's queries is written (``core.analysis.runs``, read by Error Analysis).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.artifacts import save_json
-from core.data import Dataset, load_dataset
+from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
 from core.registry import SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_module
 
@@ -170,9 +170,9 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
 
 
 def _store_run(dataset: Dataset, status: BuildStatus, variant: str | None, listener=None) -> None:
-    """Write the system's stored run (``core.runs``) unless a fresh one exists; a failure is recorded in
+    """Write the system's stored run (``core.analysis.runs``) unless a fresh one exists; a failure is recorded in
     ``status.metrics["stored_run_error"]``, not raised (the system itself is usable)."""
-    from core import runs
+    from core.analysis import runs
 
     try:
         if runs.run_status(dataset, status.system, variant) in ("fresh", "not stored"):

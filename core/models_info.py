@@ -105,7 +105,7 @@ def start_longer_run(dataset_name: str, system: str, variant: str | None = None)
     Returns False (and starts nothing) when this system is already being built or trained.
     """
     from core.build import read_status
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     get_spec(system)
     if read_status(load_dataset(dataset_name), get_spec(system), variant).state == "building":

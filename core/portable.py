@@ -10,7 +10,7 @@ How a trained model is applied to a target dataset, generically through each mod
 - a bi-encoder (DenseTrans, SDML-CNN, fine-tuned MiniLM) gives its ``encoder``; the target
   collection's vectors and a faiss index are built on demand (with progress) and cached per
   (model, target dataset) in ``var/portable/<model>/<trained_on>/<target>/``;
-- on a candidate-list target every system ranks each query's own candidates (``core.candidates``).
+- on a candidate-list target every system ranks each query's own candidates (``core.data.candidates``).
 
 Nothing is written for bad names: an unknown ``@dataset``, a model whose training dataset was
 deleted, or a model not trained there each raise one clear ``StudioError``.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.data import Dataset, list_datasets, load_dataset
+from core.data.datasets import Dataset, list_datasets, load_dataset
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
 from core.paths import artifact_dir, var_dir
 from core.registry import (SystemName, build_command, get_spec, list_systems, needs_training, parse_name, slug,
@@ -107,7 +107,7 @@ def _source_system(name: SystemName, **options):
 
 def _portable_retriever(name: SystemName, base, target: Dataset, progress: ProgressFn = _no_progress) -> Retriever:
     """``base``'s encoder over the target collection: vectors + index built once, then cached."""
-    from core.indexing import IndexSpec
+    from core.retrieval.indexing import IndexSpec
     from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 
     encoder = getattr(base, "encoder", None)
@@ -131,7 +131,7 @@ def _portable_retriever(name: SystemName, base, target: Dataset, progress: Progr
 
 
 def _untrained_on_candidates(name: SystemName, target: Dataset, progress: ProgressFn, **options) -> Reranker:
-    from core.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
+    from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
 
     if name.system == "bm25":
         return BM25PairScorer(target.corpus)
@@ -148,7 +148,7 @@ def load_named(name: str, target: Dataset, variant: str | None = None, progress:
 
     On a candidate-list dataset the result is always a ``Reranker`` of each query's own candidates.
     """
-    from core.candidates import pair_scorer
+    from core.data.candidates import pair_scorer
 
     parsed = parse_name(name, variant)
     spec = get_spec(parsed.system)

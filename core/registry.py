@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import UnknownNameError
 from core.paths import artifact_dir
 
@@ -40,7 +40,7 @@ class SystemSpec:
     note: str = ""
     pair_scoring: bool = True  # can score a query's own candidate list (False: tree search over a collection)
     trained_variants: tuple[str, ...] = ()  # variants of an untrained ("*") system that are trained
-    variant_pattern: str = ""  # variants not listed that are valid too (regex; core.fusion's PART+PART:METHOD)
+    variant_pattern: str = ""  # variants not listed that are valid too (regex; core.retrieval.fusion's PART+PART:METHOD)
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -67,7 +67,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd")),
-    SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.fusion",
+    SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.retrieval.fusion",
                "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
                variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
                          "bm25+densetrans:combsum", "bm25+densetrans:wsum"),

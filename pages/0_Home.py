@@ -9,7 +9,7 @@ import streamlit as st
 
 import core  # noqa: F401  (offline guards)
 from core.build import read_status
-from core.data import list_datasets
+from core.data.datasets import list_datasets
 from core.registry import list_systems, supports
 from ui.cache import autostart_build, dataset
 from ui.nav import GROUPS, HOME, ensure_navigation

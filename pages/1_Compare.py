@@ -1,4 +1,4 @@
-"""Compare: several systems side by side on one query (layout only; logic in core.compare)."""
+"""Compare: several systems side by side on one query (layout only; logic in core.analysis.compare)."""
 from __future__ import annotations
 
 import random
@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.casestudy import (
+from core.judging.casestudy import (
     INDEXES,
     TREE_BRANCHING,
     CompareState,
@@ -23,11 +23,11 @@ from core.casestudy import (
     to_markdown,
     truncate,
 )
-from core.compare import SystemChoice, compare, pooled_ids
-from core.fusion import FUSION_METHODS, parse_variant
-from core.data import list_datasets
+from core.analysis.compare import SystemChoice, compare, pooled_ids
+from core.retrieval.fusion import FUSION_METHODS, parse_variant
+from core.data.datasets import list_datasets
 from core.errors import StudioError
-from core.judgments import default_url
+from core.judging.judgments import default_url
 from core.portable import system_choices
 from ui.cache import case_store, fusion_system, system
 from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows

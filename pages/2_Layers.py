@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.errors import StudioError
-from core.layers import NEGATIVE_SAMPLERS, query_layer_cosines
+from core.analysis.layers import NEGATIVE_SAMPLERS, query_layer_cosines
 from core.registry import list_systems, supports
 from ui.cache import LAYER_SOURCES, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
 from ui.nav import ensure_navigation

@@ -5,9 +5,9 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import StudioError
-from core.judgments import default_url
-from core.fusion import built_variants
-from core.pooling import available_systems, build_pool
+from core.judging.judgments import default_url
+from core.retrieval.fusion import built_variants
+from core.judging.pooling import available_systems, build_pool
 from core.retrieval.base import validate_query
 from ui.cache import judgment_store, pool_ids
 from ui.nav import ensure_navigation

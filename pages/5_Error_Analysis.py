@@ -1,7 +1,7 @@
 """Error analysis: metrics with Holm-corrected tests, per-query deltas, unjudged rates, buckets, agreement,
-exports. Layout only: every number comes from ``core.error_analysis`` (the same code as
+exports. Layout only: every number comes from ``core.analysis.error_analysis`` (the same code as
 ``python -m core compare``). Built systems' runs are the stored TREC runs the build writes
-(``core.runs``); only what is missing or stale is computed here, behind a progress bar with counts."""
+(``core.analysis.runs``); only what is missing or stale is computed here, behind a progress bar with counts."""
 from __future__ import annotations
 
 import tempfile
@@ -11,8 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.agreement import agreement
-from core.error_analysis import (
+from core.judging.agreement import agreement
+from core.analysis.error_analysis import (
     DEFAULT_METRICS,
     LABEL_SOURCES,
     PRECEDENCE,
@@ -35,11 +35,11 @@ from core.error_analysis import (
     unjudged_rate,
 )
 from core.errors import StudioError
-from core.evaluation import DEFAULT_METRICS as ALL_METRICS
-from core.judgments import default_url
-from core.pooling import available_systems
-from core.fusion import built_variants
-from core.runs import STORED_DEPTH, default_split, run_status
+from core.analysis.evaluation import DEFAULT_METRICS as ALL_METRICS
+from core.judging.judgments import default_url
+from core.judging.pooling import available_systems
+from core.retrieval.fusion import built_variants
+from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset

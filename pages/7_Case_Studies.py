@@ -1,6 +1,6 @@
 """Case studies: saved comparisons — reopen, rename, delete, export, re-run today's models beside them.
 
-Layout only; logic in core.casestudy / core.casestudy_store. Dataset and user text via st.text / st.dataframe.
+Layout only; logic in core.judging.casestudy / core.judging.casestudy_store. Dataset and user text via st.text / st.dataframe.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from core.casestudy import (
+from core.judging.casestudy import (
     CompareState,
     StateOptions,
     case_table,
@@ -19,10 +19,10 @@ from core.casestudy import (
     to_latex,
     to_markdown,
 )
-from core.compare import compare
-from core.data import list_datasets
+from core.analysis.compare import compare
+from core.data.datasets import list_datasets
 from core.errors import StudioError
-from core.judgments import default_url
+from core.judging.judgments import default_url
 from ui.cache import case_store, dataset, system
 from ui.nav import ensure_navigation
 from ui.render import error

@@ -44,7 +44,7 @@ def fresh_var(monkeypatch, tmp_path):
 @pytest.fixture
 def built(tiny_data, fresh_var):
     """The tiny fixture with BM25 built: what the page tests run against."""
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.retrieval import bm25
 
     bm25.build(load_dataset("qqp-bimpm"))

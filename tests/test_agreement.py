@@ -6,8 +6,8 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from core.agreement import agreement, cohen_kappa, fleiss_kappa
-from core.judgments import Judgment, JudgmentStore
+from core.judging.agreement import agreement, cohen_kappa, fleiss_kappa
+from core.judging.judgments import Judgment, JudgmentStore
 
 # Fleiss' kappa, worked example of Wikipedia "Fleiss' kappa" (10 subjects, 14 raters, 5 categories):
 # P̄ = 0.378, P̄e = 0.213, κ = 0.210.

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from core.data import Pair, dataset_from_pairs
+from core.data.datasets import Pair, dataset_from_pairs
 from core.errors import MissingArtifactError
 from models.bert import BertBiEncoder, BertCrossEncoder, CosineMSELoss, pool
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from core.data import load_qqp_bimpm
+from core.data.datasets import load_qqp_bimpm
 from core.errors import MissingArtifactError, QueryError
 from core.retrieval import bm25
 from core.retrieval.bm25 import BM25Config, BM25Retriever, tokenize
@@ -65,7 +65,7 @@ def test_unseen_words_and_bad_queries(sample):
 
 
 def test_build_load_roundtrip_and_missing(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     ds = load_dataset("qqp-bimpm")
     assert not bm25.is_built(ds)

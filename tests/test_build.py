@@ -7,7 +7,7 @@ import time
 import pytest
 
 from core import build
-from core.data import load_dataset
+from core.data.datasets import load_dataset
 from core.registry import get_spec
 
 

@@ -20,11 +20,11 @@ BYOD = FIXTURES / "byod"
 def byod(tmp_path, monkeypatch):
     """A private artifacts folder with both fixtures imported; a small GloVe table."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    import core.vectors
-    from core.data import load_dataset
-    from core.imports import import_dataset
-    from core.text import word_tokens
-    from core.vectors import WordVectors
+    import core.data.vectors
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
+    from core.data.text import word_tokens
+    from core.data.vectors import WordVectors
 
     assert import_dataset("beir", BYOD / "cqa", "cqa") == "user/cqa"
     assert import_dataset("candidates", BYOD / "answers.tsv", "answers") == "user/answers"
@@ -33,12 +33,12 @@ def byod(tmp_path, monkeypatch):
                     for w in word_tokens(t)})
     small = WordVectors({w: i for i, w in enumerate(words)},
                         np.random.default_rng(0).normal(size=(len(words), 50)).astype(np.float32))
-    monkeypatch.setattr(core.vectors, "load_glove_50d", lambda: small)
+    monkeypatch.setattr(core.data.vectors, "load_glove_50d", lambda: small)
     return cqa, answers
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    from core.cli import main
+    from core.cli.main import main
 
     code = main(list(argv))
     out = capsys.readouterr()
@@ -77,9 +77,9 @@ def test_supports_candidate_lists_except_tree_search(byod):
 
 # ----------------------------------------------------------------------------- candidate lists
 def test_bm25_ranks_each_querys_own_candidates(byod):
-    from core.candidates import BM25PairScorer, rank
-    from core.error_analysis import system_runs
-    from core.evaluation import evaluate_run
+    from core.data.candidates import BM25PairScorer, rank
+    from core.analysis.error_analysis import system_runs
+    from core.analysis.evaluation import evaluate_run
     from core.retrieval.bm25 import BM25Retriever
 
     _cqa, answers = byod
@@ -100,7 +100,7 @@ def test_bm25_ranks_each_querys_own_candidates(byod):
 
 
 def test_free_text_on_candidate_lists_is_refused(byod):
-    from core.candidates import rank
+    from core.data.candidates import rank
     from core.errors import QueryError
 
     _cqa, answers = byod
@@ -109,7 +109,7 @@ def test_free_text_on_candidate_lists_is_refused(byod):
 
 
 def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
-    from core.candidates import EncoderPairScorer
+    from core.data.candidates import EncoderPairScorer
 
     _cqa, answers = byod
 
@@ -131,7 +131,7 @@ def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
 
 # ----------------------------------------------------------------------------- training data
 def test_training_views_and_deterministic_splits(byod):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.usertrain import training_data
 
     cqa, answers = byod
@@ -157,7 +157,7 @@ def test_training_views_and_deterministic_splits(byod):
 
 def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
     """The generic path feeds the CNN exactly the examples the bespoke TrecQA code built (same order)."""
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.rerank.cnn import CNNTrainConfig, dev_candidates, training_examples
     from core.usertrain import training_data
 
@@ -179,7 +179,7 @@ def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
 
 # ----------------------------------------------------------------------------- import -> train -> eval -> portable
 def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.portable import applicable_systems, listing
     from core.registry import load_system
     from core.retrieval.base import Reranker
@@ -230,7 +230,7 @@ def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
 
 
 def test_bad_inputs_give_one_line_and_change_nothing(byod, capsys, tmp_path):
-    from core.imports import import_dataset
+    from core.data.imports import import_dataset
     from core.errors import DataFormatError
 
     cqa, _answers = byod

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Run
 
-from core.text import strip_control
+from core.data.text import strip_control
 
-from core.casestudy import (
+from core.judging.casestudy import (
     CaseColumn,
     CaseHit,
     CaseTable,
@@ -202,8 +202,8 @@ def test_table_dict_round_trip():
 
 # ----------------------------------------------------------------------------- saved cases
 def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
-    from core.casestudy_store import CASE_SCHEMA_VERSION, CaseStudyError, CaseStudyStore
-    from core.judgments import SCHEMA_VERSION, JudgmentStore
+    from core.judging.casestudy_store import CASE_SCHEMA_VERSION, CaseStudyError, CaseStudyStore
+    from core.judging.judgments import SCHEMA_VERSION, JudgmentStore
 
     url = f"sqlite:///{tmp_path / 'judgments.sqlite'}"
     judgments = JudgmentStore(url)
@@ -231,9 +231,9 @@ def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
 
 
 def test_case_table_added_to_an_old_judgments_database(tmp_path):
-    from core.casestudy_store import CaseStudyStore
-    from core.judgments import make_engine
-    from core.migrations import create_v1
+    from core.judging.casestudy_store import CaseStudyStore
+    from core.judging.judgments import make_engine
+    from core.judging.migrations import create_v1
 
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"
     engine = make_engine(url)
@@ -302,8 +302,8 @@ def test_chart_image_export_reports_why_not(monkeypatch):
 
 # ----------------------------------------------------------------------------- CLI
 def test_cli_casestudy_queries_and_disagreements(tiny_data, fresh_var, tmp_path, capsys):
-    from core.cli import main
-    from core.data import load_dataset
+    from core.cli.main import main
+    from core.data.datasets import load_dataset
     from core.retrieval import bm25
 
     bm25.build(load_dataset("qqp-bimpm"))

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from core.cli import main
+from core.cli.main import main
 from core.errors import describe_error
 
 
@@ -86,7 +86,7 @@ def _text_file(tmp_path):
 
 
 def _truncated(tmp_path):
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     path = tmp_path / "trunc.sqlite"
     s = JudgmentStore(f"sqlite:///{path}")
@@ -100,7 +100,7 @@ def _truncated(tmp_path):
 
 
 def _version_two(tmp_path):
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     path = tmp_path / "two.sqlite"
     JudgmentStore(f"sqlite:///{path}").close()
@@ -131,7 +131,7 @@ def test_bad_db_urls(tmp_path, capsys):
 
 
 def test_cli_reads_a_postgresql_database(postgres_server, capsys):
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     url = postgres_server.database()
     s = JudgmentStore(url)

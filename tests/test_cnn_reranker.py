@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.overlap import OverlapFeaturizer, normalize_tokens
+from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from models.cnn_reranker import CNNConfig, CNNPairReranker, SentenceCNN, cnn_loss
 
 
@@ -99,15 +99,15 @@ def test_without_features_join_is_smaller():
 # ----------------------------------------------------------------------------- system contract
 @pytest.fixture()
 def tiny_qa(tmp_path, monkeypatch):
-    from core.data import load_candidates_tsv
+    from core.data.datasets import load_candidates_tsv
 
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    import core.vectors
-    from core.vectors import WordVectors
+    import core.data.vectors
+    from core.data.vectors import WordVectors
 
     words = ["hamlet", "obama", "paris", "france", "capital", "born", "wrote"]
     small = WordVectors({w: i for i, w in enumerate(words)}, np.random.default_rng(0).normal(size=(len(words), 50)).astype(np.float32))
-    monkeypatch.setattr(core.vectors, "load_glove_50d", lambda: small)  # the 400k-word table is not needed here
+    monkeypatch.setattr(core.data.vectors, "load_glove_50d", lambda: small)  # the 400k-word table is not needed here
     rows = []
     for i, (q, good, bad) in enumerate([("who wrote hamlet ?", "shakespeare wrote hamlet in 1600 .", "the cat sat ."),
                                         ("when was obama born ?", "obama was born in 1961 .", "paris is in france ."),

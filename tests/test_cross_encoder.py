@@ -10,7 +10,7 @@ from core.training import TrainLog
 
 @pytest.fixture
 def tiny(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     return load_dataset("qqp-bimpm")
 

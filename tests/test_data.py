@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from core.data import Pair, load_dataset, load_qqp_bimpm, paraphrase_clusters, read_pairs_tsv
+from core.data.datasets import Pair, load_dataset, load_qqp_bimpm, paraphrase_clusters, read_pairs_tsv
 from core.errors import DataFormatError, UnknownNameError
-from core.imports import import_dataset, imported_datasets
-from core.text import display_form
+from core.data.imports import import_dataset, imported_datasets
+from core.data.text import display_form
 
 
 @pytest.fixture(scope="module")

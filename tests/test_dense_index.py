@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from core.errors import MissingArtifactError
-from core.indexing import IndexSpec, build_index, load_index, save_index
+from core.retrieval.indexing import IndexSpec, build_index, load_index, save_index
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
 
 faiss.omp_set_num_threads(1)  # small indexes; avoids OpenMP spinning on a loaded machine

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.data import dataset_from_pairs
+from core.data.datasets import dataset_from_pairs
 from core.errors import MissingArtifactError
-from core.evaluation import evaluate_run
+from core.analysis.evaluation import evaluate_run
 from models.densetrans import VARIANTS, DenseTrans, layer_input_widths
 from models.losses import SampledSoftmaxLoss
 
@@ -117,9 +117,9 @@ def test_tiny_training_beats_random_encoder_and_serves(toy, tmp_path, monkeypatc
     enc = retriever.encoder
     torch.manual_seed(1)
     random_model = dt._model(cfg, enc.model.token.num_embeddings, enc.model.token.embedding_dim, 0).eval()
-    from core.indexing import IndexSpec
+    from core.retrieval.indexing import IndexSpec
     from core.retrieval.dense import DenseRetriever, l2_normalize
-    from core.tokenizers import IdsEncoder
+    from core.data.tokenizers import IdsEncoder
 
     renc = IdsEncoder(random_model, enc.vocab, cfg.max_words, True, "random")
     rvec = l2_normalize(renc.encode(list(toy.corpus.values())))
@@ -191,7 +191,7 @@ def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
 
 
 def test_auto_index_is_exact_below_a_million_vectors():
-    from core.indexing import EXACT_BELOW, IndexSpec
+    from core.retrieval.indexing import EXACT_BELOW, IndexSpec
 
     assert IndexSpec.from_preset("auto", 36_737, 240).factory == "Flat"
     assert IndexSpec.from_preset("auto", EXACT_BELOW - 1, 64) == IndexSpec("Flat", "", "ip")

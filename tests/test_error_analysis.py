@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from ranx import Qrels, Run, compare
 
-from core.data import load_dataset
-from core.error_analysis import (
+from core.data.datasets import load_dataset
+from core.analysis.error_analysis import (
     analyze,
     holm,
     import_run,
@@ -31,9 +31,9 @@ from core.error_analysis import (
     unjudged_rate,
 )
 from core.errors import DataFormatError, StudioError
-from core.evaluation import evaluate_run
-from core.judgments import JudgmentStore, query_key
-from core.pooling import build_pool, shuffle_seed
+from core.analysis.evaluation import evaluate_run
+from core.judging.judgments import JudgmentStore, query_key
+from core.judging.pooling import build_pool, shuffle_seed
 from core.retrieval.base import Ranking
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
@@ -223,7 +223,7 @@ def test_import_run_round_trip(env, tmp_path):
 
 # ----------------------------------------------------------------------------- CLI
 def _cli(argv: list[str]) -> int:
-    from core.cli_judgments import add_commands
+    from core.cli.judgments import add_commands
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="verb", required=True))

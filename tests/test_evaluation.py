@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import DataFormatError, UnknownNameError
-from core.evaluation import check_metrics, evaluate_run, per_query, read_trec_run, write_trec_run
+from core.analysis.evaluation import check_metrics, evaluate_run, per_query, read_trec_run, write_trec_run
 from core.retrieval.base import Ranking
 
 QRELS = {"a": {"d1": 1, "d2": 1}, "b": {"d3": 1}, "c": {"d9": 1}}

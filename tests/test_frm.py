@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
+from core.analysis.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
                            pair_weight)
 from models.frm import FRM, FRMConfig, assign_levels, frm_loss, level_masks
 
@@ -186,7 +186,7 @@ def test_ablations_run(variant):
 def tiny_frm(tmp_path_factory):
     import os
 
-    from core.data import dataset_from_pairs
+    from core.data.datasets import dataset_from_pairs
     from core.rerank import frm as F
 
     old = os.environ.get("QRS_VAR")
@@ -207,7 +207,7 @@ def tiny_frm(tmp_path_factory):
 
 
 def test_missing_frm_names_build_command(tmp_path, monkeypatch):
-    from core.data import dataset_from_pairs
+    from core.data.datasets import dataset_from_pairs
     from core.errors import MissingArtifactError
     from core.rerank import frm as F
 
@@ -256,8 +256,8 @@ def fixture_training(tmp_path_factory):
     """The real loop (``train_frm``) on the tiny QQP fixture (98 train / 12 dev / 13 test pairs)."""
     import os
 
-    from core.data import load_dataset
-    from core.keywords import LexicalStats
+    from core.data.datasets import load_dataset
+    from core.analysis.keywords import LexicalStats
     from core.rerank import frm as F
     from tests.conftest import TINY_DATA
 

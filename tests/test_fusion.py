@@ -1,10 +1,10 @@
-"""Fusion of first stages (core.fusion): names, ranx fusion against the formulas, build/tune/load on the tiny fixture."""
+"""Fusion of first stages (core.retrieval.fusion): names, ranx fusion against the formulas, build/tune/load on the tiny fixture."""
 from __future__ import annotations
 
 import pytest
 
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
-from core.fusion import fuse_dicts, parse_variant
+from core.retrieval.fusion import fuse_dicts, parse_variant
 
 
 def test_parse_variant_accepts_parts_with_variants_and_rejects_bad_names():
@@ -62,7 +62,7 @@ def test_combsum_and_wsum_use_min_max_normalised_scores():
 
 @pytest.fixture
 def tiny_bm25(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.retrieval import bm25
 
     ds = load_dataset("qqp-bimpm")
@@ -72,7 +72,7 @@ def tiny_bm25(tiny_data, fresh_var):
 
 
 def test_build_tunes_on_dev_and_fused_search_drops_the_query(tiny_bm25):
-    from core import fusion
+    from core.retrieval import fusion
     from core.registry import load_system
 
     ds = tiny_bm25
@@ -97,8 +97,8 @@ def test_build_tunes_on_dev_and_fused_search_drops_the_query(tiny_bm25):
 
 
 def test_fusion_of_a_missing_part_names_the_part_command(tiny_data, fresh_var):
-    from core import fusion
-    from core.data import load_dataset
+    from core.retrieval import fusion
+    from core.data.datasets import load_dataset
     from core.retrieval import bm25
 
     ds = load_dataset("qqp-bimpm")

@@ -35,7 +35,7 @@ QUERIES = [{"_id": "q1", "text": "one"}]
     (DOCS, [{"_id": "q1", "text": "nul \u0000 inside"}], "queries.jsonl:1", "NUL"),
 ])
 def test_bad_beir_folders_are_refused_with_file_and_line(corpus, queries, where, fragment, tmp_path, fresh_var):
-    from core.imports import import_dataset, imported_datasets
+    from core.data.imports import import_dataset, imported_datasets
 
     root = _beir(tmp_path / "beir", corpus, queries)
     with pytest.raises(DataFormatError) as err:
@@ -51,7 +51,7 @@ def test_bad_beir_folders_are_refused_with_file_and_line(corpus, queries, where,
     ("1\ta\tb\n0\tc\x00\td\n", 2, "NUL"),
 ])
 def test_bad_pairs_files_are_refused_with_the_line(content, line, fragment, tmp_path, fresh_var):
-    from core.imports import import_dataset, imported_datasets
+    from core.data.imports import import_dataset, imported_datasets
 
     path = tmp_path / "pairs.tsv"
     path.write_text(content, encoding="utf-8")
@@ -62,7 +62,7 @@ def test_bad_pairs_files_are_refused_with_the_line(content, line, fragment, tmp_
 
 
 def test_duplicate_candidate_rows_are_refused(tmp_path, fresh_var):
-    from core.imports import import_dataset
+    from core.data.imports import import_dataset
 
     path = tmp_path / "cands.tsv"
     path.write_text("q1\tquery\td1\tdoc one\t1\nq1\tquery\td2\tdoc two\t0\nq1\tquery\td1\tdoc one\t1\n", encoding="utf-8")
@@ -71,8 +71,8 @@ def test_duplicate_candidate_rows_are_refused(tmp_path, fresh_var):
 
 
 def test_a_utf8_bom_is_accepted_and_stripped(tmp_path, fresh_var):
-    from core.data import load_dataset
-    from core.imports import import_dataset
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
 
     path = tmp_path / "bom.tsv"
     path.write_bytes("\ufeff1\thow to cook rice\thow do I cook rice\n0\ta\tb\n".encode("utf-8"))
@@ -83,7 +83,7 @@ def test_a_utf8_bom_is_accepted_and_stripped(tmp_path, fresh_var):
 
 
 def test_non_utf8_is_reported_by_line(tmp_path):
-    from core.data import read_pairs_tsv
+    from core.data.datasets import read_pairs_tsv
 
     path = tmp_path / "latin1.tsv"
     path.write_bytes("1\ta\tb\n0\tc\td\n1\tcafé\tcafe\n".encode("latin-1"))
@@ -93,7 +93,7 @@ def test_non_utf8_is_reported_by_line(tmp_path):
 
 
 def test_text_length_limit_is_configurable(tmp_path, monkeypatch):
-    from core.data import read_pairs_tsv
+    from core.data.datasets import read_pairs_tsv
 
     path = tmp_path / "long.tsv"
     path.write_text("1\t" + "word " * 30 + "\tshort\n", encoding="utf-8")
@@ -114,7 +114,7 @@ def test_a_50_mb_single_line_is_refused_without_loading_it(tmp_path):
         f.write("\n")
     code = (
         "import resource, sys\n"
-        "from core.data import read_pairs_tsv\n"
+        "from core.data.datasets import read_pairs_tsv\n"
         "from core.errors import DataFormatError\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "try:\n"

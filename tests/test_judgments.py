@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Qrels
 
-from core.judgments import (
+from core.judging.judgments import (
     DEFAULT_GUIDELINES,
     JudgmentError,
     LabelResult,
@@ -28,8 +28,8 @@ from core.judgments import (
     read_trec_qrels,
     text_hash,
 )
-from core.judgments import StoreBusyError, StoreError
-from core.migrations import current_version
+from core.judging.judgments import StoreBusyError, StoreError
+from core.judging.migrations import current_version
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -37,7 +37,7 @@ DS = "toy"
 
 WORKER = r"""
 import sys
-from core.judgments import JudgmentStore
+from core.judging.judgments import JudgmentStore
 url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = JudgmentStore(url)
 for i in range(n):
@@ -157,7 +157,7 @@ def _v1_file(path: Path, extra: str = "") -> Path:
 
 def test_migration_from_v1(tmp_path):
     """Alembic upgrades the v1 fixture (stamped 0001 from meta.schema_version) to the newest revision."""
-    from core.migrations import REVISIONS, head
+    from core.judging.migrations import REVISIONS, head
 
     path = _v1_file(tmp_path / "old.sqlite")
     s = JudgmentStore(f"sqlite:///{path}")
@@ -337,8 +337,8 @@ def _hold_lock(url: str, seconds: float) -> subprocess.Popen:
 def test_held_write_lock_never_blocks_reads_and_bounds_writes(db_url, capsys):
     """Issue 13 (1): with another process holding the write lock, opening the store and reading answer at
     once (no write lock for a current schema, WAL readers) and a write fails within its bound."""
-    from core.cli import main
-    from core.judgments import DEFAULT_LOCK_TIMEOUT
+    from core.cli.main import main
+    from core.judging.judgments import DEFAULT_LOCK_TIMEOUT
 
     assert DEFAULT_LOCK_TIMEOUT <= 10
     s = JudgmentStore(db_url)

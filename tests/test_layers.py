@@ -1,4 +1,4 @@
-"""core.layers: the discriminativeness measure on cases with a known answer, the triple sampler, and
+"""core.analysis.layers: the discriminativeness measure on cases with a known answer, the triple sampler, and
 DenseTrans's per-layer curves against −AllDense (densetrans-cai2021.md Figures 1 and 3)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.layers import COS_FLOOR, Triple, discriminativeness, query_layer_cosines, sample_triples
+from core.analysis.layers import COS_FLOOR, Triple, discriminativeness, query_layer_cosines, sample_triples
 
 
 def _unit(angle: float) -> np.ndarray:
@@ -66,7 +66,7 @@ def tiny():
     old = os.environ.get("QRS_DATA")
     os.environ["QRS_DATA"] = str(TINY_DATA)
     try:
-        from core.data import load_dataset
+        from core.data.datasets import load_dataset
 
         yield load_dataset("qqp-bimpm")
     finally:
@@ -92,7 +92,7 @@ def test_random_triples_respect_clusters(tiny):
 
 
 def _layer_curve(model, vocab, triples):
-    from core.tokenizers import IdsEncoder
+    from core.data.tokenizers import IdsEncoder
 
     enc = IdsEncoder(model, vocab, 30, add_cls=True, encoder_id="t")
     return discriminativeness("m", lambda texts: enc.map(texts, model.layer_cls), triples)

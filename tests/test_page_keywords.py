@@ -17,7 +17,7 @@ def _app() -> AppTest:
 
 @pytest.fixture
 def built_frm(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.rerank import frm
     from core.retrieval import bm25
 

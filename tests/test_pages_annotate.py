@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.data import load_dataset
-from core.judgments import JudgmentStore
+from core.data.datasets import load_dataset
+from core.judging.judgments import JudgmentStore
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
@@ -88,7 +88,7 @@ def test_annotate_empty_queue_and_dataset_queries(env):
 
 
 def _cli_compare(argv: list[str]) -> dict:
-    from core.cli_judgments import add_commands, compare_from_args
+    from core.cli.judgments import add_commands, compare_from_args
 
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="verb", required=True))
@@ -96,7 +96,7 @@ def _cli_compare(argv: list[str]) -> dict:
 
 
 def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
-    from core.error_analysis import import_run, label_set, run_to_trec, system_runs
+    from core.analysis.error_analysis import import_run, label_set, run_to_trec, system_runs
 
     ds = env
     store = JudgmentStore()

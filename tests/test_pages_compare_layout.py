@@ -1,7 +1,7 @@
 """The Compare page's aligned layout as data (ui/compare_view.py): 1–8 systems, marks, stacking."""
 from __future__ import annotations
 
-from core.compare import Comparison, Hit, SystemChoice, SystemResult
+from core.analysis.compare import Comparison, Hit, SystemChoice, SystemResult
 from core.retrieval.base import Ranking
 from ui.compare_view import MAX_PER_TABLE, aligned_table, layout, mark, stacks, summary_rows
 

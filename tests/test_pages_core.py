@@ -11,7 +11,7 @@ _app = app_test
 def test_home_shows_dataset_and_systems(built):
     at = _app("app.py").run()
     assert not at.exception
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     stats = load_dataset("qqp-bimpm").stats()  # the tiny fixture: 244 questions, 123 queries
     shown = {m.label: m.value for m in at.metric}

@@ -18,7 +18,7 @@ def built_minilm(built):
     """BM25 and the pretrained MiniLM on the tiny fixture (seconds); DenseTrans stays unbuilt."""
     import streamlit as st
 
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.retrieval import bert
 
     bert.build(load_dataset("qqp-bimpm"))

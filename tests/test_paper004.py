@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.data import PAPER_004_SPLIT, load_dataset
+from core.data.datasets import PAPER_004_SPLIT, load_dataset
 
 
 def test_paper_004_is_the_first_question_of_each_positive_pair(tiny_data):
@@ -26,7 +26,7 @@ def test_paper_004_is_the_first_question_of_each_positive_pair(tiny_data):
 
 
 def test_paper_004_eval_cli(built, capsys):
-    from core.cli import main
+    from core.cli.main import main
 
     assert main(["eval", "--system", "bm25", "--split", "paper-004", "--k", "20", "--metrics", "map@20,hit_rate@1"]) == 0
     out = capsys.readouterr().out

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from core.evaluation import evaluate_run
-from core.indexing import IndexSpec
+from core.analysis.evaluation import evaluate_run
+from core.retrieval.indexing import IndexSpec
 from core.retrieval.dense import DenseRetriever, l2_normalize
-from core.tokenizers import IdsEncoder
+from core.data.tokenizers import IdsEncoder
 
 
 @pytest.fixture
 def tiny(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     torch.set_num_threads(1)
     return load_dataset("qqp-bimpm")
@@ -65,7 +65,7 @@ def _last_state(encoder, folder):
 def test_glove_mean_builds_serves_and_matches_a_hand_mean(tiny):
     from core.registry import get_spec
     from core.retrieval import wordmean
-    from core.vectors import load_glove_50d
+    from core.data.vectors import load_glove_50d
 
     assert get_spec("glove-mean").module == "core.retrieval.wordmean"
     metrics = wordmean.build(tiny)

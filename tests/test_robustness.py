@@ -74,7 +74,7 @@ def tiny_env(tmp_path_factory) -> TinyEnv:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))
         mp.setenv("QRS_VAR", str(var))
-        from core.data import load_dataset
+        from core.data.datasets import load_dataset
         from core.registry import load_system, supports, system_module
 
         env = TinyEnv(load_dataset("qqp-bimpm"), var)
@@ -302,7 +302,7 @@ def test_compare_page_with_hostile_query(text, kind, fragment, page_env):
 
 def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypatch, tmp_path):
     """A typed injection query is queued, shown with st.text (escaped), labelled, stored verbatim."""
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
     evil = "<script>alert(1)</script> '); DROP TABLE judgments;-- **bold** $x$ python"
@@ -325,13 +325,13 @@ def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypa
 # ----------------------------------------------------------------------------- malformed files
 @pytest.fixture
 def tiny_ds(tiny_data):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     return load_dataset("qqp-bimpm")
 
 
 def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
-    from core.evaluation import read_trec_run
+    from core.analysis.evaluation import read_trec_run
 
     path = tmp_path / "binary.trec"
     path.write_bytes(b"q1 Q0 d1 1 2.0 x\n\xff\xfe\x00garbage\n")
@@ -345,7 +345,7 @@ def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
     ("q1 Q0 d1 1 2.0 x extra\n", 1, "expected 6 columns"),
 ])
 def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragment, tiny_ds, monkeypatch, tmp_path):
-    from core.error_analysis import import_run, imported_runs
+    from core.analysis.error_analysis import import_run, imported_runs
 
     ds = tiny_ds
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
@@ -358,7 +358,7 @@ def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragm
 
 
 def test_run_with_unknown_doc_ids_is_refused_and_stores_nothing(tiny_ds, monkeypatch, tmp_path):
-    from core.error_analysis import import_run, imported_runs
+    from core.analysis.error_analysis import import_run, imported_runs
 
     ds = tiny_ds
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
@@ -390,7 +390,7 @@ GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
     ("corpus", '{"_id": "d1", "text": "one"}\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:2"),
 ])
 def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, content, where, tmp_path, fresh_var):
-    from core.imports import import_dataset, imported_datasets
+    from core.data.imports import import_dataset, imported_datasets
 
     root = tmp_path / "beir"
     files = {"corpus": GOOD_CORPUS, "queries": GOOD_QUERIES, "qrels": GOOD_QRELS, part: content}
@@ -403,7 +403,7 @@ def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, con
 
 
 def test_non_utf8_pairs_file_is_refused_and_imports_nothing(tmp_path, fresh_var):
-    from core.imports import import_dataset, imported_datasets
+    from core.data.imports import import_dataset, imported_datasets
 
     path = tmp_path / "latin1.tsv"
     path.write_bytes("1\tcafé ?\tcafé !\n".encode("latin-1"))
@@ -413,9 +413,9 @@ def test_non_utf8_pairs_file_is_refused_and_imports_nothing(tmp_path, fresh_var)
 
 
 def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
     from core.errors import StudioError
-    from core.imports import import_dataset
+    from core.data.imports import import_dataset
 
     good = tmp_path / "good.tsv"
     good.write_text("1\ta b\ta c\n", encoding="utf-8")
@@ -428,7 +428,7 @@ def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
 
 
 def test_missing_dataset_file_is_a_clear_error(tmp_path):
-    from core.data import read_pairs_tsv
+    from core.data.datasets import read_pairs_tsv
 
     missing = tmp_path / "nope.tsv"
     with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
@@ -439,7 +439,7 @@ def test_unreadable_dataset_file_is_a_clear_error(tmp_path, monkeypatch):
     """A file that exists but cannot be opened (permission denied): named, with the reason."""
     import pathlib
 
-    from core.data import read_pairs_tsv
+    from core.data.datasets import read_pairs_tsv
 
     path = tmp_path / "locked.tsv"
     path.write_text("1\ta\tb\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Stored runs (core.runs): written by the build, fresh until the model changes, read by Error Analysis."""
+"""Stored runs (core.analysis.runs): written by the build, fresh until the model changes, read by Error Analysis."""
 from __future__ import annotations
 
 import json
@@ -11,15 +11,15 @@ from core.errors import UnknownNameError
 
 @pytest.fixture
 def ds(tiny_data, fresh_var):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     return load_dataset("qqp-bimpm")
 
 
 def test_build_writes_a_trec_run_per_system_with_the_query_dropped(ds):
-    from core import runs
+    from core.analysis import runs
     from core.build import build_system
-    from core.evaluation import read_trec_run
+    from core.analysis.evaluation import read_trec_run
 
     status = build_system(ds, "bm25")
     assert status.state == "ready" and "stored_run_seconds" in status.metrics
@@ -41,7 +41,7 @@ def test_build_writes_a_trec_run_per_system_with_the_query_dropped(ds):
 
 
 def test_stored_run_equals_a_computed_run_and_goes_stale_when_the_model_changes(ds):
-    from core import runs
+    from core.analysis import runs
     from core.build import build_system
     from core.registry import load_system, system_dir
 
@@ -71,7 +71,7 @@ def test_stored_run_equals_a_computed_run_and_goes_stale_when_the_model_changes(
 
 
 def test_load_runs_reads_the_stored_file_without_loading_the_system(ds):
-    from core import runs
+    from core.analysis import runs
     from core.build import build_system
 
     build_system(ds, "bm25")
@@ -88,7 +88,7 @@ def test_load_runs_reads_the_stored_file_without_loading_the_system(ds):
 
 
 def test_a_stored_run_is_atomic_and_stale_after_a_weights_change(ds):
-    from core import runs
+    from core.analysis import runs
     from core.build import build_system
     from core.registry import system_dir
 
@@ -104,7 +104,7 @@ def test_a_stored_run_is_atomic_and_stale_after_a_weights_change(ds):
 
 
 def test_a_fusions_stored_run_is_fused_from_its_parts_and_matches_the_live_system(ds):
-    from core import runs
+    from core.analysis import runs
     from core.build import build_system
     from core.registry import load_system
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.data import dataset_from_pairs
+from core.data.datasets import dataset_from_pairs
 from core.errors import MissingArtifactError
-from core.tokenizers import WordVocab, stable_bucket
+from core.data.tokenizers import WordVocab, stable_bucket
 from models.losses import SDMLLoss, TripletLoss, smoothed_targets
 from models.sdml_cnn import SDMLCNN
 
@@ -135,7 +135,7 @@ def test_tiny_training_beats_untrained_copy(tmp_path, monkeypatch):
     # the served (exact, default) index gives the same test H@1 as the build's measurement
     retriever = sdml.load(toy)
     assert retriever.spec.metric == "l2" and "IVF" not in retriever.spec.factory
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
 
     qrels = toy.split_qrels("test")
     run = retriever.search_many({q: toy.queries[q] for q in qrels}, k=100, ignore_identical_ids=True)
@@ -163,7 +163,7 @@ def test_config_rejects_bad_values():
 
 def test_glove_init_copies_glove_rows_and_keeps_padding_zero():
     from core.retrieval import sdml
-    from core.vectors import load_glove_50d
+    from core.data.vectors import load_glove_50d
 
     toy = toy_dataset(4)
     cfg = sdml.make_config("quick", None, channels=8, out_dim=8)  # quick: GloVe-50d over the collection's words

@@ -141,8 +141,8 @@ EVIL = [
 @pytest.fixture
 def evil_dataset(tmp_path, fresh_var):
     """An imported pairs dataset whose questions are markup/HTML, with its BM25 index."""
-    from core.data import load_dataset
-    from core.imports import import_dataset
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
     from core.retrieval import bm25
 
     path = tmp_path / "evil.tsv"

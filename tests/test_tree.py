@@ -1,4 +1,4 @@
-"""k-means tree + beam search (core/tree.py) and the tree-bert retriever (core/retrieval/tree.py)."""
+"""k-means tree + beam search (core/retrieval/tree_search.py) and the tree-bert retriever (core/retrieval/tree.py)."""
 from __future__ import annotations
 
 import faiss
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import MissingArtifactError
-from core.tree import KMeansTree, TreeConfig
+from core.retrieval.tree_search import KMeansTree, TreeConfig
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -171,7 +171,7 @@ def test_tree_retriever_drops_self_and_counts(vectors):
 
 def test_tree_bert_load_without_build_names_command(tmp_path, monkeypatch):
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
-    from core.data import dataset_from_pairs
+    from core.data.datasets import dataset_from_pairs
     from core.retrieval import tree
 
     ds = dataset_from_pairs("toy", "toy", [(1, "a b", "a c", "1"), (0, "d e", "f g", "2")])

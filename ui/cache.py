@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 
 import streamlit as st
 
-from core.data import Dataset, load_dataset
+from core.data.datasets import Dataset, load_dataset
 
 
 @st.cache_resource(show_spinner=False)
@@ -44,13 +44,13 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
 def fusion_system(variant: str, dataset_name: str):
-    """A fused first stage (``core.fusion``) sharing this process's loaded parts.
+    """A fused first stage (``core.retrieval.fusion``) sharing this process's loaded parts.
 
     A built variant uses its dev-tuned parameters; one not built yet fuses live with the untuned
     defaults (RRF k = 60, equal weights), and says so in ``retriever.tuned`` / ``retriever.tuned_on``.
     Missing parts raise ``MissingArtifactError`` with their build command.
     """
-    from core import fusion
+    from core.retrieval import fusion
     from core.errors import MissingArtifactError
 
     spec = fusion.parse_variant(variant)
@@ -71,7 +71,7 @@ def fusion_system(variant: str, dataset_name: str):
 @st.cache_resource(show_spinner=False)
 def judgment_store(url: str):
     """The judgment store for a database URL (one engine per process; every call commits at once)."""
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     return JudgmentStore(url)
 
@@ -79,10 +79,10 @@ def judgment_store(url: str):
 @st.cache_data(show_spinner="Ranking for the pool…", max_entries=512)
 def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | None, k: int) -> list[str]:
     """Top-k doc ids of one system for one query (rerankers rescore BM25's top 20)."""
-    from core.pooling import system_top_ids
+    from core.judging.pooling import system_top_ids
     from core.registry import get_spec
 
-    if system_name.startswith("fusion@"):  # a built fusion variant (core.fusion) joins the pool like any first stage
+    if system_name.startswith("fusion@"):  # a built fusion variant (core.retrieval.fusion) joins the pool like any first stage
         loaded = fusion_system(system_name.split("@", 1)[1], dataset_name)
         return system_top_ids(loaded, dataset(dataset_name), query, k, query_id)
     first = system("bm25", dataset_name) if get_spec(system_name).kind == "reranker" else None
@@ -92,7 +92,7 @@ def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | No
 @st.cache_data(show_spinner="Running the system over the queries…", max_entries=32)
 def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str], ...], k: int) -> dict:
     """One system's run over ``queries`` as ``{qid: {doc: score}}`` (same code as ``python -m core compare``)."""
-    from core.error_analysis import system_runs
+    from core.analysis.error_analysis import system_runs
 
     (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k,
                          loader=lambda name, _ds: system(name, dataset_name))
@@ -174,7 +174,7 @@ def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int
     Computed once per settings and process; ``progress(fraction, message)`` is called by the page's
     own code while computing (it is never stored, so a later session gets the curve and no replay).
     """
-    from core.layers import discriminativeness, sample_triples
+    from core.analysis.layers import discriminativeness, sample_triples
 
     key = (label, dataset_name, n, negatives, seed)
     cache = result_cache("layer_curve")
@@ -200,7 +200,7 @@ def _queries_key(queries: dict[str, str]) -> str:
 
 
 def _run_fingerprint(ds, name: str) -> str:
-    from core.runs import fingerprint
+    from core.analysis.runs import fingerprint
 
     system_name, _, variant = name.partition("@")
     return fingerprint(ds, system_name, variant or None)
@@ -210,11 +210,11 @@ def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k:
                 progress: Callable[[float, str], None] | None = None) -> list[dict]:
     """Runs (``{qid: {doc: score}}``) of systems by name over ``queries`` for Error Analysis.
 
-    Stored runs are read (``core.runs.load_runs``); what is missing or stale is computed with
+    Stored runs are read (``core.analysis.runs.load_runs``); what is missing or stale is computed with
     ``progress(fraction, "system: n/N queries")`` drawn by the page. Results are kept per model
     fingerprint, queries and depth for the process (plain dicts: nothing of the page is stored).
     """
-    from core.runs import load_runs
+    from core.analysis.runs import load_runs
 
     ds = dataset(dataset_name)
     cache = result_cache("stored_runs")
@@ -232,7 +232,7 @@ def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k:
 
 @st.cache_data(show_spinner="Computing Recall@k on held-out queries…", max_entries=32)
 def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: int) -> dict[int, float]:
-    from core.layers import recall_curve as compute
+    from core.analysis.layers import recall_curve as compute
 
     return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
 
@@ -241,6 +241,6 @@ def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: i
 @st.cache_resource(show_spinner=False)
 def case_store(url: str):
     """Saved case studies in the judgments database (shares ``judgment_store(url)``'s engine)."""
-    from core.casestudy_store import CaseStudyStore
+    from core.judging.casestudy_store import CaseStudyStore
 
     return CaseStudyStore(judgments=judgment_store(url))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from core.compare import Comparison, Hit, SystemResult
+from core.analysis.compare import Comparison, Hit, SystemResult
 
 MARKS = "✅ relevant (qrels) · 👤 user label (0/1/2) · ▫️ unjudged · ◆ in every column · ◇ only here"
 TABLE_WIDTH = 840  # px the system columns share (main area at a 1,400-px window: 930 px; columns stretch)

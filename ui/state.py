@@ -5,7 +5,7 @@ import os
 
 import streamlit as st
 
-from core.data import DEFAULT_DATASET
+from core.data.datasets import DEFAULT_DATASET
 
 DATASET_KEY = "dataset"
 

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from core.artifacts import load_json, save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
 

@@ -13,7 +13,7 @@ too many for every 10 mini-batches on CPU). The quick profile caps the epochs at
 
 Variants: ``None`` = with the four overlap features (Table 3), ``"no-features"`` = without (Table 2).
 Preprocessing §5.1: whitespace tokens (the data is tokenized), lower-cased, digits → 0. Embeddings:
-static GloVe 6B 50-d (``core.vectors.load_glove_50d``), unknown words U[−0.25, 0.25] (seeded).
+static GloVe 6B 50-d (``core.data.vectors.load_glove_50d``), unknown words U[−0.25, 0.25] (seeded).
 Optimiser: Adadelta (ρ = 0.95, ε = 1e-6, lr 1.0), batch 50, dropout 0.5, L2 as §4.1.
 """
 from __future__ import annotations
@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, UnknownNameError
-from core.evaluation import evaluate_run
-from core.overlap import OverlapFeaturizer, normalize_tokens
+from core.analysis.evaluation import evaluate_run
+from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
 from core.training import EarlyStopping, check_profile, device, set_seed
@@ -91,7 +91,7 @@ class Vocabulary:
 
 def embedding_matrix(vocab: Vocabulary, seed: int) -> tuple[torch.Tensor, int]:
     """GloVe 50-d rows; unknown words U[−0.25, 0.25] (§5.1); padding row zero."""
-    from core.vectors import load_glove_50d
+    from core.data.vectors import load_glove_50d
 
     matrix, found = load_glove_50d().lookup(vocab.words, np.random.default_rng(seed))
     matrix[PAD] = 0.0

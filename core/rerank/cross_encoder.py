@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset, Pair
+from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress

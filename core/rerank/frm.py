@@ -1,7 +1,7 @@
 """System ``frm``: FRM reranker (frm-multiview-chong.md §3) trained on the QQP cluster-disjoint pairs.
 
 Pipeline per question: keyword candidates + spaCy POS/stop words + IDF buckets + BM25 weights
-(``core.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
+(``core.analysis.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
 vector of each keyword). ``models.frm.FRM`` does the rest (importance, keyword sets, pairs, views).
 
 CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed once per question under
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset, Pair
+from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
-from core.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
+from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress

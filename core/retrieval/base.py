@@ -19,7 +19,7 @@ import numpy as np
 from ranx import Run
 
 from core.errors import QueryError
-from core.text import strip_control
+from core.data.text import strip_control
 
 MAX_QUERY_CHARS = 2000
 ProgressFn = Callable[[float, str], None]

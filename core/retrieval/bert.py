@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset, Pair
+from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError, UnknownNameError
-from core.indexing import IndexSpec, build_index, load_index, save_index
+from core.retrieval.indexing import IndexSpec, build_index, load_index, save_index
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
@@ -434,7 +434,7 @@ def dev_map(encoder: MiniLMEncoder, dataset: Dataset, max_queries: int = 0, seed
     Relevant questions of a dev query are in its cluster, hence in the dev split, so this sub-collection
     holds all of them; it costs one encoding of ~3.7k questions instead of 36.7k.
     """
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
 
     dev_ids = sorted({q for p in dataset.pairs["dev"] for q in (p.id1, p.id2)})
     qrels = dataset.split_qrels("dev")

@@ -3,7 +3,7 @@
 Variant: Lucene/Anserini BM25 (the engine densetrans-cai2021.md §4.2.3 used), idf = log(1 + (N - n + 0.5)
 / (n + 0.5)); bm25s omits the constant (k1 + 1) factor of the tf part, which does not change rankings.
 Defaults k1 = 3.44, b = 0.87 as tuned for Quora in densetrans-cai2021.md §4.2.3. Analyzer: lower-cased
-``\\w+`` tokens, no stemming, no stop-word removal (``core.text.word_tokens``).
+``\\w+`` tokens, no stemming, no stop-word removal (``core.data.text.word_tokens``).
 ``rank-bm25`` is the reference oracle in the tests (same variant, same rankings).
 """
 from __future__ import annotations
@@ -15,11 +15,11 @@ import bm25s
 import numpy as np
 
 from core.artifacts import config_from_dict, load_json, save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
-from core.text import word_tokens
+from core.data.text import word_tokens
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
 

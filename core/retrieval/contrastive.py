@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from core.artifacts import save_torch
-from core.data import Dataset
-from core.evaluation import evaluate_run
-from core.indexing import IndexSpec
+from core.data.datasets import Dataset
+from core.analysis.evaluation import evaluate_run
+from core.retrieval.indexing import IndexSpec
 from core.retrieval.base import ProgressFn, _no_progress
 from core.training import TrainLog, device, linear_warmup_decay
 
@@ -172,7 +172,7 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
         progress: ProgressFn = _no_progress, resume: bool = True, label: str = "encoder") -> tuple[TrainLog, dict]:
     """Train ``model`` (ids -> L2-normalised vectors) with Eq. (6)-(7); best dev checkpoint in
     ``folder/model.pt``. Returns the TrainLog and run facts (queries, seconds, steps)."""
-    from core.negatives import bm25_negatives
+    from core.data.negatives import bm25_negatives
     from models.losses import SampledSoftmaxLoss
 
     dev = device()

@@ -4,7 +4,7 @@ An ``Encoder`` maps texts to an L2-normalised float32 matrix (batched, ``torch.i
 CUDA if present). Collection embeddings are cached in ``var/cache/embeddings`` keyed by the encoder id
 and a fingerprint of the collection, so a second build or a second app start does not re-encode.
 
-``DenseRetriever`` searches a faiss index built by ``core.indexing``. Because every bi-encoder here is
+``DenseRetriever`` searches a faiss index built by ``core.retrieval.indexing``. Because every bi-encoder here is
 siamese (one encoder for queries and questions), a query whose text is a collection text reuses its
 stored vector instead of being encoded again (exactly the same vector; this makes dataset-wide
 evaluation cost one encoding pass).
@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from core.artifacts import save_json
-from core.indexing import IndexSpec, build_index, distance_counter, set_search_params
+from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params
 from core.paths import artifact_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
 
@@ -173,7 +173,7 @@ def stored_vectors_and_index(
     (count, dim). Returns ``(vectors, index, spec, encode_seconds)``.
     """
     from core.errors import MissingArtifactError
-    from core.indexing import load_index, save_index
+    from core.retrieval.indexing import load_index, save_index
 
     emb_path = folder / "embeddings.npy"
     t0 = time.perf_counter()

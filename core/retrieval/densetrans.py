@@ -25,14 +25,14 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
-from core.indexing import IndexSpec
+from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-from core.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
+from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
                              state_fingerprint, vocab_from_dict)
 from core.training import check_profile, device, set_seed
 
@@ -98,7 +98,7 @@ def _vocab_and_vectors(dataset: Dataset, cfg: DenseTransConfig):
     vocab = WordVocab.build(dataset.corpus.values(), max_size=cfg.vocab_size, hash_bins=0)
     tokens = ["[PAD]", "[CLS]", "[UNK]", *vocab.words]
     if cfg.embeddings == "glove":
-        from core.vectors import load_glove_50d
+        from core.data.vectors import load_glove_50d
 
         matrix, _found = load_glove_50d().lookup(tokens, rng, scale=cfg.oov_scale)
     elif cfg.embeddings == "random":

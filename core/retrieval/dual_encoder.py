@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.contrastive import TrainPlan, fit
 from core.retrieval.dense import DenseRetriever
 from core.retrieval.wordmean import collection_vocab, glove_matrix, reference, serve, test_scores
-from core.tokenizers import IdsEncoder, state_fingerprint, vocab_from_dict
+from core.data.tokenizers import IdsEncoder, state_fingerprint, vocab_from_dict
 from core.training import check_profile, device, profile_settings, set_seed
 
 SYSTEM = "dual-encoder"

@@ -9,7 +9,7 @@ dropped from its own ranking), evaluated every ``eval_every`` steps; the learnin
 baseline; the untrained copy of the CNN is measured too (step 0 of the curve, and on test).
 
 Serving: exact squared-L2 search by default (below 1M vectors; issue 12 §4); the paper's IVF index
-(§4.3: IVF2000,Flat, nprobe 10, nlist scaled to the collection, see core.indexing) via ``index="ivf"``.
+(§4.3: IVF2000,Flat, nprobe 10, nlist scaled to the collection, see core.retrieval.indexing) via ``index="ivf"``.
 
 Artifacts (``registry.system_dir(dataset, "sdml-cnn", variant)``): ``config.json``, ``vocab.json``,
 ``model.pt`` (best dev checkpoint), ``last.pt`` (resume state), ``embeddings.npy`` (raw vectors),
@@ -30,13 +30,13 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
-from core.indexing import PRESETS, IndexSpec
+from core.retrieval.indexing import PRESETS, IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-from core.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
+from core.data.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
 from core.training import TrainLog, check_profile, device, profile_settings, set_seed
 
 SYSTEM = "sdml-cnn"
@@ -131,7 +131,7 @@ def new_model(cfg: SDMLConfig, vocab: WordVocab):
     set_seed(cfg.seed)
     model = _model(cfg, vocab.size)
     if cfg.init == "glove":
-        from core.vectors import load_glove_50d
+        from core.data.vectors import load_glove_50d
 
         glove = load_glove_50d()
         found = [(vocab.token_id(w), glove.index[w]) for w in vocab.words if w in glove.index]
@@ -203,10 +203,10 @@ def squared_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "split", k: int = 100,
                      metrics=(DEV_METRIC,), metric: str = "l2") -> dict[str, float]:
-    """Metrics (ranx, core.evaluation) of the queries of ``split`` by exact search against the questions
+    """Metrics (ranx, core.analysis.evaluation) of the queries of ``split`` by exact search against the questions
     of that split (``collection="split"``, the dev collection) or the whole collection (``"all"``);
     each query dropped from its own ranking. ``encode(texts) -> vectors``."""
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
 
     doc_ids = split_collection(dataset, split) if collection == "split" else list(dataset.corpus)
     members = set(doc_ids)
@@ -223,8 +223,8 @@ def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "sp
 
 def glove_mean_encode(texts: list[str]) -> np.ndarray:
     """The untrained reference: mean of the GloVe-50d vectors of a question's words (zeros if none)."""
-    from core.tokenizers import words
-    from core.vectors import load_glove_50d
+    from core.data.tokenizers import words
+    from core.data.vectors import load_glove_50d
 
     glove = load_glove_50d()
     out = np.zeros((len(texts), glove.dim), dtype=np.float32)

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from core.artifacts import config_from_dict, load_json, save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
-from core.tree import KMeansTree, TreeConfig
+from core.retrieval.tree_search import KMeansTree, TreeConfig
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,17 @@ import numpy as np
 import torch
 
 from core.artifacts import load_json, load_torch, save_json, save_torch
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
-from core.indexing import IndexSpec
+from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-from core.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
+from core.data.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
 from core.training import check_profile, device
 
 SYSTEM = "glove-mean"
-DEFAULT_INDEX = "auto"  # exact below 1M vectors (core/indexing.py)
+DEFAULT_INDEX = "auto"  # exact below 1M vectors (core/retrieval/indexing.py)
 MAX_WORDS = 30  # as DenseTrans (§4.2.3): questions truncated to 30 words
 TEST_METRICS = ("recall@100", "hit_rate@1", "mrr@100")
 DEV_DISTRACTORS = 5000  # the dev collection of the quick DenseTrans / dual-encoder runs
@@ -37,7 +37,7 @@ def collection_vocab(dataset: Dataset, glove_only: bool) -> WordVocab:
     vocab = WordVocab.build(dataset.corpus.values(), max_size=10**7, hash_bins=0)
     if not glove_only:
         return vocab
-    from core.vectors import load_glove_50d
+    from core.data.vectors import load_glove_50d
 
     known = load_glove_50d().index
     return WordVocab(tuple(w for w in vocab.words if w.lower() in known), 0)
@@ -45,7 +45,7 @@ def collection_vocab(dataset: Dataset, glove_only: bool) -> WordVocab:
 
 def glove_matrix(vocab: WordVocab, seed: int = 13, oov_scale: float = 0.2) -> torch.Tensor:
     """Rows for [PAD], [CLS], [UNK] and the words: GloVe where known, U(−oov_scale, oov_scale) else."""
-    from core.vectors import load_glove_50d
+    from core.data.vectors import load_glove_50d
 
     rng = np.random.default_rng(seed)
     matrix, _found = load_glove_50d().lookup(["[PAD]", "[CLS]", "[UNK]", *vocab.words], rng, scale=oov_scale)
@@ -56,7 +56,7 @@ def glove_matrix(vocab: WordVocab, seed: int = 13, oov_scale: float = 0.2) -> to
 def test_scores(retriever: DenseRetriever, dataset: Dataset, split: str = "test") -> dict[str, float]:
     """``split`` queries against the whole collection through ``retriever`` (each query dropped from
     its own ranking), ranx scores of ``TEST_METRICS``."""
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
 
     queries = dataset.split_queries(split)
     rankings = retriever.search_many(queries, k=100, ignore_identical_ids=True)

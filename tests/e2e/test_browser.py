@@ -255,7 +255,7 @@ def test_keywords_page_charts_or_clear_not_built_message(browser, app_server):
 
 
 def _store(var: Path):
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     return JudgmentStore(f"sqlite:///{var / 'judgments.sqlite'}")
 
@@ -279,7 +279,7 @@ def test_annotate_labels_a_pooled_result_with_the_keyboard(browser, app_server, 
     store.close()
     assert len(mine) == 1 and mine[0].label == 2, mine
     assert mine[0].query_id and mine[0].doc_id != mine[0].query_id
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))

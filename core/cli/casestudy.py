@@ -6,8 +6,8 @@
   queries on which the two systems differ most (per-query metric delta, ranx), shown with
   ``--systems`` (default: the two).
 
-Tables go through the same ``core.compare.compare`` as the Compare page and the same exporters as its
-download buttons (``core.casestudy``). Rerankers rescore ``--first-stage``'s top ``--depth``.
+Tables go through the same ``core.analysis.compare.compare`` as the Compare page and the same exporters as its
+download buttons (``core.judging.casestudy``). Rerankers rescore ``--first-stage``'s top ``--depth``.
 Without ``--out`` the tables are printed.
 """
 from __future__ import annotations
@@ -39,11 +39,11 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def cmd_casestudy(args: argparse.Namespace) -> int:
     """Write one case-study table per query (see module docstring)."""
-    from core.casestudy import case_table, disagreements, to_csv, to_latex, to_markdown
-    from core.compare import SystemChoice, compare
-    from core.data import load_dataset
-    from core.error_analysis import system_runs
-    from core.evaluation import check_metrics, short
+    from core.judging.casestudy import case_table, disagreements, to_csv, to_latex, to_markdown
+    from core.analysis.compare import SystemChoice, compare
+    from core.data.datasets import load_dataset
+    from core.analysis.error_analysis import system_runs
+    from core.analysis.evaluation import check_metrics, short
     from core.registry import get_spec, load_system
 
     if bool(args.queries) == bool(args.disagree):
@@ -117,7 +117,7 @@ def cmd_casestudy(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``casestudy`` on the main CLI's subparsers."""
-    from core.data import DEFAULT_DATASET
+    from core.data.datasets import DEFAULT_DATASET
 
     p = sub.add_parser("casestudy", help="Table-4-style case-study tables (Markdown, LaTeX, CSV) for many queries")
     p.add_argument("--dataset", default=DEFAULT_DATASET)

@@ -6,7 +6,7 @@ Label source (``LABEL_SOURCES``)
   ties -> the most recent label).
 - ``both``: the union; **a user judgment wins** over the dataset label for the same (query, doc).
 Only queries with at least one relevant (label > 0) item are evaluated (ranx would otherwise average
-in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.evaluation``):
+in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.analysis.evaluation``):
 paired Student's t-test (``student``, ranx) or Fisher's randomization test (``fisher``, 1000
 permutations, seed 42; ranx's statistic with a seeded generator, see ``randomization_test``); the
 p-values of the systems against the baseline are Holm-corrected per metric.
@@ -16,7 +16,7 @@ Buckets
   in [0, 0.2] or a negative in [0.7, 1]; easy when a positive is in [0.7, 1] or a negative in
   [0, 0.2]; middle otherwise. A *query* is hard when all its positives are hard, easy when all are
   easy, middle otherwise (the paper buckets pairs; per-query metrics need the query lifted).
-- Query length in words (``core.text.word_tokens``).
+- Query length in words (``core.data.text.word_tokens``).
 """
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 from ranx import Run
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
-from core.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
-from core.judgments import JudgmentStore
+from core.analysis.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
+from core.judging.judgments import JudgmentStore
 from core.paths import artifact_dir
 from core.retrieval.base import Ranking, Reranker, Retriever
-from core.text import word_tokens
+from core.data.text import word_tokens
 
 LABEL_SOURCES = ("dataset", "judgments", "both")
 PRECEDENCE = "user judgments win over dataset qrels for the same (query, doc)"
@@ -360,7 +360,7 @@ def most_unjudged(runs: Sequence[Run], judged: Mapping[str, Mapping[str, int]], 
 
 # ----------------------------------------------------------------------------- buckets
 def jaccard(a: str, b: str) -> float:
-    """Word-set Jaccard similarity (``core.text.word_tokens``); 0 for two empty texts."""
+    """Word-set Jaccard similarity (``core.data.text.word_tokens``); 0 for two empty texts."""
     sa, sb = set(word_tokens(a)), set(word_tokens(b))
     union = sa | sb
     return len(sa & sb) / len(union) if union else 0.0
@@ -478,10 +478,10 @@ def system_runs(
 ) -> list[Run]:
     """Runs of built-in systems by name (rerankers rescore ``first_stage``'s top ``depth``).
 
-    With the stored runs' first stage (bm25, top 20) they come from ``core.runs.load_runs``: the build's
+    With the stored runs' first stage (bm25, top 20) they come from ``core.analysis.runs.load_runs``: the build's
     stored TREC runs where fresh, computed only for what they lack (``progress`` reports counts).
     """
-    from core import runs as stored
+    from core.analysis import runs as stored
     from core.registry import load_system
 
     if first_stage == stored.FIRST_STAGE and depth == stored.RERANK_DEPTH:

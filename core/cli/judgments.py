@@ -1,4 +1,4 @@
-"""CLI verbs of the judgment store and error analysis (registered by ``core.cli`` via ``add_commands``).
+"""CLI verbs of the judgment store and error analysis (registered by ``core.cli.main`` via ``add_commands``).
 
 - ``judgments export-qrels --dataset D [--annotator A ...] [--resolve majority|latest] [--out FILE]``
 - ``judgments stats [--dataset D] [--json]``
@@ -7,7 +7,7 @@
 - ``compare --dataset D [--systems bm25 ...] [--runs FILE ...] [--baseline NAME] [--metrics m,...]
   [--stat-test student|fisher] [--labels dataset|judgments|both] [--json]``
 
-``compare`` calls the same ``core.error_analysis`` functions as the Error Analysis page, so the numbers
+``compare`` calls the same ``core.analysis.error_analysis`` functions as the Error Analysis page, so the numbers
 are identical. ``--db URL`` (or ``QRS_DB_URL``) picks the database (``sqlite:///PATH`` or
 ``postgresql://USER@HOST:PORT/DB``); these verbs only read it, so a database that does not exist
 is an error (exit code 2), never created.
@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 def _store(args: argparse.Namespace):
     """The database of ``--db`` for reading: a missing or empty database is an error, never created."""
-    from core.judgments import JudgmentStore
+    from core.judging.judgments import JudgmentStore
 
     return JudgmentStore(args.db, create=False)
 
@@ -37,7 +37,7 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def cmd_export_qrels(args: argparse.Namespace) -> int:
     """Write the user judgments of a dataset as TREC qrels."""
-    from core.error_analysis import qrels_to_trec
+    from core.analysis.error_analysis import qrels_to_trec
 
     store = _store(args)
     qrels = store.qrels(args.dataset, args.annotator, args.resolve)
@@ -68,7 +68,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     """Cohen's (two annotators) or Fleiss' (three or more) kappa and the disagreements."""
     from dataclasses import asdict
 
-    from core.agreement import agreement
+    from core.judging.agreement import agreement
 
     store = _store(args)
     res = agreement(store.judgments(args.dataset), args.annotator, store.max_label)
@@ -84,8 +84,8 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def cmd_import_run(args: argparse.Namespace) -> int:
     """Keep a TREC run of an outside system so the page and ``compare`` can use it by name."""
-    from core.data import load_dataset
-    from core.error_analysis import import_run
+    from core.data.datasets import load_dataset
+    from core.analysis.error_analysis import import_run
 
     name, path = import_run(args.path, load_dataset(args.dataset), args.name)
     print(f"imported run {name!r} -> {path}")
@@ -94,9 +94,9 @@ def cmd_import_run(args: argparse.Namespace) -> int:
 
 def compare_from_args(args: argparse.Namespace):
     """The ``Analysis`` behind ``compare`` (also used by tests)."""
-    from core.data import load_dataset
-    from core.error_analysis import DEFAULT_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
-    from core.judgments import JudgmentStore
+    from core.data.datasets import load_dataset
+    from core.analysis.error_analysis import DEFAULT_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
+    from core.judging.judgments import JudgmentStore
 
     ds = load_dataset(args.dataset)
     store = JudgmentStore(args.db, create=False) if args.labels != "dataset" else None
@@ -126,9 +126,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``judgments ...`` and ``compare`` on the main CLI's subparsers."""
-    from core.cli import _positive_int
-    from core.data import DEFAULT_DATASET
-    from core.error_analysis import LABEL_SOURCES
+    from core.cli.main import _positive_int
+    from core.data.datasets import DEFAULT_DATASET
+    from core.analysis.error_analysis import LABEL_SOURCES
 
     j = sub.add_parser("judgments", help="relevance judgments: export-qrels, stats, agreement, import-run")
     jsub = j.add_subparsers(dest="action", required=True)
@@ -178,10 +178,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m core.cli_judgments``) with the same verbs."""
-    from core.cli import OneLineParser, dispatch
+    """Stand-alone entry (``python -m core.cli.judgments``) with the same verbs."""
+    from core.cli.main import OneLineParser, dispatch
 
-    parser = OneLineParser(prog="python -m core.cli_judgments")
+    parser = OneLineParser(prog="python -m core.cli.judgments")
     add_commands(parser.add_subparsers(dest="verb", required=True))
 
     return dispatch(parser.parse_args(argv))

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
 from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query
 
@@ -47,7 +47,7 @@ class BM25PairScorer(Reranker):
 
     def _scores(self, query: str) -> np.ndarray:
         if query not in self._query_cache:
-            from core.text import word_tokens
+            from core.data.text import word_tokens
 
             model = self.retriever.model
             known = [t for t in word_tokens(query) if t in model.vocab_dict]

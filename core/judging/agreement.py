@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from core.judgments import Judgment
+from core.judging.judgments import Judgment
 
 
 @dataclass

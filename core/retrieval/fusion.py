@@ -31,7 +31,7 @@ Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
       ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
       ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
       (``core.registry.load_system`` by default). ``Ranking.stats`` holds each part's seconds.
-    - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.runs``) without
+    - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
       loading any model.
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
     In Compare: ``SystemChoice("fusion", variant="bm25+minilm:rrf")``; in the CLI:
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.artifacts import load_json, save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, StudioError
 from core.paths import artifact_dir
 from core.registry import build_command, slug, system_dir
@@ -216,7 +216,7 @@ def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Ma
     """
     from ranx import optimize_fusion
 
-    from core.evaluation import check_metrics, to_qrels
+    from core.analysis.evaluation import check_metrics, to_qrels
 
     if method == "combsum":
         return {}
@@ -312,7 +312,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     The parts must be built (``MissingArtifactError`` names the command of the first one missing).
     ``profile`` is accepted for the build contract; the recipe is the same in every profile.
     """
-    from core.evaluation import evaluate_run
+    from core.analysis.evaluation import evaluate_run
 
     spec = parse_variant(variant)
     start = time.perf_counter()

@@ -14,7 +14,7 @@ from pathlib import Path
 from tabulate import tabulate
 from tqdm import tqdm
 
-from core.data import DEFAULT_DATASET, list_datasets, load_dataset
+from core.data.datasets import DEFAULT_DATASET, list_datasets, load_dataset
 from core.errors import StudioError, describe_error
 
 
@@ -66,7 +66,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(ds.description)
         print(tabulate(list(ds.stats().items()), headers=["what", "count"], intfmt=","))
         return 0
-    from core.imports import import_dataset
+    from core.data.imports import import_dataset
 
     name = import_dataset(args.kind, args.path, args.name)
     ds = load_dataset(name)
@@ -157,7 +157,7 @@ def _notice(message: str) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_run, read_trec_run, short, write_trec_run
+    from core.analysis.evaluation import DEFAULT_METRICS, check_metrics, evaluate_run, read_trec_run, short, write_trec_run
     from core.portable import ensure_cheap
     from core.registry import parse_name
     from core.retrieval.base import Retriever
@@ -243,7 +243,7 @@ def _first_stage(ds, queries, args, bar):
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from core.candidates import rank
+    from core.data.candidates import rank
     from core.portable import ensure_cheap
     from core.registry import load_system, parse_name
     from core.retrieval.base import Retriever
@@ -262,7 +262,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-EXTENSIONS = ("core.cli_judgments", "core.cli_casestudy")
+EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,14 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_dataset(sub.add_parser("train", help="train/build one system"))
     p.add_argument("--system", required=True)
-    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/retrieval/fusion.py)")
     p.add_argument("--profile", default="quick", choices=["quick", "full", "paper"])
     p.add_argument("--force", action="store_true", help="retrain even if a checkpoint exists")
     p.set_defaults(func=cmd_train)
 
     p = with_dataset(sub.add_parser("eval", help="evaluate a system (or a TREC run file) with ranx"))
     p.add_argument("--system")
-    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/retrieval/fusion.py)")
     p.add_argument("--run", help="evaluate this TREC run file instead of a system")
     p.add_argument("--split", default="all", help="query split: all, train, dev, test, paper-004 (QQP: the first question of each positive pair, tree-search-bert-guo.md §4.1); test, clean-test... (TrecQA)")
     p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth")
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_dataset(sub.add_parser("search", help="search one query (on candidate lists: a query id)"))
     p.add_argument("--system", default="bm25")
-    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/fusion.py)")
+    p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/retrieval/fusion.py)")
     p.add_argument("-k", "--k", type=_positive_int, default=10)
     p.add_argument("--first-stage", default="bm25")
     p.add_argument("--depth", type=_positive_int, default=20)

@@ -1,6 +1,6 @@
-"""Alembic environment of the judgment store, driven programmatically by ``core.migrations``.
+"""Alembic environment of the judgment store, driven programmatically by ``core.judging.migrations``.
 
-There is no alembic.ini: ``core.migrations`` builds the ``Config`` in code and hands over an open
+There is no alembic.ini: ``core.judging.migrations`` builds the ``Config`` in code and hands over an open
 connection that is already inside the write transaction (``config.attributes["connection"]``), so a
 migration and the version stamp commit or roll back together (SQLite and PostgreSQL both have
 transactional DDL).

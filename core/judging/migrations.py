@@ -1,6 +1,6 @@
 """Schema of the judgment store: inspection (read-only) and upgrades through Alembic.
 
-The Alembic scripts live in ``core/alembic`` (``env.py`` + ``versions/``) and are driven from here
+The Alembic scripts live in ``core/judging/alembic`` (``env.py`` + ``versions/``) and are driven from here
 in code; there is no alembic.ini. One revision per schema version:
 
 - ``0001`` v1: ``meta``, ``annotators``, ``queries``, ``documents``, ``judgments`` (label and time).
@@ -25,6 +25,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, inspect, text
 from sqlalchemy.engine import Engine
+
+from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
 REVISIONS = {1: "0001", 2: "0002", 3: "0003"}
@@ -61,15 +63,11 @@ class SchemaState:
 
     @property
     def current(self) -> bool:
-        from core.judgments import SCHEMA_VERSION
-
         return not self.empty and self.version == SCHEMA_VERSION and self.revision == REVISIONS[SCHEMA_VERSION]
 
 
 def inspect_schema(conn: Connection) -> SchemaState:
     """Read-only look at a database: empty, a Studio schema (version, revision), or ``SchemaError``."""
-    from core.judgments import SCHEMA_VERSION
-
     tables = set(inspect(conn).get_table_names())
     if not tables:
         return SchemaState(empty=True)
@@ -126,8 +124,6 @@ def head() -> str:
 def upgrade_in(conn: Connection) -> int:
     """Create or upgrade inside the caller's write transaction; returns the version before (0: new)."""
     from alembic import command
-
-    from core.judgments import SCHEMA_VERSION, Base
 
     state = inspect_schema(conn)
     cfg = _config(conn)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError, UnknownNameError
 from core.paths import data_dir
-from core.text import display_form
+from core.data.text import display_form
 
 SPLITS = ("train", "dev", "test")
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
@@ -553,7 +553,7 @@ DEFAULT_DATASET = "qqp-bimpm"
 
 
 def imported_root() -> Path:
-    """``var/datasets``: one folder per imported dataset (written by ``core.imports``)."""
+    """``var/datasets``: one folder per imported dataset (written by ``core.data.imports``)."""
     from core.paths import artifact_dir
 
     return artifact_dir("datasets")

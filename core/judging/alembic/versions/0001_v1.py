@@ -14,7 +14,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    from core.migrations import V1_DDL
+    from core.judging.migrations import V1_DDL
 
     for stmt in V1_DDL:
         op.execute(stmt)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import StudioError, UnknownNameError
-from core.evaluation import evaluate_run
+from core.analysis.evaluation import evaluate_run
 from core.retrieval.base import ProgressFn, Retriever, _no_progress
 
 LayerFn = Callable[[list[str]], list[np.ndarray]]

@@ -1,6 +1,6 @@
 """Relevance judgments: a durable SQLAlchemy 2.0 store on SQLite (default) or PostgreSQL.
 
-Tables (schema version ``SCHEMA_VERSION``; ``core.migrations`` creates and upgrades them through
+Tables (schema version ``SCHEMA_VERSION``; ``core.judging.migrations`` creates and upgrades them through
 Alembic):
 
 - ``annotators`` (name), ``queries`` (dataset + text, optional dataset query id), ``documents``
@@ -19,7 +19,7 @@ Concurrency and faults
 - Each label is committed in its own transaction the moment it is given; re-submitting the same
   label (and note) changes nothing.
 - Reads never wait for writers: SQLite runs in WAL mode and opening a database whose schema is
-  current takes no write lock (``core.migrations.inspect_schema`` is read-only).
+  current takes no write lock (``core.judging.migrations.inspect_schema`` is read-only).
 - A write that cannot get the lock fails after ``lock_timeout`` seconds (default
   ``DEFAULT_LOCK_TIMEOUT``, env ``QRS_DB_LOCK_TIMEOUT``) with ``StoreBusyError`` naming the database.
   SQLite takes the write lock up front (``BEGIN IMMEDIATE``, busy timeout = the time left); PostgreSQL
@@ -39,40 +39,28 @@ The default database is ``var_dir()/judgments.sqlite``; ``QRS_DB_URL`` overrides
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import (
-    JSON,
-    DateTime,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    event,
-    select,
-)
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from core.errors import StudioError
+from core.judging.migrations import SchemaError, inspect_schema, upgrade_in
+from core.judging.schema import (MAX_NAME_CHARS, SCHEMA_VERSION, Annotator, Base, DocumentRow, GuidelinesRow,  # noqa: F401
+                                 HistoryRow, JudgmentRow, Meta, QueryRow, _now, _utc, text_hash)
 from core.paths import var_dir
 
-SCHEMA_VERSION = 3
 DEFAULT_MAX_LABEL = 2
-MAX_NAME_CHARS = 80
 MAX_NOTE_CHARS = 4000
 DB_ENV = "QRS_DB_URL"
 LOCK_TIMEOUT_ENV = "QRS_DB_LOCK_TIMEOUT"
@@ -92,102 +80,6 @@ class StoreError(JudgmentError):
 
 class StoreBusyError(StoreError):
     """Another process held the write lock for longer than the store's lock timeout."""
-
-
-# ----------------------------------------------------------------------------- ORM models
-class Base(DeclarativeBase):
-    """Declarative base of the judgment store."""
-
-    type_annotation_map = {dict[str, int]: JSON}
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes: they were written in UTC."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 of a text (UTF-8), hex: identifies the exact text that was judged."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class Meta(Base):
-    __tablename__ = "meta"
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-
-
-class Annotator(Base):
-    __tablename__ = "annotators"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-
-
-class QueryRow(Base):
-    __tablename__ = "queries"
-    __table_args__ = (UniqueConstraint("dataset", "text_hash", name="uq_query_text"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset: Mapped[str] = mapped_column(String(300))
-    text: Mapped[str] = mapped_column(Text)
-    text_hash: Mapped[str] = mapped_column(String(64))
-    qid: Mapped[str | None] = mapped_column(String(300), nullable=True)
-
-
-class DocumentRow(Base):
-    __tablename__ = "documents"
-    __table_args__ = (
-        UniqueConstraint("dataset", "doc_id", "text_hash", name="uq_document"),  # v1/v2; implied by the next
-        Index("uq_document_id", "dataset", "doc_id", unique=True),
-    )
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    dataset: Mapped[str] = mapped_column(String(300))
-    doc_id: Mapped[str] = mapped_column(String(300))
-    text_hash: Mapped[str] = mapped_column(String(64))  # the newest text seen for this id
-
-
-class JudgmentRow(Base):
-    __tablename__ = "judgments"
-    __table_args__ = (UniqueConstraint("annotator_id", "query_id", "document_id", name="uq_judgment"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
-    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
-    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
-    label: Mapped[int] = mapped_column(Integer)
-    note: Mapped[str | None] = mapped_column(Text, nullable=True)
-    systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the text this label was given on
-    annotator: Mapped[Annotator] = relationship()
-    query: Mapped[QueryRow] = relationship()
-    document: Mapped[DocumentRow] = relationship()
-
-
-class HistoryRow(Base):
-    __tablename__ = "judgment_history"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
-    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
-    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
-    action: Mapped[str] = mapped_column(String(16))  # "set" | "clear" | "undo" | "migrated"
-    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    note: Mapped[str | None] = mapped_column(Text, nullable=True)
-    systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    note_before: Mapped[str | None] = mapped_column(Text, nullable=True)
-    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
-
-
-class GuidelinesRow(Base):
-    __tablename__ = "guidelines"
-    dataset: Mapped[str] = mapped_column(String(300), primary_key=True)
-    text: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
 # ----------------------------------------------------------------------------- value objects
@@ -402,7 +294,6 @@ class JudgmentStore:
     # -- opening: read-only inspection first, a write only to create or upgrade
     def _probe(self):
         """``None`` for a missing SQLite file, else ``migrations.SchemaState`` (read-only)."""
-        from core.migrations import SchemaError, inspect_schema
 
         path = _sqlite_file(self.parsed) if self.backend == "sqlite" else None
         if path is not None:
@@ -426,7 +317,6 @@ class JudgmentStore:
             raise self._wrap(exc) from None
 
     def _open(self, create: bool) -> None:
-        from core.migrations import upgrade_in
 
         state = self._probe()
         if state is not None and state.current:
@@ -441,7 +331,6 @@ class JudgmentStore:
             self._set_wal()  # before any table exists: the new file is in WAL mode from its first write
 
         def tx() -> int:
-            from core.migrations import SchemaError
 
             try:
                 with self.engine.execution_options(qrs_write=True).begin() as conn:
@@ -502,7 +391,7 @@ class JudgmentStore:
             finally:
                 _local.deadline = None
 
-    _retry = _run  # the name core.casestudy_store uses
+    _retry = _run  # the name core.judging.casestudy_store uses
 
     def _reading(self, fn: Callable[[], _T]) -> _T:
         try:

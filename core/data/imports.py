@@ -1,6 +1,6 @@
 """Bring your own data: validate a file or folder, then copy it into the artifacts folder.
 
-One-way dependency: this module imports ``core.data`` (loaders, listing), never the reverse.
+One-way dependency: this module imports ``core.data.datasets`` (loaders, listing), never the reverse.
 
 The input is fully parsed before anything is written, and the copy is moved into place in one
 rename, so a malformed file is never half-imported.
@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from core.data import _PATH_LOADERS, imported_datasets, imported_root, load_imported  # noqa: F401 (re-exported)
+from core.data.datasets import _PATH_LOADERS, imported_datasets, imported_root, load_imported  # noqa: F401 (re-exported)
 from core.errors import StudioError
 
 KINDS = ("beir", "pairs", "candidates")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from core.artifacts import save_json
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.paths import artifact_dir
 from core.registry import slug
 from core.retrieval.base import ProgressFn, _no_progress

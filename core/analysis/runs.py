@@ -18,7 +18,7 @@ Which queries
 
 API for the Error Analysis page (``pages/5_Error_Analysis.py``)::
 
-    from core.runs import default_split, load_runs
+    from core.analysis.runs import default_split, load_runs
     split = default_split(ds)                       # "test" where the dataset has one, else "all"
     runs = load_runs(ds, ["bm25", "minilm", "fusion@bm25+minilm:rrf"], labels.queries, k=100,
                      progress=lambda fraction, message: bar.progress(fraction, text=message))
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from ranx import Run
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import StudioError
 from core.paths import artifact_dir
 from core.registry import get_spec, slug
@@ -100,7 +100,7 @@ def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> st
     items: list = [system, variant, STORED_DEPTH, len(dataset.corpus), len(dataset.queries),
                    [(f.name, _folder_fingerprint(f)) for f in _model_folders(dataset, system, variant)]]
     if system == "fusion":
-        from core.fusion import parse_variant
+        from core.retrieval.fusion import parse_variant
 
         items.append([fingerprint(dataset, s, v) for s, v in parse_variant(variant).parts])
     elif spec.kind == "reranker" and not dataset.candidates:
@@ -235,7 +235,7 @@ def write_run(dataset: Dataset, system: str, variant: str | None = None, progres
 def _fused_from_stored(dataset: Dataset, variant: str | None, progress: ProgressFn) -> dict[str, Ranking] | None:
     """A fusion's run from its parts' fresh stored runs (each part's top 100, self removed: exactly what
     ``FusionRetriever.search_many`` fuses), or ``None`` if a part has none."""
-    from core.fusion import DEPTH, fuse_dicts, load_config, parse_variant
+    from core.retrieval.fusion import DEPTH, fuse_dicts, load_config, parse_variant
 
     spec = parse_variant(variant)
     config = load_config(dataset, spec.variant)

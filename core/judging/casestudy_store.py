@@ -1,4 +1,4 @@
-"""Saved case studies, in the same SQLAlchemy database as the judgments (``core.judgments``).
+"""Saved case studies, in the same SQLAlchemy database as the judgments (``core.judging.judgments``).
 
 One table, ``case_studies``, declared on the judgment store's ``Base`` (same metadata) and reached
 through the judgment store's engine and session factories (WAL readers, ``BEGIN IMMEDIATE`` writes
@@ -7,7 +7,7 @@ query, the Compare state as URL parameters (``CompareState.to_params()``) and th
 as shown (``CaseTable.to_dict()``, JSON).
 
 Schema: the table is added in a backward-compatible way. The judgment store runs its own upgrade
-(``core.migrations``, Alembic) first; then ``upgrade_cases`` reads ``meta.casestudy_schema_version``
+(``core.judging.migrations``, Alembic) first; then ``upgrade_cases`` reads ``meta.casestudy_schema_version``
 without a lock and, only when it is behind, applies this feature's steps in one write transaction and records ``meta.casestudy_schema_version`` in the shared ``meta`` table. The judgment
 schema version (``meta.schema_version``) is left as it is, so an app build without case studies still
 opens the database (it would refuse a higher judgment schema version) and simply ignores the extra
@@ -22,9 +22,10 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Connection, DateTime, Integer, String, Text, select, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from core.casestudy import CaseTable
 from core.errors import StudioError
-from core.judgments import Base, JudgmentStore
+from core.judging.casestudy import CaseTable
+from core.judging.judgments import JudgmentStore
+from core.judging.schema import Base
 
 CASE_SCHEMA_VERSION = 1
 CASE_VERSION_KEY = "casestudy_schema_version"

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.errors import StudioError
-from core.evaluation import evaluate_run
+from core.analysis.evaluation import evaluate_run
 from core.retrieval.base import Ranking, validate_query
 
 QUERY_METRICS = ("precision@1", "mrr@100", "ndcg@10", "recall@10")
@@ -139,7 +139,7 @@ def run_system(
     exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
     system = load(choice.name, choice.variant, choice.options)
     if dataset.candidates:  # candidate lists: every system ranks the query's own candidates
-        from core.candidates import pair_scorer, rank_candidates
+        from core.data.candidates import pair_scorer, rank_candidates
 
         return rank_candidates(pair_scorer(system, dataset, system.name), dataset, query_id or query, k)
     if choice.first_stage:

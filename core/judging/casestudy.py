@@ -6,7 +6,7 @@
   ``from_params(params, options)`` reads it back and never raises: an unknown or invalid value
   falls back to its default and adds a human-readable note.
 - ``CaseTable``: the rankings exactly as shown (per system: rank, id, text, score, relevance marks),
-  built from a ``core.compare.Comparison`` (``case_table``) or read back from a saved case
+  built from a ``core.analysis.compare.Comparison`` (``case_table``) or read back from a saved case
   (``CaseTable.from_dict``).
 - Exports in the style of Table 4 of densetrans-cai2021.md (query, ground truth, one block of
   top-k per system, ground-truth hits marked): ``to_markdown`` (markdown characters in texts are
@@ -15,7 +15,7 @@
   as a formula get a leading apostrophe). Long questions are cut at ``max_chars`` (``None``: never).
 - ``changes``: what moved between a saved table and today's models (entered, left, rank moves, RBO).
 - ``disagreements``: the queries on which two runs differ most, by per-query metric delta
-  (``core.evaluation.per_query``, ranx).
+  (``core.analysis.evaluation.per_query``, ranx).
 - ``figure_image``: PNG/SVG of a plotly figure via plotly's own export (kaleido >= 1, which drives a
   locally installed Chrome); ``None`` plus the reason when that is not possible (offline, no Chrome),
   in which case the page offers the chart's data as CSV and a self-contained HTML file instead.
@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from core.compare import Comparison, SystemChoice, rank_biased_overlap
-from core.evaluation import check_metrics, per_query
-from core.text import strip_control
+from core.analysis.compare import Comparison, SystemChoice, rank_biased_overlap
+from core.analysis.evaluation import check_metrics, per_query
+from core.data.text import strip_control
 
 INDEXES = ("flat", "ivfpq", "ivf", "hnsw")
 TREE_BRANCHING = (5, 8, 10)
@@ -65,7 +65,7 @@ class StateOptions:
 
     @classmethod
     def for_dataset(cls, dataset: Any, datasets: Iterable[str]) -> StateOptions:
-        """Options for a loaded ``core.data.Dataset`` (systems that support it, its query ids)."""
+        """Options for a loaded ``core.data.datasets.Dataset`` (systems that support it, its query ids)."""
         from core.portable import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
 
         return cls(
@@ -374,7 +374,7 @@ def _ground(table: CaseTable) -> list[str]:
 
 
 def _metrics_line(col: CaseColumn) -> str:
-    from core.evaluation import short
+    from core.analysis.evaluation import short
 
     return ", ".join(f"{short(m)} {v:.2f}" for m, v in col.metrics)
 

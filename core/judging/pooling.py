@@ -3,7 +3,7 @@
 The order is a deterministic shuffle seeded by (dataset, query), so the same query shows the same
 order to every annotator and after a reload, and no system's order leaks through. Each pool item
 remembers which systems retrieved it and at what rank (1-based); the Annotate page hides this and
-stores it with the label. Fused first stages (``core.fusion``) are retrievers like any other: a built
+stores it with the label. Fused first stages (``core.retrieval.fusion``) are retrievers like any other: a built
 fusion is in ``available_systems`` as ``fusion`` (the default ``bm25+minilm:rrf``) or
 ``fusion@PART+PART:METHOD``.
 """
@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from core.data import Dataset
+from core.data.datasets import Dataset
 from core.retrieval.base import Ranking
 
 
@@ -65,7 +65,7 @@ def build_pool(
 def available_systems(dataset: Dataset) -> list[str]:
     """Systems that can rank the dataset now, trained models from other datasets included
     (``SYSTEM@TRAINED_ON``, see ``core.portable.applicable_systems``)."""
-    from core.fusion import DEFAULT_VARIANT, built_variants
+    from core.retrieval.fusion import DEFAULT_VARIANT, built_variants
     from core.portable import applicable_systems
 
     names = applicable_systems(dataset)

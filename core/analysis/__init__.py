@@ -1,0 +1,1 @@
+"""Evaluation (ranx), error analysis, the Compare engine, stored runs, layer and keyword analyses."""

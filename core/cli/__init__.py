@@ -1,0 +1,1 @@
+"""The command line (`python -m core ...`): argparse parsers and handlers, one module per group."""

@@ -1,0 +1,1 @@
+"""Datasets, imports, candidate lists, text forms, tokenizers, word vectors, negatives, overlap features."""

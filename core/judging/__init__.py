@@ -1,0 +1,1 @@
+"""Relevance judgments (SQLAlchemy store, Alembic migrations), pooling, agreement, case studies."""

@@ -1,0 +1,110 @@
+"""The judgment store's tables (SQLAlchemy 2.0 ORM) and schema version.
+
+Shared by ``core.judging.judgments`` (the store) and ``core.judging.migrations`` (Alembic), so neither
+imports the other's module to learn the schema.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+SCHEMA_VERSION = 3
+MAX_NAME_CHARS = 80
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the judgment store."""
+
+    type_annotation_map = {dict[str, int]: JSON}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes: they were written in UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of a text (UTF-8), hex: identifies the exact text that was judged."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Meta(Base):
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Annotator(Base):
+    __tablename__ = "annotators"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class QueryRow(Base):
+    __tablename__ = "queries"
+    __table_args__ = (UniqueConstraint("dataset", "text_hash", name="uq_query_text"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(300))
+    text: Mapped[str] = mapped_column(Text)
+    text_hash: Mapped[str] = mapped_column(String(64))
+    qid: Mapped[str | None] = mapped_column(String(300), nullable=True)
+
+
+class DocumentRow(Base):
+    __tablename__ = "documents"
+    __table_args__ = (
+        UniqueConstraint("dataset", "doc_id", "text_hash", name="uq_document"),  # v1/v2; implied by the next
+        Index("uq_document_id", "dataset", "doc_id", unique=True),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset: Mapped[str] = mapped_column(String(300))
+    doc_id: Mapped[str] = mapped_column(String(300))
+    text_hash: Mapped[str] = mapped_column(String(64))  # the newest text seen for this id
+
+
+class JudgmentRow(Base):
+    __tablename__ = "judgments"
+    __table_args__ = (UniqueConstraint("annotator_id", "query_id", "document_id", name="uq_judgment"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
+    label: Mapped[int] = mapped_column(Integer)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the text this label was given on
+    annotator: Mapped[Annotator] = relationship()
+    query: Mapped[QueryRow] = relationship()
+    document: Mapped[DocumentRow] = relationship()
+
+
+class HistoryRow(Base):
+    __tablename__ = "judgment_history"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
+    action: Mapped[str] = mapped_column(String(16))  # "set" | "clear" | "undo" | "migrated"
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    note_before: Mapped[str | None] = mapped_column(Text, nullable=True)
+    doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class GuidelinesRow(Base):
+    __tablename__ = "guidelines"
+    dataset: Mapped[str] = mapped_column(String(300), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
