@@ -19,7 +19,7 @@ class SDMLCNN(nn.Module):
         \\hat h = \\max_i h_i^{win},\\qquad \\phi(q) = W_p\\, \\hat h
 
     ``emb_dim`` = e_dim (300), ``window`` = win (5), ``channels`` = c_dim, ``out_dim`` = n (300);
-    ``vocab_size`` = capped vocabulary + m hashing-trick bins (built by ``core.tokenizers.WordVocab``).
+    ``vocab_size`` = capped vocabulary + m hashing-trick bins (built by ``core.data.tokenizers.WordVocab``).
 
     **Shape** ids (B, L), 0 = padding -> (B, out_dim), unnormalised.
 
