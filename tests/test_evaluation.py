@@ -42,3 +42,63 @@ def test_trec_run_roundtrip_and_errors(tmp_path):
     bad.write_text("a Q0 d1 1\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match="bad.trec:1: expected 6 columns"):
         read_trec_run(bad)
+
+
+def test_warm_up_compiles_ranx_so_a_later_evaluation_pays_no_compile():
+    """The app's background warm-up (app.py) leaves nothing for the first real evaluation to compile."""
+    import numba.core.dispatcher as dispatcher
+
+    from core.analysis.evaluation import per_query, warm_up
+
+    ids = ("q00007", "q00011", "q00013", "q00017", "q00019")
+    assert warm_up(ids) >= 0.0
+    compiled = []
+    original = dispatcher.Dispatcher.compile
+
+    def spy(self, sig):
+        compiled.append(self.py_func.__name__)
+        return original(self, sig)
+
+    dispatcher.Dispatcher.compile = spy
+    try:
+        from ranx import Run
+
+        run = Run.from_dict({"q00023": {"q00029": 1.0, "q00031": 0.5}}, name="r")
+        scores = per_query({"q00023": {"q00029": 1}}, run, "map@100")
+    finally:
+        dispatcher.Dispatcher.compile = original
+    assert scores == {"q00023": 1.0}
+    assert len(compiled) <= 2, compiled  # ranx's typed dicts/lists were compiled by the warm-up
+
+
+def test_metrics_from_several_threads_at_once_do_not_abort_the_process():
+    """Streamlit sessions are threads: concurrent ranx evaluations must not kill the server (numba's
+    workqueue layer, ranx's choice, aborts on concurrent use). Run in a subprocess: an abort is exit 134."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import threading
+        import numpy as np
+        from ranx import Run
+        from core.analysis.evaluation import evaluate_run
+        rng = np.random.default_rng(0)
+        qrels = {f"q{i:04d}": {f"d{j:04d}": 1 for j in rng.choice(500, 3)} for i in range(800)}
+        run = Run.from_dict({q: {f"d{j:04d}": float(rng.random()) for j in rng.choice(500, 50)} for q in qrels})
+        errors = []
+        def work():
+            try:
+                for _ in range(8):
+                    evaluate_run(qrels, run, ["ndcg@10", "map@100", "recall@100"])
+            except Exception as exc:
+                errors.append(exc)
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert not errors, errors
+        print("done")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(__import__("pathlib").Path(__file__).parents[1]),
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]

@@ -9,10 +9,18 @@ QQP numbers are computed with each query removed from its own ranking (``ignore_
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numba
 from ranx import Qrels, Run, compare, evaluate
+
+# ranx sets numba's "workqueue" threading layer, which aborts the whole process when two threads run
+# its parallel metrics at once (Streamlit serves each session from its own thread, and the app warms
+# ranx up in a background thread). numba's OpenMP layer is thread-safe; the layer is chosen at the
+# first parallel call, so this runs right after ranx is imported (tests/test_evaluation.py).
+numba.config.THREADING_LAYER = "omp"
 
 from core.errors import DataFormatError, UnknownNameError
 from core.retrieval.base import Ranking, to_run
@@ -90,6 +98,30 @@ def compare_runs(
     qrels_obj = to_qrels(qrels)
     for run in runs:
         return compare(qrels_obj, runs, check_metrics(metrics), stat_test=stat_test, max_p=max_p, make_comparable=True)
+
+
+def warm_up(example_ids: Sequence[str] = (), stat_test: str = "student") -> float:
+    """Compile ranx's numba code for this process on a tiny qrels/run pair; returns the seconds it took.
+
+    ranx keeps qrels and runs in numba typed dicts/lists whose internals are compiled in every new
+    process (numba cannot cache them on disk): the first evaluation of a process pays several seconds
+    (measured in bench/results.md, "Error Analysis: the default first view"). The app calls this in a
+    background thread when the server starts, so a researcher's first Error Analysis view does not.
+    ``example_ids`` (a dataset's own ids) give the arrays the dataset's string widths.
+    """
+    import time
+
+    start = time.perf_counter()
+    q1, q2, d1, d2, d3 = (list(example_ids)[:5] + ["q1", "q2", "d1", "d2", "d3"][len(list(example_ids)[:5]):])
+    qrels = {q1: {d1: 1}, q2: {d2: 2, d3: 1}}
+    runs = [Run.from_dict({q1: {d1: 2.0, d2: 1.0}, q2: {d3: 1.5, d2: 0.5}}, name="a"),
+            Run.from_dict({q1: {d2: 2.0, d1: 1.0}, q2: {d2: 1.0, d1: 0.5}}, name="b")]
+    with warnings.catch_warnings():  # two-query t-tests on toy data: precision warnings are expected
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for run in runs:
+            per_query(qrels, run, "map@100")
+        compare_runs(qrels, runs, DEFAULT_METRICS, stat_test=stat_test)
+    return time.perf_counter() - start
 
 
 def read_trec_run(path: str | Path, name: str | None = None) -> Run:
