@@ -10,7 +10,10 @@ from pathlib import Path
 import streamlit as st
 
 import core  # noqa: F401  (offline guards)
+from core.errors import StudioError
+from ui.cache import dataset, warm_evaluation
 from ui.nav import GROUPS, HOME, PageSpec
+from ui.state import current_dataset
 
 st.set_page_config(page_title="Question Retrieval Studio", page_icon="🔎", layout="wide")
 
@@ -25,4 +28,10 @@ def _page(spec: PageSpec, default: bool = False):
 navigation = {"": [_page(HOME, default=True)]}
 for group, pages in GROUPS.items():
     navigation[group] = [_page(p) for p in pages if (ROOT / p.path).exists()]
-st.navigation(navigation).run()
+page = st.navigation(navigation)
+try:  # once per server process: compile ranx's numba code in the background (Error Analysis's first view)
+    ds = dataset(current_dataset())
+    warm_evaluation(tuple(list(ds.queries)[:2] + list(ds.corpus)[:3]))
+except StudioError:
+    pass  # the page shows why the dataset cannot be loaded
+page.run()

@@ -1,8 +1,9 @@
 """One A/B measurement in a fresh process, run by ``bench.harness.section_ab`` for a code tree (today's
 worktree or the current checkout): ``python bench/ab_child.py ROOT TASK JSON`` prints ``RESULT {json}``.
 
-Kept free of anything the older tree lacks: it uses only ``core.analysis.compare.compare``, ``core.registry``,
-``core.retrieval.bert.load_encoder`` and ``core.data.datasets``, which both trees have.
+Kept free of anything the older tree lacks: it uses only ``compare.compare``, ``core.registry``,
+``core.retrieval.bert.load_encoder`` and the dataset loader, which both trees have (before the core/
+regrouping they were ``core.compare`` and ``core.data``: ``_module`` tries the new path, then the old).
 
 Tasks
 - ``compare``: the Compare page's whole query (``core.analysis.compare.compare`` as the page calls it) for the
@@ -22,6 +23,16 @@ import time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def _module(new: str, old: str):
+    """``new`` (regrouped core/) or, in an older tree, ``old``."""
+    import importlib
+
+    try:
+        return importlib.import_module(new)
+    except ModuleNotFoundError:
+        return importlib.import_module(old)
+
+
 def main() -> int:
     root, task, raw = sys.argv[1], sys.argv[2], sys.argv[3]
     args = json.loads(raw)
@@ -30,12 +41,13 @@ def main() -> int:
     import numpy as np
 
     import core  # noqa: F401
-    from core.data.datasets import load_dataset
+    load_dataset = _module("core.data.datasets", "core.data").load_dataset
 
     ds = load_dataset(args.get("dataset", "qqp-bimpm"))
     rng = np.random.default_rng(args.get("seed", 14))
     if task == "compare":
-        from core.analysis.compare import SystemChoice, compare
+        cmp = _module("core.analysis.compare", "core.compare")
+        SystemChoice, compare = cmp.SystemChoice, cmp.compare
         from core.registry import load_system
 
         cache: dict = {}
@@ -88,6 +100,12 @@ def main() -> int:
         from core.analysis.runs import default_split, load_runs
 
         t_import = time.perf_counter() - t_start
+        t_warm = None
+        if args.get("warm"):  # a started server: the app warmed ranx in the background (app.py)
+            from core.analysis.evaluation import warm_up
+
+            t_warm = warm_up(tuple(list(ds.queries)[:2] + list(ds.corpus)[:3]))
+        t_view = time.perf_counter()
         split = default_split(ds)
         labels = label_set(ds, None, "dataset", split)
         names = args["systems"]
@@ -95,8 +113,9 @@ def main() -> int:
         runs = load_runs(ds, names, labels.queries, k=100)
         t_runs = time.perf_counter() - t0
         res = analyze(labels, runs, names[0], list(DEFAULT_METRICS), "student")
+        now = time.perf_counter()
         out = {"split": split, "queries": res.queries, "systems": names, "import_and_data_s": t_import,
-               "runs_s": t_runs, "total_s": time.perf_counter() - t_start,
+               "warm_up_s": t_warm, "runs_s": t_runs, "view_s": now - t_view, "total_s": now - t_start,
                "map@100": {s: res.scores[s]["map@100"] for s in res.systems}}
     else:
         raise SystemExit(f"unknown task {task}")

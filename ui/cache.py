@@ -244,3 +244,14 @@ def case_store(url: str):
     from core.judging.casestudy_store import CaseStudyStore
 
     return CaseStudyStore(judgments=judgment_store(url))
+
+
+@st.cache_resource(show_spinner=False)
+def warm_evaluation(example_ids: tuple[str, ...]) -> threading.Thread:
+    """Once per server process (and id width): compile ranx's numba code in a background thread
+    (``core.analysis.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
+    from core.analysis.evaluation import warm_up
+
+    thread = threading.Thread(target=warm_up, args=(example_ids,), name="ranx-warm-up", daemon=True)
+    thread.start()
+    return thread
