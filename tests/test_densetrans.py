@@ -200,3 +200,19 @@ def test_auto_index_is_exact_below_a_million_vectors():
     from core.retrieval import densetrans, dual_encoder, wordmean
 
     assert densetrans.DEFAULT_INDEX == dual_encoder.DEFAULT_INDEX == wordmean.DEFAULT_INDEX == "auto"
+
+
+def test_a_fraction_of_pairs_never_gives_a_query_without_a_paraphrase():
+    """QQP's train split holds pairs of a question with itself (4 positive ones): a one-member cluster
+    must not become a query with nothing to sample (the data-size curve crashed at 1/4)."""
+    from types import SimpleNamespace
+
+    from core.retrieval.contrastive import training_positives
+
+    pairs = [SimpleNamespace(id1="a", id2="a", label=1), SimpleNamespace(id1="b", id2="c", label=1),
+             SimpleNamespace(id1="c", id2="d", label=1), SimpleNamespace(id1="e", id2="f", label=0)]
+    ds = SimpleNamespace(pairs={"train": pairs}, split_queries=lambda split: ["a", "b", "c", "d"], qrels={})
+    for fraction in (0.5, 0.75, 0.99):
+        positives = training_positives(ds, fraction, seed=3)
+        assert positives and all(positives.values()), positives
+        assert "a" not in positives and "e" not in positives

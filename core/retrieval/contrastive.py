@@ -87,7 +87,9 @@ def training_positives(dataset: Dataset, fraction: float = 1.0, seed: int = 13) 
     clusters: dict[str, list[str]] = {}
     for x in list(parent):
         clusters.setdefault(find(x), []).append(x)
-    return {q: sorted(m for m in members if m != q) for members in clusters.values() for q in members}
+    # a pair of a question with itself makes a one-member cluster: no paraphrase to sample
+    return {q: sorted(m for m in members if m != q) for members in clusters.values() if len(members) > 1
+            for q in members}
 
 
 class QuerySampler:
