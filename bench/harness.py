@@ -568,6 +568,14 @@ def _built_choices(ds) -> list[dict]:
     return [c for c in AB_CHOICES if c["name"] in built and c.get("first_stage", "bm25") in built]
 
 
+def _commit(root: str) -> str:
+    """The short commit a code tree is at (reports name commits, not this machine's paths)."""
+    import subprocess
+
+    out = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"commit {out.stdout.strip()}" if out.returncode == 0 else "a tree outside git"
+
+
 def section_ab(s: Settings, ds, baseline: str) -> dict:
     """Today's code (a git worktree at ``baseline``) against this checkout, in one run on the same machine.
 
@@ -584,7 +592,7 @@ def section_ab(s: Settings, ds, baseline: str) -> dict:
     new_root, base_root = str(REPO_ROOT), str(Path(baseline).resolve())
     rounds = s.pick(1, 3)
     choices = _built_choices(ds)
-    out: dict = {"baseline_tree": base_root, "current_tree": new_root, "rounds": rounds,
+    out: dict = {"baseline_tree": _commit(base_root), "current_tree": _commit(new_root), "rounds": rounds,
                  "compare": {"choices": [c["name"] for c in choices], "base": [], "new": []},
                  "encode": {"base": [], "new": [], "new_int8": []}}
     for r in range(rounds):

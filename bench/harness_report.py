@@ -119,7 +119,7 @@ def to_markdown(r: dict) -> str:
             lines.append(_skipped(ab) or f"error: {ab['error']}\n")
         else:
             sm = ab["summary"]
-            lines += [f"Today's code: worktree `{ab['baseline_tree']}`; this code: `{ab['current_tree']}`. "
+            lines += [f"Today's code: {ab['baseline_tree']}; this code: {ab['current_tree']}. "
                       f"{ab['rounds']} round(s), each a fresh process per tree, the trees alternating; medians over "
                       "rounds. Same artifacts, same sampled queries and questions.", "",
                       _table([
