@@ -184,3 +184,40 @@ def profile_settings(table: dict[str, dict], profile: str) -> dict:
     if profile in table:
         return table[profile]
     return table.get("quick", {})
+
+
+def save_train_state(path, config_key: str, parts: dict, step: int, seconds: float, log: TrainLog, **extra) -> None:
+    """``last.pt`` of a step-based trainer: every part's state dict (model, optimiser, scheduler, ...)
+    under its name, the step, the seconds trained, the TrainLog and ``extra`` scalars, for ``config_key``."""
+    import json
+
+    from core.artifacts import save_torch
+
+    save_torch(path, {**{name: part.state_dict() for name, part in parts.items()}, "step": step,
+                      "seconds": seconds, "config": config_key, "log": json.dumps(log.to_dict()), **extra})
+
+
+def load_train_state(path, config_key: str, parts: dict) -> dict | None:
+    """Resume what ``save_train_state`` wrote for the same ``config_key``: loads every part and returns
+    the saved dict with ``log`` as a TrainLog. A missing, foreign or unreadable file returns None and
+    leaves every part as it was (a part loaded before the failure is restored)."""
+    import copy
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    before = {name: copy.deepcopy(part.state_dict()) for name, part in parts.items()}
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("config") != config_key:
+            return None
+        for name, part in parts.items():
+            part.load_state_dict(state[name])
+        state["log"] = TrainLog.from_dict(json.loads(state["log"]))
+        return state
+    except Exception:  # unreadable or foreign resume state: start over
+        for name, part in parts.items():
+            part.load_state_dict(before[name])
+        return None

@@ -216,3 +216,32 @@ def test_a_fraction_of_pairs_never_gives_a_query_without_a_paraphrase():
         positives = training_positives(ds, fraction, seed=3)
         assert positives and all(positives.values()), positives
         assert "a" not in positives and "e" not in positives
+
+
+def test_train_state_round_trip_and_a_broken_file_changes_nothing(tmp_path):
+    """core.training.save/load_train_state: the shared last.pt of DenseTrans, SDML-CNN and FRM."""
+    import torch
+
+    from core.training import TrainLog, load_train_state, save_train_state
+
+    model = torch.nn.Linear(3, 2)
+    optim = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(1, 3)).sum().backward()
+    optim.step()
+    log = TrainLog("recall@100", patience=2, max_steps=10)
+    log.record(5, 0.5, 1.0, 0.7, 0.3)
+    save_train_state(tmp_path / "last.pt", "cfg", {"model": model, "optim": optim}, 5, 12.5, log, untrained=0.1)
+    fresh = torch.nn.Linear(3, 2)
+    fresh_optim = torch.optim.Adam(fresh.parameters(), lr=0.1)
+    assert load_train_state(tmp_path / "last.pt", "other cfg", {"model": fresh, "optim": fresh_optim}) is None
+    state = load_train_state(tmp_path / "last.pt", "cfg", {"model": fresh, "optim": fresh_optim})
+    assert state["step"] == 5 and state["seconds"] == 12.5 and state["untrained"] == 0.1
+    assert state["log"].best_dev == 0.7 and torch.equal(fresh.weight, model.weight)
+    # a state whose optimiser part does not fit: the model part loaded first is put back
+    other = torch.nn.Linear(3, 2)
+    before = other.weight.detach().clone()
+    wrong_optim = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    assert load_train_state(tmp_path / "last.pt", "cfg", {"model": other, "optim": wrong_optim}) is None
+    assert torch.equal(other.weight, before)
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    assert load_train_state(tmp_path / "broken.pt", "cfg", {"model": other}) is None

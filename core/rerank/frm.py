@@ -34,7 +34,8 @@ from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, ke
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
-from core.training import TrainLog, check_profile, device, linear_warmup_decay, set_seed
+from core.training import (TrainLog, check_profile, device, linear_warmup_decay, load_train_state, save_train_state,
+                           set_seed)
 from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss
 
 ENCODER_ID = "all-MiniLM-L6-v2"
@@ -577,28 +578,18 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
     step, seconds_before, untrained = 0, 0.0, None
     best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     best_encoder = None
-    if resume and last.is_file():
-        try:
-            state = torch.load(last, map_location="cpu", weights_only=True)
-            if state.get("config") == key:
-                model.load_state_dict(state["model"])
-                opt.load_state_dict(state["optimizer"])
-                sched.load_state_dict(state["scheduler"])
-                if encoder is not None:
-                    encoder.backbone.load_state_dict(state["encoder"])
-                step, seconds_before = int(state["step"]), float(state["seconds"])
-                log = TrainLog.from_dict(json.loads(state["log"]))
-                untrained = float(state["untrained"])
-                saved = torch.load(folder / "weights.pt", map_location="cpu", weights_only=True)
-                best_state, best_encoder = saved["model"], saved.get("encoder")
-                progress(0.4, f"FRM: resuming at step {step}")
-        except Exception:  # noqa: BLE001 - unreadable or foreign resume state: start over
-            step, seconds_before, untrained = 0, 0.0, None
-            model.load_state_dict(best_state)
-            opt = torch.optim.AdamW(groups, weight_decay=tcfg.weight_decay)
-            sched = linear_warmup_decay(opt, max_steps, tcfg.warmup_fraction)
-            log = TrainLog("roc_auc", patience=tcfg.patience, max_steps=max_steps)
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    parts = {"model": model, "optimizer": opt, "scheduler": sched,
+             **({"encoder": encoder.backbone} if encoder is not None else {})}
+    try:  # the best weights so far, which a resumed run keeps comparing against
+        saved = torch.load(folder / "weights.pt", map_location="cpu", weights_only=True) if resume else None
+    except Exception:  # noqa: BLE001 - unreadable: start over
+        saved = None
+    state = load_train_state(last, key, parts) if saved is not None else None
+    if state is not None:
+        step, seconds_before, log, untrained = (int(state["step"]), float(state["seconds"]), state["log"],
+                                                float(state["untrained"]))
+        best_state, best_encoder = saved["model"], saved.get("encoder")
+        progress(0.4, f"FRM: resuming at step {step}")
     t0 = time.perf_counter()
 
     def elapsed() -> float:
@@ -627,10 +618,8 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
                 best_encoder = {k: v.detach().clone() for k, v in encoder.backbone.state_dict().items()}
                 payload["encoder"] = best_encoder
             save_torch(folder / "weights.pt", payload)
-        save_torch(last, {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                          **({"encoder": encoder.backbone.state_dict()} if encoder is not None else {}),
-                          "step": step, "seconds": elapsed(), "log": json.dumps(log.to_dict()),
-                          "untrained": float(untrained if untrained is not None else value), "config": key})
+        save_train_state(last, key, parts, step, elapsed(), log,
+                         untrained=float(untrained if untrained is not None else value))
 
     if untrained is None:  # step 0 of the curve = the untrained FRM (its own reference)
         evaluate(None)

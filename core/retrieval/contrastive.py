@@ -19,7 +19,6 @@ interrupted (or a longer profile with the same settings) resumes there.
 """
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from core.data.datasets import Dataset
 from core.analysis.evaluation import evaluate_run
 from core.retrieval.indexing import IndexSpec
 from core.retrieval.base import ProgressFn, _no_progress
-from core.training import TrainLog, device, linear_warmup_decay
+from core.training import TrainLog, device, linear_warmup_decay, load_train_state, save_train_state
 
 
 @dataclass(frozen=True)
@@ -190,21 +189,13 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
     log = TrainLog("recall@100", patience=plan.patience, max_steps=plan.max_steps, reference=reference)
     collection = dev_collection(dataset, plan.dev_distractors, plan.seed)
     last = folder / "last.pt"
+    parts = {"model": model, "optim": optim, "sched": sched}
     step, seconds_before = 0, 0.0
-    if resume and last.is_file():
-        try:
-            state = torch.load(last, map_location="cpu", weights_only=True)
-            if state.get("config") == config_key:
-                model.load_state_dict(state["model"])
-                optim.load_state_dict(state["optim"])
-                sched.load_state_dict(state["sched"])
-                step, seconds_before = int(state["step"]), float(state["seconds"])
-                log = TrainLog.from_dict(json.loads(state["log"]))
-                log.reference = reference
-                progress(0.05, f"{label}: resuming at step {step}")
-        except Exception:  # unreadable or foreign resume state: start over
-            step, seconds_before = 0, 0.0
-            log = TrainLog("recall@100", patience=plan.patience, max_steps=plan.max_steps, reference=reference)
+    state = load_train_state(last, config_key, parts) if resume else None
+    if state is not None:
+        step, seconds_before, log = int(state["step"]), float(state["seconds"]), state["log"]
+        log.reference = reference
+        progress(0.05, f"{label}: resuming at step {step}")
     t0 = time.perf_counter()
 
     def elapsed() -> float:
@@ -214,9 +205,7 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
         value = split_score(encoder, dataset, collection)["recall@100"]
         if log.record(step, step * sampler.batch / len(sampler.queries), elapsed(), value, loss):
             save_torch(folder / "model.pt", {k: v.detach().cpu() for k, v in model.state_dict().items()})
-        save_torch(last, {"model": model.state_dict(), "optim": optim.state_dict(), "sched": sched.state_dict(),
-                          "step": step, "seconds": elapsed(), "config": config_key,
-                          "log": json.dumps(log.to_dict())})
+        save_train_state(last, config_key, parts, step, elapsed(), log)
         progress(0.05 + 0.75 * step / plan.max_steps,
                  f"{label}: step {step}/{plan.max_steps} dev Recall@100 {value:.4f} (best {log.best_dev:.4f})")
 

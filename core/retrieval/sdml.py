@@ -37,7 +37,8 @@ from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
-from core.training import TrainLog, check_profile, device, profile_settings, set_seed
+from core.training import (TrainLog, check_profile, device, load_train_state, profile_settings, save_train_state,
+                           set_seed)
 
 SYSTEM = "sdml-cnn"
 DEFAULT_INDEX = "auto" if "auto" in PRESETS else "flat"  # exact below 1M vectors (issue 12 §4); §4.3 IVF via index="ivf"
@@ -282,21 +283,12 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_
     log = TrainLog(DEV_METRIC, patience=cfg.patience, max_steps=cfg.max_steps)
     config_json = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
     last = folder / "last.pt"
+    parts = {"model": model, "optim": optim}
     step, elapsed, untrained = 0, 0.0, None
-    if resume and last.is_file():
-        try:
-            state = torch.load(last, map_location="cpu", weights_only=True)
-            if state.get("config") == config_json:
-                model.load_state_dict(state["model"])
-                optim.load_state_dict(state["optim"])
-                log = TrainLog.from_dict(json.loads(state["log"]))
-                step, elapsed = int(state["step"]), float(state["seconds"])
-                untrained = float(state["untrained_dev"])
-        except Exception:  # corrupt resume state: start over
-            model = new_model(cfg, vocab).to(dev)
-            optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-            encoder = _encoder(model, vocab, cfg, "sdml-training")
-            log, step, elapsed, untrained = TrainLog(DEV_METRIC, patience=cfg.patience, max_steps=cfg.max_steps), 0, 0.0, None
+    state = load_train_state(last, config_json, parts) if resume else None
+    if state is not None:
+        log, step, elapsed, untrained = (state["log"], int(state["step"]), float(state["seconds"]),
+                                          float(state["untrained_dev"]))
     stop_split = stopping_split(dataset)
     if untrained is None:
         untrained = retrieval_scores(encoder.encode, dataset, stop_split)[DEV_METRIC]
@@ -327,9 +319,7 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_
             if log.record(step, step / per_epoch, time.perf_counter() - t0, h1, running / count):
                 save_torch(folder / "model.pt", {k: v.cpu() for k, v in model.state_dict().items()})
             running, count = 0.0, 0
-            save_torch(last, {"model": model.state_dict(), "optim": optim.state_dict(), "step": step,
-                              "seconds": time.perf_counter() - t0, "config": config_json,
-                              "log": json.dumps(log.to_dict()), "untrained_dev": untrained})
+            save_train_state(last, config_json, parts, step, time.perf_counter() - t0, log, untrained_dev=untrained)
             progress(0.85 * min(1.0, step / cfg.max_steps),
                      f"step {step}: loss {log.curve[-1].loss:.4f}, dev H@1 {h1:.4f} (best {log.best_dev:.4f})")
     log.finish("patience" if log.should_stop else "cap")
