@@ -325,3 +325,28 @@ def test_importance_learns_to_vary_and_favour_content_words(fixture_training):
     with torch.inference_mode():
         w = dict(zip(f.keywords, trained.importance(side)[0].tolist()))
     assert max(w, key=w.get) == "depression" and w["depression"] > w["How"] > 0
+
+
+def test_keyword_agreement_loss_targets_hand_computed():
+    """The weak keyword target: shared & paraphrase → 1, missing & non-paraphrase → 1, else 0; padding ignored."""
+    from models.frm import keyword_agreement_loss
+
+    # q = [how, weight, lose], d = [how, weight, gain, <pad>]; "how" and "weight" are shared
+    eq = torch.zeros(2, 3, 4)
+    eq[:, 0, 0] = eq[:, 1, 1] = 1.0
+    w_q = torch.tensor([[0.2, 0.7, 0.9]] * 2)
+    w_d = torch.tensor([[0.4, 0.6, 0.3, 0.0]] * 2)
+    mask_q = torch.ones(2, 3, dtype=torch.bool)
+    mask_d = torch.tensor([[True, True, True, False]] * 2)
+    views = {"w_q": w_q, "w_d": w_d, "mask_q": mask_q, "mask_d": mask_d}
+    labels = torch.tensor([1.0, 0.0])
+    target_q = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # row 0 paraphrase, row 1 not
+    target_d = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    bce = lambda w, t: -(t * torch.log(w.clamp(1e-6, 1 - 1e-6)) + (1 - t) * torch.log((1 - w).clamp(1e-6, 1)))  # noqa: E731
+    expected = (bce(w_q, target_q).sum() + (bce(w_d, target_d) * mask_d).sum()) / (mask_q.sum() + mask_d.sum())
+    got = keyword_agreement_loss(views, eq, labels)
+    assert torch.allclose(got, expected, atol=1e-5)
+    # it pulls a shared keyword of a paraphrase pair up and a shared keyword of a non-paraphrase pair down
+    w = w_q.clone().requires_grad_(True)
+    keyword_agreement_loss({**views, "w_q": w}, eq, labels).backward()
+    assert w.grad[0, 1] < 0 < w.grad[1, 1]

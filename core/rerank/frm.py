@@ -36,7 +36,7 @@ from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
 from core.training import (TrainLog, check_profile, device, linear_warmup_decay, load_train_state, save_train_state,
                            set_seed)
-from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss
+from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss, keyword_agreement_loss
 
 ENCODER_ID = "all-MiniLM-L6-v2"
 MAX_WORDPIECES = 64
@@ -75,6 +75,7 @@ class FRMTrainConfig:
     patience: int = 4  # evaluations without improvement
     max_seconds: float = 0.0  # wall-clock budget of the training loop (0 = none)
     dev_pairs: int = 0  # dev pairs used for early stopping (0 = all)
+    keyword_loss: float = 1.0  # deviation: weight of models.frm.keyword_agreement_loss beside Eq. (18); 0 = the paper
     seed: int = 13
 
     @classmethod
@@ -82,7 +83,7 @@ class FRMTrainConfig:
         """quick: the default build (≈ 4 min on 2 cores); full: longer caps, resumable; paper: fine-tuned MiniLM."""
         profile = check_profile(profile)
         if profile == "paper":
-            return cls(profile="paper", max_epochs=10, finetune_encoder=True, eval_every=250, patience=4)
+            return cls(profile="paper", max_epochs=10, finetune_encoder=True, eval_every=250, patience=4, keyword_loss=0.0)
         if profile == "full":
             return cls(profile="full", max_epochs=30, patience=8)
         return cls(max_epochs=3, max_seconds=150.0, dev_pairs=1000)
@@ -642,7 +643,10 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
         else:
             batch = _pairs_batch(part, feats, store, dataset.corpus, dev)
         labels = torch.tensor([p.label > 0 for p in part], dtype=torch.float32, device=dev)
-        loss = frm_loss(model(batch), labels)
+        views = model.views(batch)
+        loss = frm_loss(model.score_from_E(views["E"]), labels)  # Eq. (18)
+        if tcfg.keyword_loss and model.importance_net is not None:
+            loss = loss + tcfg.keyword_loss * keyword_agreement_loss(views, batch["eq"], labels)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 5.0)
