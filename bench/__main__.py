@@ -9,7 +9,9 @@ collection only. Not part of the test suite.
     python -m bench                      # everything (≈ 15–30 min on 2 cores; rank-bm25 on 1M dominates)
     python -m bench --quick              # a few minutes
     python -m bench --only bm25,latency  # some sections
-    git worktree add /tmp/base-bench f501223 && python -m bench --only ab,first_view --baseline /tmp/base-bench
+    git worktree add /tmp/base-bench 551c626 && python -m bench --only ab,first_view --baseline /tmp/base-bench
+    # the base tree reading the artifacts its own build wrote (QRS_VAR=/tmp/basevar python -m core build ...):
+    python -m bench --only ab --baseline /tmp/base-bench --baseline-var /tmp/basevar
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dataset", default="qqp-bimpm")
     p.add_argument("--out", default=str(HERE), help="folder for results.json and results.md")
     p.add_argument("--baseline", help="a worktree of today's code for the 'ab' section (git worktree add ...)")
+    p.add_argument("--baseline-var", help="the artifacts folder the baseline tree's own build wrote (QRS_VAR for its side)")
     p.add_argument("--keep", action="store_true",
                    help="keep the other sections of the existing results.json (marked with their own run's date)")
     return p.parse_args(argv)
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "ann": lambda: h.section_ann(settings, ds, load),
         "coldstart": lambda: h.section_coldstart(settings, ds),
         "first_view": lambda: h.section_first_view(settings, ds),
-        "ab": lambda: h.section_ab(settings, ds, args.baseline) if args.baseline else
+        "ab": lambda: h.section_ab(settings, ds, args.baseline, args.baseline_var) if args.baseline else
         {"skipped": "no --baseline worktree given"},
     }
     for name in [s for s in SECTIONS if s in only]:

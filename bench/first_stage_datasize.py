@@ -1,9 +1,10 @@
 """Data-size curve (issue 12, item 6): a first-stage encoder trained on 1/8, 1/4, 1/2 and all of the
-positive train pairs (same rule: early stopping on dev Recall@100), scored on the 1,781 held-out QQP
+positive train pairs (same rule: early stopping on its dev metric, Recall@100 for DenseTrans and the
+dual encoder, H@1 for SDML-CNN), scored on the 1,781 held-out QQP
 test queries against the full 36,737-question collection, exact search, each query dropped from its
 own ranking. Prints one JSON line per fraction and a markdown table.
 
-Usage: QRS_VAR=... python bench/first_stage_datasize.py [--system densetrans|dual-encoder]
+Usage: QRS_VAR=... python bench/first_stage_datasize.py [--system densetrans|dual-encoder|sdml-cnn]
        [--fractions 0.125 0.25 0.5 1] [--profile quick] [--threads 1] [--set key=value ...]
 Each run is stored as the system's experiment folder ``<variant>+frac<f>`` (``dual-encoder@frac<f>``).
 """
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--system", default="densetrans", choices=["densetrans", "dual-encoder"])
+    ap.add_argument("--system", default="densetrans", choices=["densetrans", "dual-encoder", "sdml-cnn"])
     ap.add_argument("--fractions", nargs="*", type=float, default=[0.125, 0.25, 0.5, 1.0])
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--threads", type=int, default=1)
@@ -45,21 +46,28 @@ def main() -> None:
 
             cfg = mod.make_config(args.profile, None, train_fraction=fraction, **overrides)
             metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
+        elif args.system == "sdml-cnn":
+            from core.retrieval import sdml as mod
+
+            cfg = mod.make_config(args.profile, None, train_fraction=fraction, **overrides)
+            metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
         else:
             from core.retrieval import dual_encoder as mod
 
             cfg = mod.make_config(args.profile, train_fraction=fraction, **overrides)
             metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
         log = metrics["training"]
-        row = {"system": args.system, "fraction": fraction, "train_pairs": metrics["train_pairs"],
-               "train_queries": metrics["train_queries"], **metrics["test"], "best_dev": log["best_dev"],
+        row = {"system": args.system, "fraction": fraction,
+               "train_pairs": metrics.get("train_pairs", metrics.get("training_pairs")),
+               "train_queries": metrics.get("train_queries"), **metrics["test"], "best_dev": log["best_dev"],
                "best_step": log["best_step"], "stopped": log["stopped"], "seconds": time.perf_counter() - t0}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| fraction | train queries | (query, paraphrase) pairs | test R@100 | H@1 | MRR@100 | best dev R@100 (step) | stopped |")
+    print(f"\n| fraction | train queries | positive pairs | test R@100 | H@1 | MRR@100 | best dev {log['dev_metric']} (step) | stopped |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['fraction']:g} | {r['train_queries']:,} | {r['train_pairs']:,} | {r['recall@100']:.4f} | "
+        queries = f"{r['train_queries']:,}" if r["train_queries"] is not None else "–"
+        print(f"| {r['fraction']:g} | {queries} | {r['train_pairs']:,} | {r['recall@100']:.4f} | "
               f"{r['hit_rate@1']:.4f} | {r['mrr@100']:.4f} | {r['best_dev']:.4f} ({r['best_step']}) | {r['stopped']} |")
 
 

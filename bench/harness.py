@@ -576,14 +576,15 @@ def _commit(root: str) -> str:
     return f"commit {out.stdout.strip()}" if out.returncode == 0 else "a tree outside git"
 
 
-def section_ab(s: Settings, ds, baseline: str) -> dict:
+def section_ab(s: Settings, ds, baseline: str, baseline_var: str | None = None) -> dict:
     """Today's code (a git worktree at ``baseline``) against this checkout, in one run on the same machine.
 
     Each measurement runs in a fresh process per tree, the two trees alternating (base, new, base,
     new, ...) so that a change of the machine's load hits both sides alike; the ratio is of the
-    medians over rounds. Same artifacts folder, same sampled queries/questions, same choices (the
-    Compare page with the five first stages and FRM on BM25's top 20; each query removed from its
-    own ranking).
+    medians over rounds. Same sampled queries/questions, same choices (the Compare page with the five
+    first stages and FRM on BM25's top 20; each query removed from its own ranking). Same artifacts
+    folder, or with ``baseline_var`` the base tree reads the artifacts its own build wrote there (needed
+    where the newer build's checkpoints are not readable by the older code, FRM's for one).
     """
     from pathlib import Path
 
@@ -592,12 +593,14 @@ def section_ab(s: Settings, ds, baseline: str) -> dict:
     new_root, base_root = str(REPO_ROOT), str(Path(baseline).resolve())
     rounds = s.pick(1, 3)
     choices = _built_choices(ds)
+    env_of = {"base": {"QRS_VAR": str(Path(baseline_var).resolve())} if baseline_var else {}, "new": {}}
     out: dict = {"baseline_tree": _commit(base_root), "current_tree": _commit(new_root), "rounds": rounds,
+                 "baseline_artifacts": "the base tree's own build" if baseline_var else "shared",
                  "compare": {"choices": [c["name"] for c in choices], "base": [], "new": []},
                  "encode": {"base": [], "new": [], "new_int8": []}}
     for r in range(rounds):
         for side, root in (("base", base_root), ("new", new_root)):
-            res = _child(root, "encode", {"dataset": ds.name, "n": s.pick(512, 3000), "seed": 20 + r})
+            res = _child(root, "encode", {"dataset": ds.name, "n": s.pick(512, 3000), "seed": 20 + r}, env=env_of[side])
             out["encode"][side].append(res)
             print(f"[bench] ab encode round {r + 1} {side}: {res.get('questions_per_s', res.get('error'))}", flush=True)
         res = _child(new_root, "encode", {"dataset": ds.name, "n": s.pick(512, 3000), "seed": 20 + r},
@@ -605,7 +608,7 @@ def section_ab(s: Settings, ds, baseline: str) -> dict:
         out["encode"]["new_int8"].append(res)
         for side, root in (("base", base_root), ("new", new_root)):
             res = _child(root, "compare", {"dataset": ds.name, "n": s.pick(10, 40), "seed": 30 + r,
-                                           "choices": choices})
+                                           "choices": choices}, env=env_of[side])
             if "seconds" in res:
                 res = {**percentiles(res.pop("seconds")), **res}
             out["compare"][side].append(res)

@@ -121,7 +121,9 @@ def to_markdown(r: dict) -> str:
             sm = ab["summary"]
             lines += [f"Today's code: {ab['baseline_tree']}; this code: {ab['current_tree']}. "
                       f"{ab['rounds']} round(s), each a fresh process per tree, the trees alternating; medians over "
-                      "rounds. Same artifacts, same sampled queries and questions.", "",
+                      "rounds. " + ("Each tree reads the artifacts its own build wrote (the older code cannot read "
+                                    "the newer checkpoints)" if ab.get("baseline_artifacts", "shared") != "shared"
+                                    else "Same artifacts") + ", same sampled queries and questions.", "",
                       _table([
                           {"measure": "Compare page whole query, p50 warm (ms)", "today": sm["compare_p50_ms_base"],
                            "this code": sm["compare_p50_ms_new"], "ratio": sm["compare_speedup"],
