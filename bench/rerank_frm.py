@@ -62,6 +62,13 @@ def main() -> None:
         result["build_seconds"] = time.perf_counter() - t0
     rr = F.load(ds, variant=args.variant)
     result["test_pairs"] = pair_metrics(rr, ds)
+    if rr.store is not None and rr.model.importance_net is not None:  # w(k, q) on the test pairs' questions
+        from core.training import device
+
+        texts = list(dict.fromkeys(ds.corpus[i] for p in ds.pairs["test"] for i in (p.id1, p.id2)))
+        feats = rr.featurizer.features(texts)
+        rr.store.ensure(rr.featurizer, feats)
+        result["importance_test"] = F.importance_report(rr.model, feats, rr.store, device())
     if args.rerank_queries:
         from bench.rerank_common import rerank_eval
 
