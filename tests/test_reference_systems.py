@@ -101,8 +101,10 @@ def test_dual_encoder_training_lowers_loss_and_beats_its_untrained_copy(tiny):
     from core.retrieval import dual_encoder as de
     from core.retrieval.wordmean import collection_vocab, glove_matrix
 
+    # τ = 0.05: on QQP dev τ = 0.2 is best (the default; BENCHMARKS.md), but 60 steps on the fixture's 49 pairs
+    # at τ = 0.2 lower the held-out loss (3.87 -> 0.62) while MRR@100 of the 26 held-out queries falls 0.95 -> 0.82
     cfg = de.make_config("quick", max_steps=60, eval_every=10, patience=100, batch_queries=32, lr=5e-3,
-                         dev_distractors=0, max_seconds=0)
+                         dev_distractors=0, max_seconds=0, temperature=0.05)
     metrics = de.build(tiny, config=cfg)
     log = metrics["training"]
     losses = [c["loss"] for c in log["curve"] if c["loss"] is not None]
