@@ -95,9 +95,7 @@ def compare_runs(
 ):
     """ranx ``compare``: metric table with paired significance tests (``student`` t-test or
     ``fisher`` randomization). Returns a ranx ``Report``."""
-    qrels_obj = to_qrels(qrels)
-    for run in runs:
-        return compare(qrels_obj, runs, check_metrics(metrics), stat_test=stat_test, max_p=max_p, make_comparable=True)
+    return compare(to_qrels(qrels), runs, check_metrics(metrics), stat_test=stat_test, max_p=max_p, make_comparable=True)
 
 
 def warm_up(example_ids: Sequence[str] = (), stat_test: str = "student") -> float:
