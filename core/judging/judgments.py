@@ -259,6 +259,19 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines() or [type(exc).__name__])[0][:300]
 
 
+def _with_context(row, document, dataset: str | None):
+    """``select`` of judgment or history rows with their annotator name, query row and ``document`` (the
+    document row or one of its columns), in insertion order, optionally for one dataset."""
+    stmt = (
+        select(row, Annotator.name, QueryRow, document)
+        .join(Annotator, row.annotator_id == Annotator.id)
+        .join(QueryRow, row.query_id == QueryRow.id)
+        .join(DocumentRow, row.document_id == DocumentRow.id)
+        .order_by(row.id)
+    )
+    return stmt if dataset is None else stmt.where(QueryRow.dataset == dataset)
+
+
 # ----------------------------------------------------------------------------- the store
 class JudgmentStore:
     """Judgments in a database: every call is its own short transaction (see module docstring).
@@ -642,15 +655,7 @@ class JudgmentStore:
         self, dataset: str | None = None, annotators: Iterable[str] | None = None, query: str | None = None
     ) -> list[Judgment]:
         """Current labels, optionally for one dataset, some annotators, one query text."""
-        stmt = (
-            select(JudgmentRow, Annotator.name, QueryRow, DocumentRow)
-            .join(Annotator, JudgmentRow.annotator_id == Annotator.id)
-            .join(QueryRow, JudgmentRow.query_id == QueryRow.id)
-            .join(DocumentRow, JudgmentRow.document_id == DocumentRow.id)
-            .order_by(JudgmentRow.id)
-        )
-        if dataset is not None:
-            stmt = stmt.where(QueryRow.dataset == dataset)
+        stmt = _with_context(JudgmentRow, DocumentRow, dataset)
         if annotators is not None:
             stmt = stmt.where(Annotator.name.in_(list(annotators)))
         if query is not None:
@@ -677,15 +682,7 @@ class JudgmentStore:
 
     def history(self, dataset: str | None = None) -> list[HistoryEntry]:
         """Every change, oldest first."""
-        stmt = (
-            select(HistoryRow, Annotator.name, QueryRow, DocumentRow.doc_id)
-            .join(Annotator, HistoryRow.annotator_id == Annotator.id)
-            .join(QueryRow, HistoryRow.query_id == QueryRow.id)
-            .join(DocumentRow, HistoryRow.document_id == DocumentRow.id)
-            .order_by(HistoryRow.id)
-        )
-        if dataset is not None:
-            stmt = stmt.where(QueryRow.dataset == dataset)
+        stmt = _with_context(HistoryRow, DocumentRow.doc_id, dataset)
 
         def read() -> list[HistoryEntry]:
             with self._read() as s:
