@@ -36,29 +36,19 @@ def main() -> None:
     for kv in args.set:
         k, v = kv.split("=", 1)
         overrides[k] = json.loads(v) if v[:1] in "0123456789-[{tf" else v
+    from core.retrieval import densetrans, dual_encoder, sdml
+
+    mod = {"densetrans": densetrans, "dual-encoder": dual_encoder, "sdml-cnn": sdml}[args.system]
     ds = load_dataset("qqp-bimpm")
     rows = []
     for fraction in args.fractions:
         tag = f"frac{fraction:g}"
         t0 = time.perf_counter()
-        if args.system == "densetrans":
-            from core.retrieval import densetrans as mod
-
-            cfg = mod.make_config(args.profile, None, train_fraction=fraction, **overrides)
-            metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
-        elif args.system == "sdml-cnn":
-            from core.retrieval import sdml as mod
-
-            cfg = mod.make_config(args.profile, None, train_fraction=fraction, **overrides)
-            metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
-        else:
-            from core.retrieval import dual_encoder as mod
-
-            cfg = mod.make_config(args.profile, train_fraction=fraction, **overrides)
-            metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
+        cfg = mod.make_config(args.profile, train_fraction=fraction, **overrides)
+        metrics = mod.build(ds, args.profile, config=cfg, tag=tag)
         log = metrics["training"]
         row = {"system": args.system, "fraction": fraction,
-               "train_pairs": metrics.get("train_pairs", metrics.get("training_pairs")),
+               "train_pairs": metrics["train_pairs"],
                "train_queries": metrics.get("train_queries"), **metrics["test"], "best_dev": log["best_dev"],
                "best_step": log["best_step"], "stopped": log["stopped"], "seconds": time.perf_counter() - t0}
         rows.append(row)

@@ -325,7 +325,7 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_
     log.finish("patience" if log.should_stop else "cap")
     return {"training": log.to_dict(), "stopping_split": stop_split, "best_dev_hit_rate@1": log.best_dev, "best_step": log.best_step,
             "untrained_dev_hit_rate@1": untrained, "train_seconds": time.perf_counter() - t0,
-            "training_pairs": len(positives), "steps_per_epoch": per_epoch, "steps": step,
+            "train_pairs": len(positives), "steps_per_epoch": per_epoch, "steps": step,
             "vocab_words": len(vocab.words), "hash_bins": vocab.hash_bins}
 
 
