@@ -24,11 +24,8 @@ evals=(bm25)
 for spec in "$@"; do
   system=${spec%%:*}; variant=""; [[ "$spec" == *:* ]] && variant=${spec#*:}
   start=$(date +%s)
-  if [[ -n "$variant" ]]; then
-    $PY -m core train --system "$system" --variant="$variant" --profile "$PROFILE" --force || echo "[paper_profiles] $spec FAILED"
-  else
-    $PY -m core train --system "$system" --profile "$PROFILE" --force || echo "[paper_profiles] $spec FAILED"
-  fi
+  $PY -m core train --system "$system" ${variant:+--variant="$variant"} --profile "$PROFILE" --force \
+    || echo "[paper_profiles] $spec FAILED"
   echo "[paper_profiles] $spec took $(( $(date +%s) - start )) s"
   $PY - "$system" "$variant" "$OUT" <<'EOF'
 import shutil, sys
