@@ -31,13 +31,13 @@ from ranx import Run
 
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
+from core.analysis import LABEL_SOURCES
 from core.analysis.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
 from core.judging.judgments import JudgmentStore
 from core.paths import artifact_dir
 from core.retrieval.base import Ranking, Reranker, Retriever
 from core.data.text import word_tokens
 
-LABEL_SOURCES = ("dataset", "judgments", "both")
 PRECEDENCE = "user judgments win over dataset qrels for the same (query, doc)"
 DEFAULT_METRICS = ("ndcg@10", "mrr@100", "map@100", "precision@1", "hit_rate@10")
 LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 10**9))

@@ -128,7 +128,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``judgments ...`` and ``compare`` on the main CLI's subparsers."""
     from core.cli.main import _positive_int
     from core.data.datasets import DEFAULT_DATASET
-    from core.analysis.error_analysis import LABEL_SOURCES
+    from core.analysis import LABEL_SOURCES
 
     j = sub.add_parser("judgments", help="relevance judgments: export-qrels, stats, agreement, import-run")
     jsub = j.add_subparsers(dest="action", required=True)

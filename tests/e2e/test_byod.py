@@ -4,13 +4,11 @@ pools them and Error Analysis computes metrics. Reuses ``tests/e2e/conftest.py``
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES
 from tests.e2e.conftest import server_env
 
 pytest.importorskip("selenium")
@@ -30,11 +28,22 @@ BYOD = FIXTURES / "byod"
 QID = "test/32.1"  # a question of answers.tsv (TrecQA raw TEST) with correct and wrong candidates
 
 
-def cli(e2e_var, *argv: str, timeout: int = 600) -> str:
-    out = subprocess.run([sys.executable, "-m", "core", *argv], cwd=ROOT, env=server_env(e2e_var),
-                         capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    assert out.returncode == 0, f"python -m core {' '.join(argv)} failed:\n{out.stderr[-3000:]}"
-    return out.stdout + out.stderr
+def cli(e2e_var, *argv: str) -> str:
+    """Run one CLI verb in this process against the server's artifacts folder (``python -m core`` runs the
+    same ``main``; tests/test_cli.py checks the real entry point), so that the imports are paid once."""
+    import contextlib
+    import io
+
+    from core.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for key, value in server_env(e2e_var).items():
+            if key.startswith("QRS_"):
+                mp.setenv(key, value)
+        code = main(list(argv))
+    assert code == 0, f"python -m core {' '.join(argv)} failed:\n{err.getvalue()[-3000:]}"
+    return out.getvalue() + err.getvalue()
 
 
 @pytest.fixture(scope="module")
