@@ -15,7 +15,7 @@ pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from tests.e2e import test_browser  # noqa: E402
-from tests.e2e.test_browser import cells, css, idle, open_page, shot, wait_for  # noqa: E402
+from tests.e2e.test_browser import button, cells, css, idle, open_page, shot, wait_for  # noqa: E402
 
 SLOW = 300  # seconds: the first Compare run loads every chosen model on 2 busy cores
 
@@ -64,8 +64,8 @@ def byod_data(app_server, e2e_var):
 
 def nav_to(driver, title: str) -> None:
     """Follow the sidebar link (same Streamlit session, so the chosen dataset stays)."""
-    nav = wait_for(driver, lambda d: css(d, '[data-testid="stSidebarNav"]'), what="the navigation")[0]
-    link = [a for a in nav.find_elements(By.CSS_SELECTOR, "a") if a.text.strip().endswith(title)][0]
+    link = wait_for(driver, lambda d: [a for a in css(d, '[data-testid="stSidebarNav"] a') if a.text.strip().endswith(title)],
+                    what=f"the {title} link")[0]
     link.click()
     wait_for(driver, lambda d: title.lower() in " ".join(h.text.lower() for h in css(d, '[data-testid="stApp"] h1')),
              what=f"the {title} page")
@@ -109,8 +109,8 @@ def test_candidate_list_compare_annotate_error_analysis(browser, byod_data):
     pool_options = multiselect_options(browser, "Pool systems")
     assert {"bm25", "minilm", "cnn-rerank"} <= set(pool_options) | {"bm25", "minilm", "glove-mean"}, pool_options
     assert "cnn-rerank" in pool_options, pool_options  # the default pool is the first three; the CNN is offered
-    add = [b for b in css(browser, '[data-testid="stButton"] button') if "Add dataset queries" in b.text][0]
-    add.click()
+    idle(browser)  # the sidebar's button comes after the multiselect in the same run
+    button(browser, "Add dataset queries").click()
     idle(browser)
     progress = wait_for(browser, lambda d: [p.text for p in css(d, '[data-testid="stProgress"], [data-testid="stText"]')
                                             if "judged" in p.text or "Query 1 of" in p.text], timeout=SLOW,
