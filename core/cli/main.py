@@ -207,9 +207,11 @@ def _check_evaluable(qrels: dict, run, args: argparse.Namespace) -> None:
     """Refuse, in one line, what ranx cannot score: no labelled queries, or only empty rankings."""
     if not qrels:
         raise StudioError(f"split {args.split!r} of {args.dataset} has no queries with relevance labels; nothing to evaluate")
-    rankings = run.to_dict() if hasattr(run, "to_dict") else {q: r.doc_ids for q, r in run.items()}
-    if not any(len(docs) for docs in rankings.values()):
-        raise StudioError(f"every ranking is empty ({len(rankings):,} queries, none retrieved anything); nothing to "
+    if hasattr(run, "to_dict"):
+        return  # a run file: read_trec_run refuses a file without run lines, so some ranking is not empty
+        # (and reading the ranx Run back into Python would compile numba's typed-dict code: ~3 s a process)
+    if not any(len(r.doc_ids) for r in run.values()):
+        raise StudioError(f"every ranking is empty ({len(run):,} queries, none retrieved anything); nothing to "
                           "evaluate - check the system, --k and the dataset")
 
 
