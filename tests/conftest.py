@@ -56,3 +56,12 @@ def app_test(path: str):
     from streamlit.testing.v1 import AppTest
 
     return AppTest.from_file(str(ROOT / path), default_timeout=120)
+
+
+def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+    """One CLI verb in this process (``core.cli.main.main``, what ``python -m core`` runs): (exit code, stdout, stderr)."""
+    from core.cli.main import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, TINY_DATA
+from tests.conftest import ROOT, TINY_DATA, run_main
 
 
 def run_cli(*args: str, var) -> subprocess.CompletedProcess:
@@ -25,14 +25,7 @@ def run_cli(*args: str, var) -> subprocess.CompletedProcess:
 @pytest.fixture
 def cli(tiny_data, fresh_var, capsys):
     """Run one verb in-process; returns (exit code, stdout, stderr)."""
-    from core.cli.main import main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+    return lambda *args: run_main(capsys, *args)
 
 
 def test_train_eval_and_run_file(cli, fresh_var, tmp_path):

@@ -193,7 +193,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         name = str(parsed)
         run = rankings
         print(f"{len(queries):,} queries in {seconds:.1f}s ({1000 * seconds / max(1, len(queries)):.2f} ms/query)")
-    _check_evaluable(qrels, run, args)
+    _check_evaluable(qrels, rankings, args)
     scores = evaluate_run(qrels, run, metrics)
     note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
     print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries]{note}")
@@ -203,15 +203,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_evaluable(qrels: dict, run, args: argparse.Namespace) -> None:
-    """Refuse, in one line, what ranx cannot score: no labelled queries, or only empty rankings."""
+def _check_evaluable(qrels: dict, rankings: dict | None, args: argparse.Namespace) -> None:
+    """Refuse, in one line, what ranx cannot score: no labelled queries, or only empty rankings.
+
+    ``rankings`` is None for a run file: ``read_trec_run`` already refuses one without run lines."""
     if not qrels:
         raise StudioError(f"split {args.split!r} of {args.dataset} has no queries with relevance labels; nothing to evaluate")
-    if hasattr(run, "to_dict"):
-        return  # a run file: read_trec_run refuses a file without run lines, so some ranking is not empty
-        # (and reading the ranx Run back into Python would compile numba's typed-dict code: ~3 s a process)
-    if not any(len(r.doc_ids) for r in run.values()):
-        raise StudioError(f"every ranking is empty ({len(run):,} queries, none retrieved anything); nothing to "
+    if rankings is not None and not any(len(r.doc_ids) for r in rankings.values()):
+        raise StudioError(f"every ranking is empty ({len(rankings):,} queries, none retrieved anything); nothing to "
                           "evaluate - check the system, --k and the dataset")
 
 
