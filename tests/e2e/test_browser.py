@@ -6,6 +6,7 @@ goes to ``<QRS_VAR>/screenshots/``.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -116,14 +117,25 @@ def multiselect_add(driver, label: str, value: str) -> None:
                 return widget
         return None
 
+    def filtered(d):
+        # the typed filter has reached the dropdown: every option shown contains ``value``. The exact option is
+        # clicked: Enter chooses the highlighted first row, which is Streamlit's "Select N matches" (all of them:
+        # "tree-bert" also chose "tree-bert-cross") or, before the filter lands, whatever option comes first.
+        options = [o for o in css(d, '[role="option"]')
+                   if o.text.strip() and not re.fullmatch(r"Select (all|\d+ match(es)?)", o.text.strip())]
+        exact = [o for o in options if o.text.strip() == value]
+        return exact[0] if exact and all(value in o.text for o in options) else None
+
+    idle(driver)
     widget = wait_for(driver, find, what=f"multiselect {label!r}")
+    before = set(widget.text.splitlines())
     box = widget.find_element(By.CSS_SELECTOR, "input")
     box.click()
     box.send_keys(value)
-    wait_for(driver, lambda d: [o for o in css(d, '[role="option"]') if o.text.strip() == value],
-             what=f"option {value!r}")
-    box.send_keys(Keys.ENTER)
+    wait_for(driver, filtered, what=f"option {value!r} alone in the filtered list").click()
     wait_for(driver, lambda d: value in find(d).text.splitlines(), what=f"{value!r} chosen")
+    added = set(find(driver).text.splitlines()) - before - {value}
+    assert not added, f"choosing {value!r} in {label!r} also chose {added}"
     ActionChains(driver).send_keys(Keys.ESCAPE).perform()
     idle(driver)
 
