@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--fractions", nargs="*", type=float, default=[0.125, 0.25, 0.5, 1.0])
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--set", nargs="*", default=[])
+    ap.add_argument("--set", nargs="*", action="extend", default=[])
     args = ap.parse_args()
     import torch
 

@@ -21,7 +21,7 @@ def main() -> None:
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tag")
-    ap.add_argument("--set", nargs="*", default=[])
+    ap.add_argument("--set", nargs="*", action="extend", default=[])
     args = ap.parse_args()
     import torch
 

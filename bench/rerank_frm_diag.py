@@ -59,7 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tag", required=True)
     ap.add_argument("--variant", default=None)
-    ap.add_argument("--set", nargs="*", default=[])
+    ap.add_argument("--set", nargs="*", action="extend", default=[])
     ap.add_argument("--train", nargs="*", default=[])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)

@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--tag", default="exp")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--set", nargs="*", default=[])
+    ap.add_argument("--set", nargs="*", action="extend", default=[])
     ap.add_argument("--reference", action="store_true")
     ap.add_argument("--build", action="store_true", help="run the system's build() (writes metrics.json)")
     args = ap.parse_args()
