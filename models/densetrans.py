@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 VARIANTS = ("full", "-TopDense", "-AllDense", "+Concat")
+POOLINGS = ("cls", "mean")
 
 
 def layer_input_widths(d_model: int, n_layers: int, variant: str = "full") -> list[int]:
@@ -54,6 +55,8 @@ class DenseTrans(nn.Module):
     paper; 4 as in Vaswani et al.). ``position_std`` > 0 initialises the position embeddings from
     N(0, position_std²) (BERT uses 0.02) instead of PyTorch's N(0, 1), which is ~4× the scale of the
     projected GloVe vectors and drowns the words in E⁰ (measured in bench/reports/first_stage.md).
+    ``pooling="mean"`` (not the paper's; measured there) averages the non-padding rows of E^N instead of
+    taking its ``[CLS]`` row.
 
     >>> m = DenseTrans(vocab_size=100, d_model=12, n_heads=6)
     >>> m.encode(torch.tensor([[1, 5, 7, 0]])).shape
@@ -74,8 +77,12 @@ class DenseTrans(nn.Module):
         pad_id: int = 0,
         pretrained: torch.Tensor | None = None,
         position_std: float = 0.0,
+        pooling: str = "cls",
     ) -> None:
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; known: {', '.join(POOLINGS)}")
+        self.pooling = pooling
         emb_dim = emb_dim or d_model
         self.variant, self.pad_id, self.n_layers = variant, pad_id, n_layers
         self.token = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
@@ -115,16 +122,23 @@ class DenseTrans(nn.Module):
             outs.append(layer(x, src_key_padding_mask=pad))
         return outs
 
+    def _pool(self, out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """(B, L, w) -> (B, w): the ``[CLS]`` row (§3.2.1), or the mean over non-padding positions."""
+        if self.pooling == "cls":
+            return out[:, 0]
+        keep = ids.ne(self.pad_id).unsqueeze(-1).to(out.dtype)
+        return (out * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+
     def encode(self, ids: torch.Tensor) -> torch.Tensor:
-        """φ(q): the ``[CLS]`` vector of the last layer (``+Concat``: of every layer), unnormalised."""
+        """φ(q): the pooled last layer (``+Concat``: every layer), unnormalised; paper: the ``[CLS]`` vector."""
         outs = self.layer_outputs(ids)
         if self.variant == "+Concat":
-            return torch.cat([o[:, 0] for o in outs], dim=-1)
-        return outs[-1][:, 0]
+            return torch.cat([self._pool(o, ids) for o in outs], dim=-1)
+        return self._pool(outs[-1], ids)
 
-    def layer_cls(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        """``[CLS]`` vector after the input layer and after each encoding layer (N + 1 tensors)."""
-        return [o[:, 0] for o in self.layer_outputs(ids)]
+    def layer_vectors(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        """The pooled vector (``[CLS]`` by default) after the input layer and after each layer (N + 1 tensors)."""
+        return [self._pool(o, ids) for o in self.layer_outputs(ids)]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """L2-normalised φ(q) (B, d_rep), so a dot product is Eq. (1)'s cosine ψ."""

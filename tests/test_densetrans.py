@@ -57,7 +57,7 @@ def test_widths_and_shapes(variant):
     rep = model.encode(ids)
     expected_rep = {"full": 48, "-TopDense": 24, "-AllDense": 12, "+Concat": 48}[variant]
     assert rep.shape == (2, expected_rep) == (2, model.rep_dim)
-    cls = model.layer_cls(ids)
+    cls = model.layer_vectors(ids)
     assert [c.shape for c in cls] == [(2, 12)] + [(2, w) for w in expected_inputs]
     if variant == "full":  # Eq. (5): layer ℓ's input is the concatenation of all earlier outputs
         outs = model.layer_outputs(ids)
@@ -66,12 +66,26 @@ def test_widths_and_shapes(variant):
     assert torch.allclose(unit.norm(dim=-1), torch.ones(2), atol=1e-5)
 
 
-def test_padding_does_not_change_the_vector():
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_padding_does_not_change_the_vector(pooling):
     torch.manual_seed(0)
-    model = DenseTrans(vocab_size=50, d_model=12, n_heads=6, max_len=10).eval()
+    model = DenseTrans(vocab_size=50, d_model=12, n_heads=6, max_len=10, pooling=pooling).eval()
     short = model(torch.tensor([[1, 5, 7]]))
     padded = model(torch.tensor([[1, 5, 7, 0, 0, 0]]))
     assert torch.allclose(short, padded, atol=1e-5)
+
+
+def test_mean_pooling_averages_the_words_of_the_last_layer():
+    torch.manual_seed(0)
+    ids = torch.tensor([[1, 5, 7, 0], [1, 4, 0, 0]])
+    model = DenseTrans(vocab_size=50, d_model=12, n_heads=6, max_len=8, pooling="mean").eval()
+    last = model.layer_outputs(ids)[-1]
+    assert torch.allclose(model.encode(ids)[0], last[0, :3].mean(0), atol=1e-6)
+    assert torch.allclose(model.encode(ids)[1], last[1, :2].mean(0), atol=1e-6)
+    assert not torch.allclose(model.encode(ids), last[:, 0])  # not the [CLS] row
+    assert [c.shape[1] for c in model.layer_vectors(ids)] == [12, 12, 24, 48]
+    with pytest.raises(ValueError, match="unknown pooling"):
+        DenseTrans(vocab_size=50, d_model=12, n_heads=6, pooling="max")
 
 
 def test_gradients_reach_every_parameter():

@@ -58,6 +58,7 @@ class DenseTransConfig:
     vocab_size: int = 50_000
     oov_scale: float = 0.2  # OOV vectors ~ U(-0.2, 0.2)
     position_std: float = 0.0  # 0 = PyTorch's default N(0, 1) (paper: "default initialization")
+    pooling: str = "cls"  # φ(q) = E^N[CLS] (§3.2.1); "mean" = mean of E^N over the words
     # paper: batch 32, Eq. (6) on the raw cosine (τ = 1), warm-up 10% then linear decay, Adam(0.9, 0.98, 1e-8)
     plan: TrainPlan = TrainPlan(batch_queries=32, hard_negatives=1, temperature=1.0, lr=5e-4, max_steps=8000,
                                 eval_every=200, patience=5, dev_distractors=0)
@@ -66,9 +67,12 @@ class DenseTransConfig:
 PROFILES = {
     "paper": {},
     # CPU budget of the default build; every deviation measured in bench/reports/first_stage.md
+    # (mean pooling + dropout 0.2: BENCHMARKS.md, "DenseTrans pooling")
     "quick": {"d_model": 60, "position_std": 0.02, "batch_queries": 128, "temperature": 0.05, "lr": 2e-3,
+              "pooling": "mean", "dropout": 0.2,
               "max_steps": 600, "eval_every": 50, "patience": 4, "dev_distractors": 5000, "max_seconds": 300},
     "full": {"d_model": 60, "position_std": 0.02, "batch_queries": 128, "temperature": 0.05, "lr": 2e-3,
+             "pooling": "mean", "dropout": 0.2,
              "max_steps": 600, "eval_every": 50, "patience": 6, "dev_distractors": 5000},
 }
 
@@ -117,7 +121,7 @@ def _model(cfg: DenseTransConfig, vocab_size: int, emb_dim: int, pad_id: int, pr
     return DenseTrans(vocab_size, d_model=cfg.d_model, n_layers=cfg.n_layers, n_heads=cfg.n_heads,
                       dropout=cfg.dropout, max_len=cfg.max_words + 1, ffn_ratio=cfg.ffn_ratio,
                       emb_dim=emb_dim, variant=cfg.variant, pad_id=pad_id, pretrained=pretrained,
-                      position_std=cfg.position_std)
+                      position_std=cfg.position_std, pooling=cfg.pooling)
 
 
 def _encoder(model, vocab, cfg: DenseTransConfig, encoder_id: str) -> IdsEncoder:
@@ -181,12 +185,13 @@ def is_built(dataset: Dataset, variant: str | None = None) -> bool:
 
 
 class DenseTransRetriever(DenseRetriever):
-    """DenseRetriever + per-layer ``[CLS]`` vectors (the Layers page)."""
+    """DenseRetriever + per-layer question vectors (the Layers page)."""
 
     def layer_embeddings(self, texts: list[str]) -> list[np.ndarray]:
-        """``[CLS]`` after the input layer and after each of the N layers: N + 1 arrays (n, d_ℓ)."""
+        """The model's pooled vector (its ``pooling``: ``[CLS]`` or mean) after the input layer and after each
+        of the N layers: N + 1 arrays (n, d_ℓ)."""
         enc: IdsEncoder = self.encoder
-        return enc.map(list(texts), enc.model.layer_cls)
+        return enc.map(list(texts), enc.model.layer_vectors)
 
 
 def _load_model(folder, command: str):
