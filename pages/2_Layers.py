@@ -57,11 +57,15 @@ for color, label in zip(COLORS, chosen):
     fig.add_trace(go.Scatter(x=x + x[::-1], y=list(high) + list(low[::-1]), fill="toself", fillcolor=color,
                              opacity=0.15, line=dict(width=0), hoverinfo="skip", showlegend=False))
     fig.add_trace(go.Scatter(x=x, y=curve.mean, name=label, mode="lines+markers", line=dict(color=color),
-                             hovertemplate="layer %{x}: %{y:.3f}<extra>" + label + "</extra>"))
+                             customdata=curve.signed_mean,
+                             hovertemplate="layer %{x}: %{y:.3f} (signed log cos(q,q⁺) − log cos(q,q⁻): "
+                                           "%{customdata:.3f})<extra>" + label + "</extra>"))
     if curve.clipped:
         notes.append(f"{label}: {curve.clipped} cosines ≤ 0.001 were clipped before the log")
 st.caption("Layer 0 is the input layer: its [CLS] vector is the same for every question (token + position "
-           "embedding only), so [CLS] curves start at 0 by construction.")
+           "embedding only), so [CLS] curves start at 0 by construction. DenseTrans's layers are pooled the way "
+           "its model was trained: the mean of the words in the quick and full profiles, [CLS] in the paper "
+           "profile (BENCHMARKS.md, \"DenseTrans pooling\").")
 fig.update_layout(xaxis_title="layer (0 = input embeddings)", yaxis_title="mean |log cos(q,q⁺) − log cos(q,q⁻)|",
                   height=430, margin=dict(l=10, r=10, t=40, b=10),
                   title=f"Discriminativeness per layer — {n} queries, {negatives} negatives; band = 25–75% of queries")
