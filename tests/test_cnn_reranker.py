@@ -87,7 +87,7 @@ def test_l2_penalty_weights():
     model = CNNPairReranker(CNNConfig(), emb)
     conv = sum(float((p.detach() ** 2).sum()) for n, p in model.named_parameters() if n.startswith("cnn_"))
     other = sum(float((p.detach() ** 2).sum()) for n, p in model.named_parameters() if not n.startswith("cnn_") and p.requires_grad)
-    assert float(model.l2_penalty()) == pytest.approx(1e-5 * conv + 1e-4 * other, rel=1e-4)
+    assert float(model.l2_penalty().detach()) == pytest.approx(1e-5 * conv + 1e-4 * other, rel=1e-4)
 
 
 def test_without_features_join_is_smaller():
