@@ -134,7 +134,6 @@ def test_densetrans_layers_against_alldense(tmp_path, monkeypatch):
         after = _layer_curve(trained.model, trained.vocab, triples)
         before = _layer_curve(untrained_model, trained.vocab, triples)
         assert after.values.shape == (4, 40) and np.isfinite(after.values).all()
-        np.testing.assert_allclose(after.values, np.abs(after.signed))
         curves[variant] = (before, after)
         assert after.signed_mean[-1] > max(0.0, before.signed_mean[-1]), (variant, before.signed_mean, after.signed_mean)
         widths = [a.shape[1] for a in trained.map(["what is it ?"], trained.model.layer_vectors)]

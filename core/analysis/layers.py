@@ -38,9 +38,13 @@ class LayerCurve:
     """Per-layer discriminativeness of one representation over a sample of queries."""
 
     label: str
-    values: np.ndarray  # (layers, queries): |log cos(q, q⁺) − log cos(q, q⁻)|
+    signed: np.ndarray  # (layers, queries): log cos(q, q⁺) − log cos(q, q⁻)
     clipped: int
-    signed: np.ndarray | None = None  # (layers, queries): log cos(q, q⁺) − log cos(q, q⁻), before the |·|
+
+    @property
+    def values(self) -> np.ndarray:
+        """(layers, queries): the paper's |log cos(q, q⁺) − log cos(q, q⁻)|."""
+        return np.abs(self.signed)
 
     @property
     def mean(self) -> np.ndarray:
@@ -50,8 +54,6 @@ class LayerCurve:
     def signed_mean(self) -> np.ndarray:
         """Mean signed gap per layer: > 0 when q⁺ is closer than q⁻ (the |·| of the paper's measure also
         counts noise in the wrong direction, e.g. in untrained random vectors)."""
-        if self.signed is None:
-            raise ValueError(f"{self.label}: this curve was stored without its signed gaps")
         return self.signed.mean(axis=1)
 
     @property
@@ -133,8 +135,7 @@ def discriminativeness(label: str, layer_fn: LayerFn, triples: list[Triple],
             clipped += int((pos < COS_FLOOR).sum() + (neg < COS_FLOOR).sum())
             per_layer[i].append(np.log(np.maximum(pos, COS_FLOOR)) - np.log(np.maximum(neg, COS_FLOOR)))
         progress(min(1.0, (start + n) / len(triples)), f"{label}: {start + n}/{len(triples)} queries")
-    signed = np.stack([np.concatenate(v) for v in per_layer])
-    return LayerCurve(label, np.abs(signed), clipped, signed)
+    return LayerCurve(label, np.stack([np.concatenate(v) for v in per_layer]), clipped)
 
 
 def query_layer_cosines(layer_fn: LayerFn, query: str, targets: dict[str, str]) -> dict[str, list[float]]:
