@@ -26,10 +26,9 @@ def layer_fn(name: str, variant: str | None, tag: str | None, ds):
         return lambda texts: retriever.layer_embeddings(texts, pooling=variant or "cls")
     if name != "densetrans":
         raise SystemExit(f"no per-layer vectors for {name!r}: use minilm or densetrans")
-    from core.retrieval import densetrans as dt
+    from core.retrieval import densetrans
 
-    _cfg, encoder = dt._load_model(dt._folder(ds, variant, tag), dt.build_command(dt.SYSTEM, ds.name))
-    return lambda texts: encoder.map(list(texts), encoder.model.layer_vectors)
+    return densetrans.load(ds, variant=variant, index="flat", tag=tag).layer_embeddings
 
 
 def main() -> None:
