@@ -58,10 +58,14 @@ def app_test(path: str):
     return AppTest.from_file(str(ROOT / path), default_timeout=120)
 
 
-def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+def run_main(*argv: str) -> tuple[int, str, str]:
     """One CLI verb in this process (``core.cli.main.main``, what ``python -m core`` runs): (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
     from core.cli.main import main
 
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()

@@ -170,7 +170,7 @@ def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
 
 
 # ----------------------------------------------------------------------------- import -> train -> eval -> portable
-def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
+def test_workflow_train_eval_and_apply_zero_shot(byod, tmp_path):
     from core.data.datasets import load_dataset
     from core.portable import applicable_systems, listing
     from core.registry import load_system
@@ -178,17 +178,17 @@ def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
 
     cqa, answers = byod
     # BM25 is built on demand by eval with a one-line notice
-    code, out, err = run_main(capsys, "eval", "--system", "bm25", "--dataset", "user/cqa", "--metrics", "map@100")
+    code, out, err = run_main("eval", "--system", "bm25", "--dataset", "user/cqa", "--metrics", "map@100")
     assert code == 0 and "note: building the bm25 index for user/cqa" in err and "map@100" in out
     # train the CNN on the candidate list (tiny) through the CLI: split sizes reported
-    code, out, err = run_main(capsys, "train", "--system", "cnn-rerank", "--dataset", "user/answers")
+    code, out, err = run_main("train", "--system", "cnn-rerank", "--dataset", "user/answers")
     assert code == 0, err
     assert "candidates split by query" in err and "best_dev_map" in out
-    code, out, err = run_main(capsys, "eval", "--system", "cnn-rerank", "--dataset", "user/answers",
+    code, out, err = run_main("eval", "--system", "cnn-rerank", "--dataset", "user/answers",
                              "--metrics", "map@100,mrr@100")
     assert code == 0 and "cnn-rerank on user/answers" in out, err
     # ... and apply it zero-shot to the BEIR collection (reranks BM25's top 20 there)
-    code, out, err = run_main(capsys, "eval", "--system", "cnn-rerank@user/answers", "--dataset", "user/cqa",
+    code, out, err = run_main("eval", "--system", "cnn-rerank@user/answers", "--dataset", "user/cqa",
                              "--metrics", "map@100")
     assert code == 0 and "cnn-rerank@user/answers on user/cqa" in out, err
     assert "cnn-rerank@user/answers" in applicable_systems(cqa)
@@ -206,7 +206,7 @@ def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
     assert set(native.search(cqa.queries["q000"], 5).doc_ids) <= set(cqa.corpus)
     scorer = load_system("dual-encoder@user/cqa", answers)
     assert isinstance(scorer, Reranker) and scorer.name == "dual-encoder@user/cqa"
-    code, out, err = run_main(capsys, "eval", "--system", "dual-encoder@user/cqa", "--dataset", "user/answers",
+    code, out, err = run_main("eval", "--system", "dual-encoder@user/cqa", "--dataset", "user/answers",
                              "--metrics", "map@100")
     assert code == 0, err
     # ... and to another collection: vectors + index built once and cached per (model, dataset)
@@ -221,16 +221,16 @@ def test_workflow_train_eval_and_apply_zero_shot(byod, capsys, tmp_path):
     assert cached[0].stat().st_mtime_ns == stamp and again.search(target.queries[next(iter(target.queries))], 5).doc_ids == hits.doc_ids
 
 
-def test_bad_inputs_give_one_line_and_change_nothing(byod, capsys, tmp_path):
+def test_bad_inputs_give_one_line_and_change_nothing(byod, tmp_path):
     from core.data.imports import import_dataset
     from core.errors import DataFormatError
 
     cqa, _answers = byod
-    run_main(capsys, "eval", "--system", "bm25", "--dataset", "user/cqa")  # BM25 built once (a cheap artifact)
+    run_main("eval", "--system", "bm25", "--dataset", "user/cqa")  # BM25 built once (a cheap artifact)
     before = var_files(tmp_path)
 
     def one_line_error(*argv: str, match: str) -> None:
-        code, _out, err = run_main(capsys, *argv)
+        code, _out, err = run_main(*argv)
         lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("eval", "train", "prepare"))]
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and match in lines[0], err
         assert var_files(tmp_path) == before
@@ -258,6 +258,6 @@ def test_bad_inputs_give_one_line_and_change_nothing(byod, capsys, tmp_path):
     with pytest.raises(DataFormatError, match="no candidate has a positive label"):
         import_dataset("candidates", unlabeled, "unlabeled")
     assert var_files(tmp_path) == before
-    code, _out, err = run_main(capsys, "data", "import", "--kind", "candidates", "--name", "unlabeled", str(unlabeled))
+    code, _out, err = run_main("data", "import", "--kind", "candidates", "--name", "unlabeled", str(unlabeled))
     assert code == 2 and err.count("\n") == 1 and "no candidate has a positive label" in err
     shutil.rmtree(tmp_path / "var" / "systems" / "user_gone")

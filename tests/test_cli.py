@@ -23,9 +23,9 @@ def run_cli(*args: str, var) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def cli(tiny_data, fresh_var, capsys):
+def cli(tiny_data, fresh_var):
     """Run one verb in-process; returns (exit code, stdout, stderr)."""
-    return lambda *args: run_main(capsys, *args)
+    return run_main
 
 
 def test_train_eval_and_run_file(cli, fresh_var, tmp_path):

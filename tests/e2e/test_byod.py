@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, run_main
 from tests.e2e.conftest import server_env
 
 pytest.importorskip("selenium")
@@ -31,19 +31,13 @@ QID = "test/32.1"  # a question of answers.tsv (TrecQA raw TEST) with correct an
 def cli(e2e_var, *argv: str) -> str:
     """Run one CLI verb in this process against the server's artifacts folder (``python -m core`` runs the
     same ``main``; tests/test_cli.py checks the real entry point), so that the imports are paid once."""
-    import contextlib
-    import io
-
-    from core.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with pytest.MonkeyPatch.context() as mp:
         for key, value in server_env(e2e_var).items():
             if key.startswith("QRS_"):
                 mp.setenv(key, value)
-        code = main(list(argv))
-    assert code == 0, f"python -m core {' '.join(argv)} failed:\n{err.getvalue()[-3000:]}"
-    return out.getvalue() + err.getvalue()
+        code, out, err = run_main(*argv)
+    assert code == 0, f"python -m core {' '.join(argv)} failed:\n{err[-3000:]}"
+    return out + err
 
 
 @pytest.fixture(scope="module")
