@@ -36,7 +36,7 @@ efConstruction = 40, search ef = max(64, limit) (faiss's ``HNSW32,Flat`` with it
 and the ``hnsw`` preset's efSearch 64). BM25 is always ``SPARSE_INVERTED_INDEX`` with ``IP`` (exact).
 
 Collections and atomic rebuilds
-    The alias ``qrs_<system>_<dataset>_<index>`` is what searches use. Each build writes a new
+    The alias ``qrs_<system>__<dataset>__<index>`` is what searches use. Each build writes a new
     collection ``<alias>_<fingerprint>_<stamp>`` (fingerprint: sha1 of the encoder id, metric, ids and
     vectors, or of the BM25 parameters and weights), fills it, flushes, indexes, loads and counts it,
     and only then points the alias at it (``create_alias``/``alter_alias``, one call); the previous
@@ -57,6 +57,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -77,6 +78,10 @@ RRF_K = 60
 EMPTY_DOC_DIM = 2**32 - 2  # a document without terms (never in a query): Milvus refuses empty sparse rows
 NO_TERM_DIM = 2**32 - 3  # a hybrid query without known terms: matches no document, so RRF is dense-only
 PREFIX = "qrs"
+MAX_LIMIT = 16384  # a Milvus server's largest top-k per search
+# pymilvus pings every 10 s; a gRPC server with default settings (milvus-lite) answers pings more often than
+# every 5 min with GOAWAY "too_many_pings", which cut a long create_index and made pymilvus retry it
+GRPC_OPTIONS = {"grpc.keepalive_time_ms": 360_000, "grpc.keepalive_permit_without_calls": False}
 
 
 class MilvusError(StudioError):
@@ -157,16 +162,27 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(message).split())[:300]
 
 
+_QUIET_LOCK = threading.Lock()
+_QUIET = {"depth": 0, "level": logging.NOTSET}
+
+
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """pymilvus logs every failed RPC with a traceback; the caller gets one ``MilvusError`` line instead."""
+    """pymilvus logs every failed RPC with a traceback; the caller gets one ``MilvusError`` line instead.
+    Reference-counted, so overlapping calls from several threads restore the level once, at the end."""
     logger = logging.getLogger("pymilvus")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
+            _QUIET["level"] = logger.level
+            logger.setLevel(logging.CRITICAL)
+        _QUIET["depth"] += 1
     try:
         yield
     finally:
-        logger.setLevel(level)
+        with _QUIET_LOCK:
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0:
+                logger.setLevel(_QUIET["level"])
 
 
 @contextmanager
@@ -190,7 +206,8 @@ def connect(config: MilvusConfig):
     from pymilvus import MilvusClient
 
     with calls(config, "connecting"):
-        client = MilvusClient(uri=config.uri, token=config.token, timeout=config.timeout, dedicated=True)
+        client = MilvusClient(uri=config.uri, token=config.token, timeout=config.timeout, dedicated=True,
+                              grpc_options=GRPC_OPTIONS)
         client.list_collections(timeout=config.timeout)
     return client
 
@@ -211,7 +228,7 @@ def _clean(text: str, limit: int = 60) -> str:
 
 
 def alias_name(system: str, dataset: str, index: str) -> str:
-    """The serving alias of (system, dataset, index): ``qrs_<system>_<dataset>_<index>``."""
+    """The serving alias of (system, dataset, index): ``qrs_<system>__<dataset>__<index>``."""
     return f"{PREFIX}_{_clean(system)}__{_clean(dataset)}__{_clean(index, 16)}"
 
 
@@ -310,7 +327,11 @@ def write_collection(
         progress(0.9, f"Milvus: indexing {written:,} rows ({index.describe() if layout.dim else 'sparse IP'})")
         with calls(config, f"flushing and indexing {name}"):
             client.flush(name, timeout=config.search_timeout)
-            client.create_index(name, _index_params(client, layout, index), timeout=3600)
+            try:
+                client.create_index(name, _index_params(client, layout, index), timeout=3600)
+            except Exception as exc:  # a retried create_index whose first attempt went through
+                if "already exists" not in str(exc):
+                    raise
             client.load_collection(name, timeout=3600)
         count = _row_count(client, config, name)
         if count != expected_rows:
@@ -550,6 +571,7 @@ class MilvusRetriever(Retriever):
         scores: list[list[float]] = [[] for _ in texts]
         if not texts or k <= 0:
             return Hits(ids, scores)
+        k = min(k, MAX_LIMIT)
         encoded = [route.encode(texts) for route in self.routes]
         asked = [i for i in range(len(texts)) if all(e[i] is not None for e in encoded)]
         if not asked:
