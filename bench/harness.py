@@ -147,7 +147,7 @@ class Loader:
         self.ds, self.cache, self.load_seconds = ds, {}, {}
 
     def __call__(self, name: str, variant=None, options: tuple = ()):
-        from core.registry import load_system
+        from core.serving.loader import load as load_system
 
         key = (name, variant, tuple(options))
         if key not in self.cache:
@@ -241,9 +241,9 @@ def synthetic_collection(ds, n: int, seed: int) -> dict[str, str]:
     """SYNTHETIC questions: lengths and words drawn from the QQP collection's length and unigram distributions."""
     from collections import Counter
 
-    from core.data.text import word_tokens
+    from core.data.pipeline import terms
 
-    tokens = [word_tokens(t) for t in ds.corpus.values()]
+    tokens = [terms(t) for t in ds.corpus.values()]
     lengths = np.array([max(1, len(t)) for t in tokens])
     counts = Counter(w for t in tokens for w in t)
     vocab = np.array(list(counts))
@@ -275,7 +275,7 @@ def _rank_bm25(corpus_tokens: list[list[str]], k1: float, b: float):
 
 def bm25_one_size(label: str, corpus: dict[str, str], queries: list[str], rank_queries: int, synthetic: bool) -> dict:
     from core.retrieval.bm25 import BM25Config, BM25Retriever
-    from core.data.text import word_tokens
+    from core.data.pipeline import terms
 
     cfg = BM25Config()
     t0 = time.perf_counter()
@@ -292,12 +292,12 @@ def bm25_one_size(label: str, corpus: dict[str, str], queries: list[str], rank_q
            "bm25s_single": percentiles(single), "batch_queries": len(queries)}
     # rank-bm25: full index, small query sample, per-query time extrapolated to qps
     t0 = time.perf_counter()
-    oracle = _rank_bm25([word_tokens(t) for t in corpus.values()], cfg.k1, cfg.b)
+    oracle = _rank_bm25([terms(t) for t in corpus.values()], cfg.k1, cfg.b)
     row["rank_bm25_index_s"] = round(time.perf_counter() - t0, 2)
     sample = queries[:rank_queries]
     secs = []
     for q in sample:
-        toks = word_tokens(q)
+        toks = terms(q)
         t0 = time.perf_counter()
         scores = oracle.get_scores(toks)
         np.argpartition(-scores, 10)[:10]

@@ -1,6 +1,8 @@
 """DenseTrans: dense-connectivity widths, shapes, gradients, a tiny real training run, artifacts."""
 from __future__ import annotations
 
+import json
+
 import faiss
 import numpy as np
 import pytest
@@ -198,7 +200,9 @@ def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
     folder = system_dir("toy", "densetrans", None)
     (folder / "model.pt").write_bytes(b"not a checkpoint")
     (folder / "config.json").write_text('{"variant": "full", "d_model": 12}')
-    (folder / "vocab.json").write_text('{"kind": "words", "words": ["a"], "hash_bins": 0}')
+    from core.data.pipeline import stamp
+
+    (folder / "vocab.json").write_text(json.dumps({"kind": "words", "words": ["a"], "hash_bins": 0, **stamp()}))
     with pytest.raises(MissingArtifactError) as err:
         dt.load(toy)
     assert "corrupt" in str(err.value) and "python -m core train --system densetrans" in str(err.value)

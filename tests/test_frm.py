@@ -266,7 +266,7 @@ def fixture_training(tmp_path_factory):
     try:
         ds = load_dataset("qqp-bimpm")
         cfg = F.model_config()
-        tcfg = F.FRMTrainConfig(max_epochs=12, batch_size=16, eval_every=7, patience=4, seed=13)
+        tcfg = F.FRMTrainConfig(max_epochs=12, batch_size=16, eval_every=7, patience=8, seed=13)
         stats = LexicalStats.from_texts(ds.corpus.values())
         folder = F._folder(ds, None)
         metrics = F.train_frm(ds, cfg, tcfg, folder, stats=stats)

@@ -1,6 +1,7 @@
 """SDML-CNN: the loss against hand-computed values, hashing trick stability, a tiny real training run."""
 from __future__ import annotations
 
+import json
 import math
 
 import faiss
@@ -209,7 +210,9 @@ def test_missing_and_corrupt_checkpoint(tmp_path, monkeypatch):
         sdml.load(toy, variant="tl-ssd")
     folder = system_dir("toy", "sdml-cnn", None)
     (folder / "config.json").write_text('{"variant": "sdml"}')
-    (folder / "vocab.json").write_text('{"kind": "words", "words": ["a"], "hash_bins": 3}')
+    from core.data.pipeline import stamp
+
+    (folder / "vocab.json").write_text(json.dumps({"kind": "words", "words": ["a"], "hash_bins": 3, **stamp()}))
     (folder / "model.pt").write_bytes(b"\x00garbage")
     with pytest.raises(MissingArtifactError, match="corrupt"):
         sdml.load(toy)

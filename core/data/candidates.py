@@ -11,7 +11,7 @@ candidate list stands in for the collection. Rerankers (FRM, CNN, cross-encoder)
   (sdml-bonadiman2019.md §2.1.2). Candidate vectors come from the embedding cache (computed once per
   (encoder, dataset)); queries are encoded once per process.
 
-``rank(dataset, system, query_id_or_text, k)`` is the one call the pages use on any dataset.
+The one runner (``core.serving.runner``) ranks every dataset through these.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
-from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query
+from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
 
 
 def candidate_rankings(dataset: Dataset, qids: list[str] | None = None) -> dict[str, Ranking]:
@@ -47,10 +47,10 @@ class BM25PairScorer(Reranker):
 
     def _scores(self, query: str) -> np.ndarray:
         if query not in self._query_cache:
-            from core.data.text import word_tokens
+            from core.data.pipeline import terms
 
             model = self.retriever.model
-            known = [t for t in word_tokens(query) if t in model.vocab_dict]
+            known = [t for t in terms(query) if t in model.vocab_dict]
             self._query_cache[query] = (np.asarray(model.get_scores(known), dtype=np.float64) if known
                                         else np.zeros(len(self.retriever.doc_ids)))
         return self._query_cache[query]
@@ -132,33 +132,4 @@ def rank_candidates(scorer: Reranker, dataset: Dataset, query_id: str, k: int | 
     ranking = scorer.rerank(dataset.queries[query_id], candidate_rankings(dataset, [query_id])[query_id],
                             dataset.corpus, k=k)
     ranking.seconds = time.perf_counter() - start
-    return ranking
-
-
-def rank(dataset: Dataset, system: str | Retriever | Reranker, query: str, k: int = 10,
-         first_stage: str = "bm25", depth: int = 20) -> Ranking:
-    """Rank for one query on any dataset: ``query`` is a query id or free text.
-
-    Candidate-list dataset: the query id's own candidates (free text is refused: it has none).
-    Collection: a retriever searches (the query's own id dropped when the dataset says so); a
-    reranker rescores ``first_stage``'s top ``depth`` (BM25 is built on demand, it takes seconds).
-    """
-    from core.registry import load_system
-
-    loaded = load_system(system, dataset) if isinstance(system, str) else system
-    qid = query if query in dataset.queries else None
-    if dataset.candidates:
-        if qid is None:
-            raise QueryError("this dataset ranks each question's own candidate list: pick one of its questions")
-        return rank_candidates(pair_scorer(loaded, dataset, loaded.name), dataset, qid, k)
-    text = dataset.queries[qid] if qid else validate_query(query)
-    exclude = [qid] if qid and dataset.ignore_identical_ids else []
-    if isinstance(loaded, Retriever):
-        return loaded.search(text, k, exclude=exclude)
-    from core.portable import ensure_cheap
-
-    first = ensure_cheap(first_stage, dataset)
-    candidates = first.search(text, max(k, depth), exclude=exclude).top(depth)
-    ranking = loaded.rerank(text, candidates, dataset.corpus, k=k)
-    ranking.stats["first_stage_ms"] = 1000 * candidates.seconds
     return ranking

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from core.paths import data_dir
 from core.data.text import display_form
 
 SPLITS = ("train", "dev", "test")
+QUERY_FORMS = ("tokenized", "typed")  # a dataset query as stored, or as people type it (its display form)
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 
 
@@ -71,6 +73,14 @@ class Dataset:
     def display_query(self, qid: str) -> str:
         text = self.queries[qid]
         return display_form(text) if self.tokenized else text
+
+    def in_form(self, queries: Mapping[str, str], form: str = "tokenized") -> dict[str, str]:
+        """Queries ``{qid: text}`` as stored (``tokenized``) or as people type them (``typed``: the display form)."""
+        if form not in QUERY_FORMS:
+            raise UnknownNameError("query form", form, list(QUERY_FORMS))
+        if form == "tokenized" or not self.tokenized:
+            return dict(queries)
+        return {q: display_form(t) for q, t in queries.items()}
 
     def split_queries(self, split: str = "all") -> dict[str, str]:
         """Queries of one split (``all`` = every query with qrels)."""

@@ -8,13 +8,12 @@ For a question word set Q and answer word set A (optionally without stop words):
 
 with document frequencies over the texts given to ``OverlapFeaturizer.fit`` (N texts); this is the
 normalisation of the authors' released preprocessing (deep-qa ``compute_overlap_features``). Words are
-lower-cased, digits replaced by 0 (§5.1 preprocessing). Stop words: spaCy's English list. Computed with
+the text pipeline's lower-cased tokens (``core.data.pipeline``), digits replaced by 0 (§5.1 preprocessing). Stop words: spaCy's English list. Computed with
 sparse binary matrices (one product per feature, no per-pair Python loop).
 """
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from core.data.pipeline import digits_to_zero, tokens
+
 FEATURE_NAMES = ("overlap", "idf_overlap", "overlap_nostop", "idf_overlap_nostop")
-_DIGIT = re.compile(r"\d")
 
 
 def normalize_tokens(text: str) -> list[str]:
-    """Whitespace tokens, lower-cased, every digit replaced by 0 (§5.1)."""
-    return [_DIGIT.sub("0", t) for t in text.lower().split()]
+    """The text pipeline's lower-cased tokens, every digit replaced by 0 (§5.1)."""
+    return digits_to_zero(tokens(text))
 
 
 def english_stop_words() -> frozenset[str]:

@@ -1,4 +1,7 @@
-"""Text normalisation shared by every system: display form of CoreNLP-tokenized text, analyzers."""
+"""Text shown to people: the display form of CoreNLP-tokenized text, control characters removed.
+
+Tokenization for models is ``core.data.pipeline`` (the one text pipeline).
+"""
 from __future__ import annotations
 
 import re
@@ -6,7 +9,8 @@ import unicodedata
 
 _NO_SPACE_BEFORE = re.compile(r" ([?.,!;:%)\]}]|'s|'re|'ve|'ll|'d|'m|n't|')(?=\s|$)")
 _NO_SPACE_AFTER = re.compile(r"([(\[{$]) ")
-_WORD = re.compile(r"\w+", re.UNICODE)
+_UNESCAPE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
+_BRACKETS = re.compile("|".join(map(re.escape, _UNESCAPE)))
 _CONTROL = {"Cc", "Cf", "Cs", "Co", "Cn"}
 
 
@@ -15,15 +19,11 @@ def display_form(tokenized: str) -> str:
 
     The original text is kept for modelling; this form is only shown to people.
     """
-    text = _NO_SPACE_BEFORE.sub(r"\1", tokenized)
+    text = _BRACKETS.sub(lambda m: _UNESCAPE[m.group(0)], tokenized)
+    text = _NO_SPACE_BEFORE.sub(r"\1", text)
     text = _NO_SPACE_BEFORE.sub(r"\1", text)  # second pass for stacked punctuation ("? ?")
     text = _NO_SPACE_AFTER.sub(r"\1", text)
     return text.replace("`` ", '"').replace(" ''", '"')
-
-
-def word_tokens(text: str) -> list[str]:
-    """Lower-cased word tokens (``\\w+``): the analyzer of the lexical matchers (BM25, Jaccard)."""
-    return _WORD.findall(text.lower())
 
 
 def strip_control(text: str) -> str:

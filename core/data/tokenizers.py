@@ -4,8 +4,8 @@ WordPiece, both padded per batch.
 ``WordVocab`` keeps the ``max_size`` most frequent words (sdml-bonadiman2019.md §4.2: 50,000 for Quora)
 and maps every other word to one of ``hash_bins`` buckets by a *stable* hash (CRC-32 of the UTF-8
 word, never Python's salted ``hash()``), the hashing trick of Weinberger et al. (2009) that the SDML
-paper uses for rare words (§2.1.1). Text is CoreNLP-tokenized already, so words are whitespace tokens,
-lower-cased.
+paper uses for rare words (§2.1.1). Words are the one text pipeline's lower-cased PTB tokens
+(``core.data.pipeline.tokens``), so raw and CoreNLP-tokenized text map to the same ids.
 """
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp, tokens
+
 PAD, CLS, UNK = "[PAD]", "[CLS]", "[UNK]"
 SPECIALS = (PAD, CLS, UNK)
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased whitespace tokens (the collection is CoreNLP-tokenized)."""
-    return text.lower().split()
+    """Lower-cased PTB tokens of raw or tokenized text (``core.data.pipeline.tokens``)."""
+    return tokens(text)
 
 
 def stable_bucket(word: str, bins: int) -> int:
@@ -93,7 +95,7 @@ class WordVocab:
         return pad_batch([self.ids(t, max_len, add_cls) for t in texts], self.pad_id)
 
     def to_dict(self) -> dict:
-        return {"kind": "words", "words": list(self.words), "hash_bins": self.hash_bins}
+        return {"kind": "words", "words": list(self.words), "hash_bins": self.hash_bins, **stamp()}
 
 
 @dataclass(frozen=True)
@@ -127,13 +129,30 @@ class WordPieceVocab:
         return pad_batch([([cls_id] + r) if add_cls else (r or [int(tok.unk_token_id)]) for r in enc], self.pad_id)
 
     def to_dict(self) -> dict:
-        return {"kind": "wordpiece", "path": self.path}
+        return {"kind": "wordpiece", "path": self.path, **stamp()}
 
 
 def vocab_from_dict(data: dict) -> WordVocab | WordPieceVocab:
+    """The vocabulary a ``to_dict`` saved (no version check: see ``load_vocab``)."""
     if data.get("kind") == "wordpiece":
         return WordPieceVocab(data["path"])
     return WordVocab(tuple(data["words"]), int(data.get("hash_bins", 0)))
+
+
+def load_vocab(path, what: str, command: str) -> WordVocab | WordPieceVocab:
+    """A saved vocabulary, refused with one line (``MissingArtifactError``) if built with another text pipeline."""
+    from core.artifacts import load_json
+
+    data = load_json(path, what, command)
+    check_stamp(data, what, command)
+    return vocab_from_dict(data)
+
+
+def vocab_is_current(folder) -> bool:
+    """Whether ``folder/vocab.json`` exists and was built with this text pipeline (for ``is_built``)."""
+    from pathlib import Path
+
+    return is_current(Path(folder) / "vocab.json")
 
 
 def minilm_path() -> str:
@@ -168,7 +187,8 @@ class IdsEncoder:
     def __init__(self, model: torch.nn.Module, vocab, max_words: int, add_cls: bool, encoder_id: str,
                  forward=None) -> None:
         self.model, self.vocab, self.max_words, self.add_cls = model, vocab, max_words, add_cls
-        self.encoder_id = encoder_id
+        # word ids depend on the text pipeline: its version keys the embedding caches (core.retrieval.dense)
+        self.encoder_id = encoder_id + (f"|{PIPELINE_VERSION}" if isinstance(vocab, WordVocab) else "")
         self.forward = forward or model
 
     def _device(self) -> torch.device:

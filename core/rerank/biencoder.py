@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamped
 from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
@@ -76,7 +77,7 @@ def pair_reranker(dataset: Dataset, encode_collection: bool = False,
     from core.retrieval import bert
     from core.retrieval.dense import cached_embeddings
 
-    encoder_id = f"{bert.PRETRAINED_ID}|mean|len{bert.MiniLMConfig().max_length}"
+    encoder_id = f"{bert.PRETRAINED_ID}|mean|len{bert.MiniLMConfig().max_length}|{PIPELINE_VERSION}"  # = MiniLMEncoder's
     known: dict[str, np.ndarray] = {}
     try:
         if encode_collection:
@@ -118,18 +119,19 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
             metrics[f"{split}_pairs"] = len(pairs)
     metrics["build_seconds"] = time.perf_counter() - start
     folder = _folder(dataset)
-    save_json(folder / "config.json", config_dict())
+    save_json(folder / "config.json", stamped(config_dict()))
     save_json(folder / "metrics.json", metrics)
     progress(1.0, "minilm-pairs: ready (zero-shot, no training)")
     return metrics
 
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
-    return (_folder(dataset) / "config.json").is_file()
+    return is_current(_folder(dataset) / "config.json")
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> BiEncoderPairReranker:
-    load_json(_folder(dataset) / "config.json", "minilm-pairs", build_command("minilm-pairs", dataset.name))
+    command = build_command("minilm-pairs", dataset.name)
+    check_stamp(load_json(_folder(dataset) / "config.json", "minilm-pairs", command), "minilm-pairs", command)
     return pair_reranker(dataset)
 
 

@@ -12,7 +12,8 @@ too many for every 10 mini-batches on CPU). The quick profile caps the epochs at
 ``quick_pair_budget`` / training pairs (QQP: 4 epochs; TrecQA: 13, beyond where patience stops it).
 
 Variants: ``None`` = with the four overlap features (Table 3), ``"no-features"`` = without (Table 2).
-Preprocessing §5.1: whitespace tokens (the data is tokenized), lower-cased, digits → 0. Embeddings:
+Preprocessing §5.1: the one text pipeline's PTB tokens (``core.data.pipeline``; the paper's data came
+tokenized), lower-cased, digits → 0. Embeddings:
 static GloVe 6B 50-d (``core.data.vectors.load_glove_50d``), unknown words U[−0.25, 0.25] (seeded).
 Optimiser: Adadelta (ρ = 0.95, ε = 1e-6, lr 1.0), batch 50, dropout 0.5, L2 as §4.1.
 """
@@ -31,6 +32,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, UnknownNameError
 from core.analysis.evaluation import evaluate_run
 from core.data.overlap import OverlapFeaturizer, normalize_tokens
+from core.data.pipeline import check_stamp, is_current, stamp
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
 from core.training import EarlyStopping, check_profile, device, set_seed
@@ -268,7 +270,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     save_json(folder / "vocab.json", vocab.words)
     save_json(folder / "overlap.json", {"idf": overlap.idf, "stop_words": sorted(overlap.stop_words)})
     save_json(folder / "config.json", {"model": dataclasses.asdict(cfg), "train": dataclasses.asdict(tcfg),
-                                       "embedding_rows": len(vocab.words), "glove_found": found})
+                                       "embedding_rows": len(vocab.words), "glove_found": found, **stamp()})
     seconds = time.perf_counter() - start
     metrics = {"seconds": seconds, "best_dev_map": stopper.best, "best_epoch": best_epoch + 1,
                "train_pairs": int(len(y_all)), "vocab": len(vocab.words), "glove_found": found, "history": history[-50:]}
@@ -279,7 +281,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset, variant)
-    return all((folder / n).is_file() for n in ("config.json", "weights.pt", "vocab.json", "overlap.json"))
+    return is_current(folder / "config.json") and all((folder / n).is_file() for n in ("weights.pt", "vocab.json", "overlap.json"))
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> CNNReranker:
@@ -288,6 +290,7 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> CNNReranker
     folder = _folder(dataset, variant)
     command = build_command("cnn-rerank", dataset.name, variant)
     conf = load_json(folder / "config.json", "the CNN reranker", command)
+    check_stamp(conf, "the CNN reranker", command)
     words = load_json(folder / "vocab.json", "the CNN reranker", command)
     ov = load_json(folder / "overlap.json", "the CNN reranker", command)
     state = load_torch(folder / "weights.pt", "the CNN reranker", command)

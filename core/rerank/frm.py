@@ -8,7 +8,7 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 ``torch.inference_mode`` (length-sorted batches, ≤ 64 WordPieces, ≤ 32 keywords) and cached in
 ``var/cache/frm-vectors`` (chunked, so an interrupted build resumes) for the whole collection. Training
 (``train_frm``) evaluates dev ROC AUC every ``eval_every`` steps and keeps the best (``TrainLog``: patience,
-epoch cap, and in ``quick`` a 150 s budget on 1,000 dev pairs); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
+epoch cap, and in ``quick`` 1,000 dev pairs; no wall-clock budget); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
 fine-tunes MiniLM (lr 2e-5, warm-up). References in ``metrics["training"]["reference"]``: the zero-shot
 MiniLM cosine of the same dev pairs and the untrained FRM (the curve's step 0).
 Inference: collection questions reuse the build's vectors, POS tags and (memoised) keyword features; a typed
@@ -30,6 +30,7 @@ import torch
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
 from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
+from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp, terms
 from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir
@@ -86,7 +87,7 @@ class FRMTrainConfig:
             return cls(profile="paper", max_epochs=10, finetune_encoder=True, eval_every=250, patience=4, keyword_loss=0.0)
         if profile == "full":
             return cls(profile="full", max_epochs=30, patience=8)
-        return cls(max_epochs=3, max_seconds=150.0, dev_pairs=1000)
+        return cls(max_epochs=3, dev_pairs=1000)  # 3-epoch step cap, no wall-clock budget (deterministic)
 
 
 # ----------------------------------------------------------------------------- text features
@@ -195,9 +196,8 @@ class Featurizer:
 
 
 def _words(text: str) -> list[str]:
-    import re
-
-    return re.findall(r"\w+", text)
+    """The words MiniLM reads, aligned with ``keyword_candidates``'s mapping: the pipeline's cased terms."""
+    return terms(text, lower=False)
 
 
 # ----------------------------------------------------------------------------- vector cache
@@ -225,7 +225,9 @@ class VectorStore:
     @classmethod
     def for_encoder(cls, max_keywords: int) -> VectorStore:
         """The shared store of this encoder setting (read from disk once per process)."""
-        folder = artifact_dir("cache", "frm-vectors", f"{ENCODER_ID}-k{max_keywords}-wp{MAX_WORDPIECES}")
+        # the keyword vectors depend on how a text is split into words: the pipeline version is part of the key
+        version = PIPELINE_VERSION.replace("/", "_")
+        folder = artifact_dir("cache", "frm-vectors", f"{ENCODER_ID}-k{max_keywords}-wp{MAX_WORDPIECES}-{version}")
         if folder not in cls._open:
             cls._open[folder] = cls(folder)
         return cls._open[folder]
@@ -673,7 +675,7 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
     payload = {"model": best_state, **({"encoder": best_encoder} if best_encoder is not None else {})}
     save_torch(folder / "weights.pt", payload)
     seconds = time.perf_counter() - start
-    save_json(folder / "config.json", {"model": dataclasses.asdict(cfg), "train": dataclasses.asdict(tcfg)})
+    save_json(folder / "config.json", {"model": dataclasses.asdict(cfg), "train": dataclasses.asdict(tcfg), **stamp()})
     save_json(folder / "lexical_stats.json", {"df": stats.df, "n_docs": stats.n_docs, "avgdl": stats.avgdl,
                                               "k1": stats.k1, "b": stats.b})
     dev_texts = [feats[t] for t in dict.fromkeys(t for p in dev_pairs for t in (dataset.corpus[p.id1], dataset.corpus[p.id2]))]
@@ -734,7 +736,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset, variant)
-    return all((folder / n).is_file() for n in ("config.json", "weights.pt", "lexical_stats.json"))
+    return is_current(folder / "config.json") and all((folder / n).is_file() for n in ("weights.pt", "lexical_stats.json"))
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker:
@@ -742,6 +744,7 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker
     folder = _folder(dataset, variant)
     command = build_command("frm", dataset.name, None if variant in (None, "full") else variant)
     conf = load_json(folder / "config.json", "the FRM model", command)
+    check_stamp(conf, "the FRM model", command)
     lex = load_json(folder / "lexical_stats.json", "the FRM model", command)
     state = load_torch(folder / "weights.pt", "the FRM model", command)
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamped, subword_text
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
 from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError, UnknownNameError
@@ -148,7 +149,8 @@ class MiniLMEncoder:
         self.pooling = pooling
         self.device = device()
         self.model.to(self.device).eval()
-        self.encoder_id = encoder_id or f"{PRETRAINED_ID}|{pooling}|len{max_length}"
+        # the text it reads is the pipeline's subword_text: the pipeline version keys the embedding caches
+        self.encoder_id = (encoder_id or f"{PRETRAINED_ID}|{pooling}|len{max_length}") + f"|{PIPELINE_VERSION}"
         backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
         if backend not in BACKENDS:
             raise UnknownNameError("MiniLM backend", backend, list(BACKENDS))
@@ -165,7 +167,8 @@ class MiniLMEncoder:
         return cls(backbone, tokenizer, pooling, max_length, backend=backend)
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length,
+        return self.tokenizer([subword_text(t) for t in texts], add_special_tokens=True, truncation=True,
+                              max_length=self.max_length,
                               return_attention_mask=False, return_token_type_ids=False)["input_ids"]
 
     def _batches(self, texts: list[str], batch_size: int = 128):
@@ -182,7 +185,8 @@ class MiniLMEncoder:
 
             from core.paths import artifact_dir
 
-            digest = hashlib.sha1(f"{self.encoder_id}|{_weights_digest(self.model)}".encode()).hexdigest()[:16]
+            model_id = self.encoder_id.replace(f"|{PIPELINE_VERSION}", "")  # the exported graph reads ids, not text
+            digest = hashlib.sha1(f"{model_id}|{_weights_digest(self.model)}".encode()).hexdigest()[:16]
             path = artifact_dir("cache", "onnx") / f"minilm-{digest}.onnx"
             if not path.is_file():
                 export_onnx(self.model, path)
@@ -371,7 +375,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     start = time.perf_counter()
     if config.finetune:
         metrics.update(finetune(dataset, config, folder, lambda f, m: progress(0.6 * f, m)))
-        save_json(folder / "config.json", config)  # load_encoder reads it to rebuild the fine-tuned model
+        save_json(folder / "config.json", stamped(config))  # load_encoder reads it to rebuild the fine-tuned model
         encoder = load_encoder(dataset, variant)
         base = 0.6
     else:
@@ -385,7 +389,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     index = build_index(vectors, spec)
     save_index(folder, index, spec, encoder.encoder_id, len(vectors))
     save_json(folder / "doc_ids.json", list(dataset.corpus))
-    save_json(folder / "config.json", config)
+    save_json(folder / "config.json", stamped(config))
     metrics.update({"encode_seconds": encode_seconds, "texts": len(vectors),
                     "texts_per_second": len(vectors) / max(encode_seconds, 1e-9),
                     "build_seconds": time.perf_counter() - start, "encoder": encoder.encoder_id})
@@ -396,7 +400,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset.name, variant)
-    return (folder / "index.faiss").is_file() and (folder / "config.json").is_file()
+    return (folder / "index.faiss").is_file() and is_current(folder / "config.json")
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> MiniLMRetriever:
@@ -404,7 +408,8 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> MiniLMRetri
     variant = _variant(variant)
     folder = _folder(dataset.name, variant)
     command = build_command("minilm", dataset.name, variant)
-    load_json(folder / "config.json", f"the MiniLM ({variant}) index", command)
+    check_stamp(load_json(folder / "config.json", f"the MiniLM ({variant}) index", command),
+                f"the MiniLM ({variant}) index", command)
     index, spec, meta = load_index(folder, command)
     doc_ids = load_json(folder / "doc_ids.json", f"the MiniLM ({variant}) index", command)
     if len(doc_ids) != len(dataset.corpus) or index.ntotal != len(doc_ids):
@@ -489,9 +494,9 @@ def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: Pro
         bar = tqdm(range(steps_per_epoch), desc=f"minilm finetune epoch {epoch + 1}", leave=False)
         for step in bar:
             batch = [pairs[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
-            a = tokenizer([dataset.corpus[p.id1] for p in batch], padding=True, truncation=True,
+            a = tokenizer([subword_text(dataset.corpus[p.id1]) for p in batch], padding=True, truncation=True,
                           max_length=config.max_length, return_tensors="pt").to(dev)
-            b = tokenizer([dataset.corpus[p.id2] for p in batch], padding=True, truncation=True,
+            b = tokenizer([subword_text(dataset.corpus[p.id2]) for p in batch], padding=True, truncation=True,
                           max_length=config.max_length, return_tensors="pt").to(dev)
             labels = torch.tensor([float(p.label > 0) for p in batch], device=dev)
             loss = loss_fn(model(a["input_ids"], a["attention_mask"]), model(b["input_ids"], b["attention_mask"]), labels)

@@ -3,7 +3,8 @@
 Variant: Lucene/Anserini BM25 (the engine densetrans-cai2021.md §4.2.3 used), idf = log(1 + (N - n + 0.5)
 / (n + 0.5)); bm25s omits the constant (k1 + 1) factor of the tf part, which does not change rankings.
 Defaults k1 = 3.44, b = 0.87 as tuned for Quora in densetrans-cai2021.md §4.2.3. Analyzer: lower-cased
-``\\w+`` tokens, no stemming, no stop-word removal (``core.data.text.word_tokens``).
+terms of the one text pipeline (``core.data.pipeline.terms``: PTB tokens with a letter or digit), no
+stemming, no stop-word removal; the pipeline's version is stamped into the index's config.
 ``rank-bm25`` is the reference oracle in the tests (same variant, same rankings).
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
-from core.data.text import word_tokens
+from core.data.pipeline import check_stamp, is_current, stamped, terms
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
 
@@ -34,7 +35,7 @@ class BM25Config:
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
-    return [word_tokens(t) for t in texts]
+    return [terms(t) for t in texts]
 
 
 class BM25Retriever(Retriever):
@@ -74,7 +75,7 @@ class BM25Retriever(Retriever):
 
     def score_texts(self, query: str, doc_ids: list[str]) -> np.ndarray:
         """BM25 score of ``query`` against given collection items (used as a reranker feature)."""
-        all_scores = self.model.get_scores([t for t in word_tokens(query) if t in self.model.vocab_dict])
+        all_scores = self.model.get_scores([t for t in terms(query) if t in self.model.vocab_dict])
         position = {d: i for i, d in enumerate(self.doc_ids.tolist())}
         return np.asarray([all_scores[position[d]] for d in doc_ids], dtype=np.float32)
 
@@ -93,7 +94,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     folder = _folder(dataset, variant)
     retriever.model.save(str(folder / "index"))
     save_json(folder / "doc_ids.json", retriever.doc_ids.tolist())
-    save_json(folder / "config.json", config)
+    save_json(folder / "config.json", stamped(config))
     seconds = time.perf_counter() - start
     save_json(folder / "metrics.json", {"index_seconds": seconds, "documents": len(dataset.corpus)})
     progress(1.0, f"BM25: indexed in {seconds:.1f}s")
@@ -101,7 +102,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
-    return (_folder(dataset, variant) / "config.json").is_file()
+    return is_current(_folder(dataset, variant) / "config.json")
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriever:
@@ -112,7 +113,9 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
         return BM25Retriever.index(dataset.corpus, cfg, name=f"bm25(k1={cfg.k1},b={cfg.b})")
     folder = _folder(dataset, variant)
     command = build_command("bm25", dataset.name)
-    config = config_from_dict(BM25Config, load_json(folder / "config.json", "the BM25 index", command))
+    raw = load_json(folder / "config.json", "the BM25 index", command)
+    check_stamp(raw, "the BM25 index", command)
+    config = config_from_dict(BM25Config, raw)
     doc_ids = load_json(folder / "doc_ids.json", "the BM25 index", command)
     try:
         model = bm25s.BM25.load(str(folder / "index"))

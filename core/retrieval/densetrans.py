@@ -12,8 +12,8 @@ init, dev = every non-test question; GPU-sized, runs on CUDA via ``core.training
 ``quick`` = the default build: d = 60, batches of 128 queries, τ = 0.05, position embeddings
 N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (dev R@100
 0.9900 vs 0.9877, test 0.9513 vs 0.9402), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
-600 steps / 300 s; ``full`` = ``quick`` without the 300 s budget: the same 600-step schedule run to its end
-or to patience 6 (resumable from ``last.pt``). A 3,000-step schedule (warm-up 300, slow decay) was measured
+600 steps (no wall-clock budget: a commit and a seed give the same model on an idle or a busy machine);
+``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``). A 3,000-step schedule (warm-up 300, slow decay) was measured
 worse: it stopped by patience at step 800 with best dev R@100 0.9766 (step 500) and test R@100 0.9240, against
 the 600-step schedule's 0.9842 / 0.9376 (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
 bench/reports/first_stage.md.
@@ -37,7 +37,7 @@ from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
-                             state_fingerprint, vocab_from_dict)
+                             state_fingerprint, load_vocab, vocab_is_current)
 from core.training import check_profile, device, set_seed
 
 SYSTEM = "densetrans"
@@ -72,8 +72,10 @@ PROFILES = {
     "paper": {},
     # CPU budget of the default build; every deviation measured in bench/reports/first_stage.md
     # (mean pooling + dropout 0.2: BENCHMARKS.md, "DenseTrans pooling")
-    "quick": {**_CPU, "patience": 4, "max_seconds": 300},
-    "full": {**_CPU, "patience": 6},  # quick without the time budget
+    # deterministic (issue 20): step caps and patience only, no wall-clock budget, so a commit and a seed give
+    # the same model on an idle or a busy machine
+    "quick": {**_CPU, "patience": 4},
+    "full": {**_CPU, "patience": 6},  # quick with more patience
 }
 
 
@@ -181,7 +183,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset, variant)
-    return all((folder / f).is_file() for f in ("config.json", "vocab.json", "model.pt", "embeddings.npy"))
+    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy"))
 
 
 class DenseTransRetriever(DenseRetriever):
@@ -199,7 +201,7 @@ def _load_model(folder, command: str):
         data = load_json(folder / "config.json", "the DenseTrans config", command)
         plan = config_from_dict(TrainPlan, data.pop("plan", None) or {})
         cfg = dataclasses.replace(config_from_dict(DenseTransConfig, data), plan=plan)
-        vocab = vocab_from_dict(load_json(folder / "vocab.json", "the DenseTrans vocabulary", command))
+        vocab = load_vocab(folder / "vocab.json", "the DenseTrans vocabulary", command)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise MissingArtifactError("the DenseTrans config", command, f"corrupt ({exc})") from None
     state = load_torch(folder / "model.pt", "the DenseTrans checkpoint", command)

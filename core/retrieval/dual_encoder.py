@@ -29,7 +29,7 @@ from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.contrastive import TrainPlan, fit
 from core.retrieval.dense import DenseRetriever
 from core.retrieval.wordmean import collection_vocab, glove_matrix, reference, serve, test_scores
-from core.data.tokenizers import IdsEncoder, state_fingerprint, vocab_from_dict
+from core.data.tokenizers import IdsEncoder, load_vocab, state_fingerprint, vocab_is_current
 from core.training import check_profile, device, profile_settings, set_seed
 
 SYSTEM = "dual-encoder"
@@ -43,7 +43,7 @@ class DualEncoderConfig:
     max_words: int = 30
     oov_scale: float = 0.2
     plan: TrainPlan = TrainPlan(batch_queries=128, hard_negatives=1, temperature=0.2, lr=5e-3,
-                                max_steps=1500, eval_every=25, patience=6, max_seconds=240)
+                                max_steps=1500, eval_every=25, patience=6)  # step cap, no wall-clock budget
 
 
 PROFILES = {
@@ -103,7 +103,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset)
-    return all((folder / f).is_file() for f in ("config.json", "vocab.json", "model.pt", "embeddings.npy"))
+    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy"))
 
 
 def _serve(dataset: Dataset, folder, command: str, index: str = DEFAULT_INDEX, fresh: bool = False,
@@ -112,7 +112,7 @@ def _serve(dataset: Dataset, folder, command: str, index: str = DEFAULT_INDEX, f
         cfg_data = load_json(folder / "config.json", "the dual-encoder config", command)
         plan = config_from_dict(TrainPlan, cfg_data.pop("plan", {}))
         cfg = DualEncoderConfig(**{k: v for k, v in cfg_data.items() if k != "plan"}, plan=plan)
-        vocab = vocab_from_dict(load_json(folder / "vocab.json", "the dual-encoder vocabulary", command))
+        vocab = load_vocab(folder / "vocab.json", "the dual-encoder vocabulary", command)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise MissingArtifactError("the dual-encoder config", command, f"corrupt ({exc})") from None
     state = load_torch(folder / "model.pt", "the dual-encoder checkpoint", command)

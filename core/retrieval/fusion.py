@@ -30,7 +30,7 @@ Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
     - ``load(dataset, variant=..., loader=None) -> FusionRetriever``: a ``Retriever``;
       ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
       ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
-      (``core.registry.load_system`` by default). ``Ranking.stats`` holds each part's seconds.
+      (the one loader, ``core.serving.loader.load``, by default). ``Ranking.stats`` holds each part's seconds.
     - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
       loading any model.
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.data.pipeline import check_stamp, is_current, stamped
 from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, StudioError
@@ -130,9 +131,10 @@ def _folder(dataset_name: str, variant: str | None) -> Path:
 
 
 def _default_loader(dataset: Dataset) -> Loader:
-    from core.registry import load_system
+    """The one loader (``core.serving.loader``); it passes itself in ``load``, this serves ``build``."""
+    from core.serving.loader import load
 
-    return lambda name, variant: load_system(name, dataset, variant=variant)
+    return lambda name, variant: load(name, dataset, variant=variant)
 
 
 # ----------------------------------------------------------------------------- fusion with ranx
@@ -338,7 +340,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     config = FusionConfig(spec.variant, spec.method, spec.part_labels, params, DEPTH, tuned_on)
     folder = _folder(dataset.name, spec.variant)
     metrics.update({"params": params, "tuned_on": tuned_on, "build_seconds": time.perf_counter() - start})
-    save_json(folder / "config.json", config)
+    save_json(folder / "config.json", stamped(config))
     save_json(folder / "metrics.json", metrics)
     progress(1.0, f"fusion {spec.variant}: built ({tuned_on})")
     return metrics
@@ -352,7 +354,7 @@ def is_built(dataset: Dataset, variant: str | None = None) -> bool:
         spec = parse_variant(variant)
     except StudioError:
         return False
-    if not (_folder(dataset.name, spec.variant) / "config.json").is_file():
+    if not is_current(_folder(dataset.name, spec.variant) / "config.json"):  # tuned on parts of this pipeline
         return False
     try:
         return all(system_module(name).is_built(dataset, variant=v) for name, v in spec.parts)
@@ -365,8 +367,9 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
     spec = parse_variant(variant)
     command = build_command("fusion", dataset.name, spec.variant)
     raw = load_json(_folder(dataset.name, spec.variant) / "config.json", f"the fusion {spec.variant}", command)
+    check_stamp(raw, f"the fusion {spec.variant}", command)
     try:
-        return FusionConfig(**raw)
+        return FusionConfig(**{k: v for k, v in raw.items() if k != "text_pipeline"})
     except TypeError:
         raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
 

@@ -36,7 +36,7 @@ from core.retrieval.indexing import PRESETS, IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-from core.data.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
+from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
 from core.training import (TrainLog, check_profile, device, load_train_state, profile_settings, save_train_state,
                            set_seed)
 
@@ -383,13 +383,13 @@ def _fmt(value: float | None) -> str:
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset, variant)
-    return all((folder / f).is_file() for f in ("config.json", "vocab.json", "model.pt", "embeddings.npy"))
+    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy"))
 
 
 def _load_model(folder, command: str):
     try:
         cfg = config_from_dict(SDMLConfig, load_json(folder / "config.json", "the SDML-CNN config", command))
-        vocab = vocab_from_dict(load_json(folder / "vocab.json", "the SDML-CNN vocabulary", command))
+        vocab = load_vocab(folder / "vocab.json", "the SDML-CNN vocabulary", command)
     except (TypeError, KeyError, ValueError) as exc:
         raise MissingArtifactError("the SDML-CNN config", command, f"corrupt ({exc})") from None
     state = load_torch(folder / "model.pt", "the SDML-CNN checkpoint", command)

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from core.data.pipeline import check_stamp, is_current, stamped
 from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
-from core.errors import MissingArtifactError
+from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
 from core.retrieval.tree_search import KMeansTree, TreeConfig
@@ -113,7 +114,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     folder = _folder(dataset)
     tree.save(folder)
     save_json(folder / "doc_ids.json", list(dataset.corpus))
-    save_json(folder / "config.json", config)
+    save_json(folder / "config.json", stamped(config))
     metrics = {"tree_build_seconds": seconds, **tree.stats(), "note": QUORA_NOTE}
     save_json(folder / "metrics.json", metrics)
     progress(1.0, f"tree-bert: {tree.n_nodes:,} nodes in {seconds:.1f}s")
@@ -122,7 +123,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset)
-    return (folder / "tree.npz").is_file() and (folder / "config.json").is_file()
+    return (folder / "tree.npz").is_file() and is_current(folder / "config.json")
 
 
 def _flag(value) -> bool:
@@ -132,11 +133,24 @@ def _flag(value) -> bool:
     return bool(value)
 
 
+def saved_config(dataset: Dataset) -> TreeBertConfig | None:
+    """The built tree's config (its serving beam and K), or None when no tree is built."""
+    path = _folder(dataset) / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return config_from_dict(TreeBertConfig, load_json(path, "the tree-bert tree", build_command("tree-bert", dataset.name)))
+    except (StudioError, TypeError):
+        return None
+
+
 def load_tree(dataset: Dataset, **options) -> tuple[KMeansTree, TreeBertConfig, list[str]]:
     """The saved tree, rebuilt in memory when ``K``/``leaf_size``/``balanced`` differ from the saved one."""
     folder = _folder(dataset)
     command = build_command("tree-bert", dataset.name)
-    saved = config_from_dict(TreeBertConfig, load_json(folder / "config.json", "the tree-bert tree", command))
+    raw = load_json(folder / "config.json", "the tree-bert tree", command)
+    check_stamp(raw, "the tree-bert tree", command)
+    saved = config_from_dict(TreeBertConfig, raw)
     doc_ids = load_json(folder / "doc_ids.json", "the tree-bert tree", command)
     tree = KMeansTree.load(folder, command)
     if len(doc_ids) != len(dataset.corpus) or tree.n_items != len(doc_ids):

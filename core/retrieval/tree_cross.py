@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from core.data.pipeline import check_stamp, is_current, stamped
 from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
@@ -124,7 +125,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     if not cross_encoder.is_built(dataset):
         metrics["cross-encoder"] = cross_encoder.build(dataset, profile, lambda f, m: progress(0.2 + 0.8 * f, m))
     folder = _folder(dataset)
-    save_json(folder / "config.json", config or TreeCrossConfig())
+    save_json(folder / "config.json", stamped(config or TreeCrossConfig()))
     save_json(folder / "metrics.json", metrics)
     progress(1.0, "tree-bert-cross: ready (reuses tree-bert and cross-encoder)")
     return metrics
@@ -134,7 +135,7 @@ def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     from core.rerank import cross_encoder
     from core.retrieval import tree
 
-    return (_folder(dataset) / "config.json").is_file() and tree.is_built(dataset) and cross_encoder.is_built(dataset)
+    return is_current(_folder(dataset) / "config.json") and tree.is_built(dataset) and cross_encoder.is_built(dataset)
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> TreeCrossRetriever:
@@ -143,7 +144,9 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> TreeCrossRe
     from core.retrieval import tree
 
     command = build_command("tree-bert-cross", dataset.name)
-    saved = config_from_dict(TreeCrossConfig, load_json(_folder(dataset) / "config.json", "tree-bert-cross", command))
+    raw = load_json(_folder(dataset) / "config.json", "tree-bert-cross", command)
+    check_stamp(raw, "tree-bert-cross", command)
+    saved = config_from_dict(TreeCrossConfig, raw)
     shape = {k: options[k] for k in ("K", "branching", "leaf_size", "balanced") if k in options}
     try:
         kmeans_tree, _, doc_ids = tree.load_tree(dataset, **shape)

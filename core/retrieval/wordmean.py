@@ -15,14 +15,15 @@ import time
 import numpy as np
 import torch
 
-from core.artifacts import load_json, load_torch, save_json, save_torch
+from core.artifacts import load_torch, save_json, save_torch
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-from core.data.tokenizers import IdsEncoder, WordVocab, state_fingerprint, vocab_from_dict
+from core.data.pipeline import PIPELINE_VERSION
+from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
 from core.training import check_profile, device
 
 SYSTEM = "glove-mean"
@@ -102,7 +103,7 @@ def reference(dataset: Dataset, dev_distractors: int = DEV_DISTRACTORS, seed: in
     from core.retrieval.dense import corpus_fingerprint
 
     cache = artifact_dir("cache", "reference") / (
-        f"{slug(dataset.name)}-{corpus_fingerprint(dataset.corpus)}-{dev_distractors}-{seed}.json")
+        f"{slug(dataset.name)}-{corpus_fingerprint(dataset.corpus)}-{dev_distractors}-{seed}-{slug(PIPELINE_VERSION)}.json")
     if cache.is_file():
         try:
             return json.loads(cache.read_text(encoding="utf-8"))
@@ -155,7 +156,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = system_dir(dataset.name, SYSTEM)
-    return all((folder / f).is_file() for f in ("vocab.json", "model.pt", "embeddings.npy"))
+    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("model.pt", "embeddings.npy"))
 
 
 def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDEX,
@@ -165,10 +166,9 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     check_variant(SYSTEM, variant)
     folder = system_dir(dataset.name, SYSTEM)
     command = build_command(SYSTEM, dataset.name)
-    vocab_data = load_json(folder / "vocab.json", "the glove-mean vocabulary", command)
+    vocab = load_vocab(folder / "vocab.json", "the glove-mean vocabulary", command)
     state = load_torch(folder / "model.pt", "the glove-mean word vectors", command)
     try:
-        vocab = vocab_from_dict(vocab_data)
         model = _model(state["token.weight"].shape[0])
         model.load_state_dict(state)
     except (KeyError, RuntimeError, TypeError, ValueError) as exc:
