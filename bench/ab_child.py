@@ -48,7 +48,7 @@ def main() -> int:
     if task == "compare":
         cmp = _module("core.analysis.compare", "core.compare")
         SystemChoice, compare = cmp.SystemChoice, cmp.compare
-        from core.registry import load_system
+        from core.serving.loader import load as load_system
 
         cache: dict = {}
 

@@ -1,7 +1,7 @@
 """Issue 15: every system ranks TrecQA's own candidate lists, trained models applied zero-shot.
 
 For each system name (``SYSTEM`` or ``SYSTEM@TRAINED_ON``) that can be loaded from the artifacts
-folder, rank each question's candidates of raw TEST and clean TEST through ``core.registry.load_system``
+folder, rank each question's candidates of raw TEST and clean TEST through ``core.serving.loader.load``
 (the generic path of ``core.portable`` / ``core.data.candidates``) and report ranx MAP / MRR over the
 questions with at least one correct answer (as the CNN report does). Systems that are not built are
 listed as skipped with the reason (the command that builds them).
@@ -31,7 +31,7 @@ def main() -> None:
     from core.analysis.error_analysis import system_runs
     from core.errors import StudioError
     from core.analysis.evaluation import evaluate_run
-    from core.portable import ensure_cheap
+    from core.serving.loader import load as load_system
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--systems", default=",".join(DEFAULT))
@@ -45,7 +45,7 @@ def main() -> None:
     for name in args.systems.split(","):
         start = time.perf_counter()
         try:
-            ensure_cheap(name, ds)  # raises MissingArtifactError (with its build command) if not built
+            load_system(name, ds)  # raises MissingArtifactError (with its build command) if not built
         except StudioError as exc:
             result["skipped"][name] = str(exc)
             print(f"skip {name}: {exc}", file=sys.stderr)
@@ -54,7 +54,7 @@ def main() -> None:
         for split in SPLITS:
             qids = [q for q in ds.query_splits[split] if any(v > 0 for v in ds.qrels[q].values())]
             (run,) = system_runs([name], ds, {q: ds.queries[q] for q in qids}, k=1000,
-                                 loader=lambda n, d: ensure_cheap(n, d))
+                                 loader=lambda n, d: load_system(n, d))
             row[split] = {"queries": len(qids), **evaluate_run({q: ds.qrels[q] for q in qids}, run,
                                                                ["map@1000", "mrr@1000"])}
         row["seconds"] = time.perf_counter() - start

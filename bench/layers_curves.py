@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def layer_fn(name: str, variant: str | None, tag: str | None, ds):
     """texts -> per-layer vectors of one built model."""
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
 
     if name == "minilm":
         retriever = load_system("minilm", ds)
@@ -44,7 +44,7 @@ def main() -> None:
 
     from core.analysis.layers import discriminativeness, sample_triples
     from core.data.datasets import load_dataset
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
 
     torch.set_num_threads(2)
     ds = load_dataset(args.dataset)

@@ -210,7 +210,7 @@ def pair_auc(n_pairs: int) -> None:
     """ROC AUC (sklearn) of the cross-encoder and the pretrained bi-encoder cosine on held-out test pairs."""
     from sklearn.metrics import roc_auc_score
 
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
     from core.retrieval import bert
 
     dataset, _, _ = setup("test")
@@ -257,7 +257,7 @@ def best(split: str) -> None:
 
 
 def cross(split: str, n_queries: int, budgets: list[int]) -> None:
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
 
     dataset, queries, qrels = setup(split)
     qids = sorted(np.random.default_rng(13).choice(sorted(queries), n_queries, replace=False).tolist())
@@ -283,7 +283,7 @@ def cross(split: str, n_queries: int, budgets: list[int]) -> None:
 
 
 def finetuned(split: str) -> None:
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
     from core.retrieval.tree import TreeRetriever
     from core.retrieval.tree_search import KMeansTree, TreeConfig
     from core.retrieval import bert

@@ -83,6 +83,30 @@ def convergence_note(log: dict) -> str:
     return f"training state unknown ({stopped or 'not recorded'}); {best_text}"
 
 
+def below_reference(log: dict | None) -> str | None:
+    """One line when the best dev metric ended below the untrained or zero-shot reference, else None.
+
+    A learned model that does not beat its reference is said to wherever it is shown (issue 19): the
+    trainer's output, the build's table, and the Models page.
+    """
+    if not log:
+        return None
+    best, metric = log.get("best_dev"), log.get("dev_metric", "dev metric")
+    ref = log.get("reference") or {}
+    refs = [(ref.get("system", "reference") + (f"@{ref['variant']}" if ref.get("variant") else ""), ref.get("dev"))]
+    untrained = ref.get("untrained") if isinstance(ref.get("untrained"), dict) else None
+    if untrained:
+        refs.append(("the untrained model", untrained.get("dev")))
+    if not isinstance(best, (int, float)):
+        return None
+    below = [(name, float(dev)) for name, dev in refs if isinstance(dev, (int, float)) and best < dev]
+    if not below:
+        return None
+    name, dev = max(below, key=lambda r: r[1])
+    return (f"BELOW ITS REFERENCE: best dev {metric} {best:.4f} < {name} {dev:.4f} on the same dev data; "
+            f"use the reference, or train longer / on more data")
+
+
 def needs_longer_run(log: dict) -> bool:
     """True when training ended before convergence (cap or time budget)."""
     return log.get("stopped") in ("cap", "budget")

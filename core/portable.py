@@ -4,7 +4,7 @@ Names: ``SYSTEM@TRAINED_ON`` (``densetrans@qqp-bimpm`` on ``user/cqa``); a plain
 dataset means the model trained on that dataset (or, for untrained systems such as BM25 and the
 pre-trained MiniLM, the system itself). The same names work in the registry, the CLI and the pages.
 
-How a trained model is applied to a target dataset, generically through each module's ``load``:
+How a trained model is applied to a target dataset (the one loader, ``core.serving.loader``, does it):
 - a reranker (FRM, CNN, cross-encoder) is loaded from its training dataset's artifacts and scores
   the target's (query, text) pairs as it is;
 - a bi-encoder (DenseTrans, SDML-CNN, fine-tuned MiniLM) gives its ``encoder``; the target
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.data.datasets import Dataset, list_datasets, load_dataset
+from core.data.datasets import Dataset, list_datasets
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
 from core.paths import artifact_dir, var_dir
 from core.registry import (SystemName, build_command, get_spec, list_systems, needs_training, parse_name, slug,
                            supports, system_module)
-from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
 
 CHEAP = ("bm25", "glove-mean")  # untrained artifacts the CLI builds itself (seconds on a user collection)
 FLAT_BELOW = 200_000  # exact search for target collections below this size, HNSW above
@@ -97,107 +95,6 @@ def portable_folder(name: SystemName, target: Dataset) -> Path:
 
 def prepare_command(name: SystemName | str, target: str) -> str:
     return f"python -m core train --system {name} --dataset {target}"
-
-
-def _source_system(name: SystemName, **options):
-    """The model as loaded on its training dataset (its own collection's artifacts)."""
-    source = load_dataset(name.trained_on)
-    return system_module(name.system).load(source, variant=name.variant, **options)
-
-
-def _portable_retriever(name: SystemName, base, target: Dataset, progress: ProgressFn = _no_progress) -> Retriever:
-    """``base``'s encoder over the target collection: vectors + index built once, then cached."""
-    from core.retrieval.indexing import IndexSpec
-    from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
-
-    encoder = getattr(base, "encoder", None)
-    if encoder is None:
-        raise StudioError(f"{name.system} cannot be applied to another collection (it has no encoder)")
-    metric = getattr(getattr(base, "spec", None), "metric", "ip")
-    preset = "flat" if len(target.corpus) < FLAT_BELOW else "hnsw"
-    folder = portable_folder(name, target)
-    args = (folder, encoder, target.corpus, lambda n, d: IndexSpec.from_preset(preset, n, d, metric=metric), preset,
-            f"the vectors of {target.name} for {name}", prepare_command(name, target.name))
-    try:
-        vectors, index, spec, _ = stored_vectors_and_index(*args, progress=progress, normalize=metric != "l2")
-    except MissingArtifactError:  # stale or corrupt cache (the collection changed): rebuild it
-        vectors, index, spec, _ = stored_vectors_and_index(*args, progress=progress, normalize=metric != "l2",
-                                                           fresh=True)
-    (folder / "model.json").write_text(json.dumps({"system": str(name), "target": target.name,
-                                                   "encoder": encoder.encoder_id, "count": len(vectors)}),
-                                       encoding="utf-8")
-    cls = type(base) if isinstance(base, DenseRetriever) else DenseRetriever
-    return cls(str(name), encoder, list(target.corpus), index, spec, vectors, list(target.corpus.values()))
-
-
-def _untrained_on_candidates(name: SystemName, target: Dataset, progress: ProgressFn, **options) -> Reranker:
-    from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
-
-    if name.system == "bm25":
-        return BM25PairScorer(target.corpus)
-    module = system_module(name.system)
-    load_encoder = getattr(module, "load_encoder", None)
-    if load_encoder is not None:  # pre-trained encoders need no index over candidate lists
-        return EncoderPairScorer(load_encoder(target, name.variant), target.corpus, str(name), "ip", progress)
-    return pair_scorer(module.load(target, variant=name.variant, **options), target, str(name), progress)
-
-
-def load_named(name: str, target: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress,
-               **options):
-    """Load ``name`` (``SYSTEM[@VARIANT][@TRAINED_ON]``) for ``target`` (see module docstring).
-
-    On a candidate-list dataset the result is always a ``Reranker`` of each query's own candidates.
-    """
-    from core.data.candidates import pair_scorer
-
-    parsed = parse_name(name, variant)
-    spec = get_spec(parsed.system)
-    if not supports(spec, target):
-        raise StudioError(f"{parsed.system} searches a whole collection (a tree over it); {target.name} is "
-                          "candidate lists, where each question ranks its own candidates")
-    if parsed.trained_on == target.name:
-        parsed = SystemName(parsed.system, parsed.variant)
-    if parsed.trained_on is None:
-        if target.candidates and not needs_training(spec, parsed.variant):
-            return _untrained_on_candidates(parsed, target, progress, **options)
-        system = system_module(parsed.system).load(target, variant=parsed.variant, **options)
-        return pair_scorer(system, target, system.name, progress) if target.candidates else system
-    check_source(parsed)
-    base = _source_system(parsed, **options)
-    if isinstance(base, Reranker):
-        base.name = str(parsed)
-        return base
-    if target.candidates:
-        return pair_scorer(base, target, str(parsed), progress)
-    return _portable_retriever(parsed, base, target, progress)
-
-
-def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> dict:
-    """Build (or reuse) what ``name`` needs on ``target``: the portable vectors and index, with progress."""
-    import time
-
-    start = time.perf_counter()
-    system = load_named(name, target, progress=progress)
-    progress(1.0, f"{name} ready on {target.name}")
-    return {"system": system.name, "target": target.name, "seconds": time.perf_counter() - start,
-            "texts": len(target.corpus)}
-
-
-def ensure_cheap(name: str, dataset: Dataset, notice: Callable[[str], None] | None = None):
-    """Load ``name``; a missing cheap artifact (BM25: seconds) is built first with a one-line notice.
-
-    An expensive artifact still raises ``MissingArtifactError`` naming its build command.
-    """
-    parsed = parse_name(name)
-    in_memory = dataset.candidates and parsed.system == "bm25"  # BM25PairScorer indexes the candidates itself
-    if parsed.system in CHEAP and parsed.trained_on is None and not in_memory:
-        module = system_module(parsed.system)
-        if not module.is_built(dataset, variant=parsed.variant):
-            if notice is not None:
-                notice(f"note: building the {parsed.system} index for {dataset.name} first "
-                       f"({len(dataset.corpus):,} texts, a few seconds)")
-            module.build(dataset, variant=parsed.variant)
-    return load_named(name, dataset)
 
 
 def applicable_systems(dataset: Dataset, kind: str | None = None) -> list[str]:

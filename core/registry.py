@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from core.data.datasets import Dataset
 from core.errors import UnknownNameError
@@ -162,17 +161,6 @@ def supports(spec: SystemSpec, dataset: Dataset) -> bool:
 def default_build(spec: SystemSpec, dataset: Dataset) -> bool:
     """Whether the default build (``build --all``) trains/indexes this system on this dataset."""
     return spec.default_build and supports(spec, dataset) and ("*" in spec.datasets or dataset.name in spec.datasets)
-
-
-def load_system(name: str, dataset: Dataset, variant: str | None = None, **options: Any):
-    """Load a built system for a dataset (``MissingArtifactError`` names the command if not built).
-
-    ``name`` may be ``SYSTEM@TRAINED_ON`` (a model applied zero-shot, ``core.portable``); on a
-    candidate-list dataset every system comes back as a ``Reranker`` of each query's own candidates.
-    """
-    from core.portable import load_named
-
-    return load_named(name, dataset, variant, **options)
 
 
 def slug(text: str) -> str:

@@ -29,7 +29,8 @@ from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.judging.judgments import default_url
 from core.portable import system_choices
-from ui.cache import case_store, fusion_system, system
+from core.serving.loader import serving_defaults
+from ui.cache import cached_loader, case_store, fusion_system, judgment_labels
 from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -61,6 +62,7 @@ rerankers = system_choices(ds, "reranker")
 if ds.candidates:
     st.info("Candidate lists: every system ranks the chosen question's own candidates (pick a dataset question).")
 
+tree_defaults = serving_defaults("tree-bert", ds)  # Compare's knobs start from the systems' serving defaults
 WIDGETS = {"compare.systems": "systems", "compare.rerankers": "rerankers", "compare.first_stage": "first_stage",
            "compare.depth": "depth", "compare.k": "k", "compare.index": "index", "compare.nprobe": "nprobe",
            "compare.ef": "ef_search", "compare.beam": "beam", "compare.tree_k": "tree_k"}
@@ -69,6 +71,8 @@ if fresh or any(key not in st.session_state for key in [*WIDGETS, "compare.query
     for key, name in WIDGETS.items():
         if fresh or key not in st.session_state:
             value = getattr(seed, name)
+            if value is None and name in ("beam", "tree_k"):  # the built tree's own settings
+                value = getattr(tree_defaults, name)
             st.session_state[key] = list(value) if isinstance(value, tuple) else value
     if fresh or "compare.query" not in st.session_state:
         st.session_state["compare.qid"] = seed.query_id
@@ -126,7 +130,9 @@ with st.sidebar:
     k = st.slider("Top-k shown", 1, 50, key="compare.k")
     with st.expander("Index knobs"):
         ann = st.selectbox("Dense index", list(INDEXES), key="compare.index",
-                           help="faiss index for DenseTrans / SDML / MiniLM; recall vs exact is shown per column")
+                           help="faiss index of the dense systems; 'auto' is each system's serving default (exact "
+                                "below 1M vectors), what the evaluation and BENCHMARKS.md measure; for any other "
+                                "index the column shows its recall against exact search")
         nprobe = st.slider("nprobe (IVF)", 1, 128, key="compare.nprobe")
         ef = st.slider("efSearch (HNSW)", 8, 512, key="compare.ef")
         beam = st.slider("Tree beam width", 1, 200, key="compare.beam")
@@ -140,7 +146,8 @@ with st.sidebar:
                                    format_func=FUSION_LABELS.get)
 
 state = CompareState(ds_name, typed, qid, tuple(chosen), tuple(chosen_rr), first_stage, depth, k, None, ann, nprobe,
-                     ef, beam, branching)
+                     ef, None if beam == tree_defaults.beam else beam,
+                     None if branching == tree_defaults.tree_k else branching)
 choices = state.choices()
 labels = [c.label for c in choices]  # baselines: the chosen systems (the fused column is compared against them)
 fused = f"{'+'.join(fuse_parts)}:{fuse_method}" if len(fuse_parts) >= 2 else None
@@ -175,25 +182,16 @@ if not choices:
     st.stop()
 
 
-def _load(name, variant, options):
-    if name == "fusion" and variant:
-        return fusion_system(variant, ds_name)
-    return system(name, ds_name, variant, tuple(options))
-
-
 def _user_labels(query: str) -> dict[str, int]:
     try:
-        from ui.cache import judgment_labels  # provided by the Annotate feature
-    except ImportError:
-        return {}
-    try:
         return judgment_labels(ds_name, qid, query)
-    except Exception:
+    except StudioError as exc:  # an unreachable or foreign judgments database: say so, rank anyway
+        st.caption(f"👤 user labels unavailable: {exc}")
         return {}
 
 
 try:
-    result = compare(ds, typed, choices, _load, k=k, query_id=qid,
+    result = compare(ds, typed, choices, cached_loader(ds_name), k=k, query_id=qid,
                      baseline=None if baseline == "(none)" else baseline, user_labels=_user_labels(typed))
 except StudioError as exc:
     error(exc)

@@ -40,6 +40,7 @@ from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
+from core.data.datasets import QUERY_FORMS
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -91,6 +92,12 @@ split = c5.selectbox("Query split", splits, index=splits.index(default_split(ds)
                      help="opens on the held-out test split where the dataset has one")
 k = int(c6.number_input("Depth k of built-in systems", 10, 1000, STORED_DEPTH, key="ea.k",
                         help=f"stored runs hold the top {STORED_DEPTH}; a deeper k computes the runs here"))
+query_form = "tokenized"
+if ds.tokenized:
+    query_form = c6.radio("Queries", QUERY_FORMS, key="ea.query_form", horizontal=True,
+                          format_func={"tokenized": "as stored (tokenized)", "typed": "as people type them"}.get,
+                          help="typed: each dataset query in its display form (\"stop my depression?\"), ranked here, "
+                               "never from the stored runs; the gap to the stored form is then a number you can see")
 if not chosen or not metrics:
     st.info("Pick at least one system (or imported run) and one metric.")
     st.stop()
@@ -113,7 +120,7 @@ try:
         for i, name in enumerate(systems):  # one system that cannot run is reported; the others are analysed
             try:
                 (computed[name],) = stored_runs(ds_name, [name], labels.queries, k, progress=lambda f, m, i=i: _report(
-                    (i + f) / len(systems), f"{m} · system {i + 1} / {len(systems)}"))
+                    (i + f) / len(systems), f"{m} · system {i + 1} / {len(systems)}"), query_form=query_form)
             except StudioError as exc:
                 failed[name] = str(exc)
     finally:
@@ -134,12 +141,14 @@ except StudioError as exc:
     st.stop()
 
 note = " Each query is removed from its own ranking." if ds.ignore_identical_ids else ""
+if query_form == "typed":
+    note += " Queries ranked as people type them (their display form)."
 st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Tests against {baseline}: "
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
 st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
 sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
-live = [n for n, state in sources.items() if state != "fresh"]
+live = [n for n, state in sources.items() if state != "fresh" or query_form == "typed"]
 st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run): {', '.join(live)}" if live else "")
            + (f"; imported: {', '.join(n[4:] for n in chosen if n.startswith('run:'))}"
               if any(n.startswith("run:") for n in chosen) else "") + ".")

@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 from core.build import build_log_tail, build_running, read_status, start_background_build
 from core.models_info import (
     artifact_size,
+    below_reference,
     convergence_note,
     longer_run_command,
     needs_longer_run,
@@ -155,8 +156,9 @@ else:
                      "untrained reference": ref.get("system", "") + (f"@{ref['variant']}" if ref.get("variant") else ""),
                      "reference dev": _number(ref.get("dev")), "reference test": _number(ref.get("test")),
                      "evaluations": len(log["curve"]),
-                     "state": "converged" if log.get("stopped") == "patience" else
-                              ("still improving at its cap" if needs_longer_run(log) else log.get("stopped") or "?")})
+                     "state": ("below its reference; " if below_reference(log) else "") + (
+                         "converged" if log.get("stopped") == "patience" else
+                         ("still improving at its cap" if needs_longer_run(log) else log.get("stopped") or "?"))})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in ("best dev", "reference dev", "reference test")})
@@ -165,6 +167,9 @@ else:
     for spec, variant, status, log in learned:
         label = _label(spec, variant)
         with st.expander(f"{label} — {convergence_note(log)}", expanded=needs_longer_run(log)):
+            below = below_reference(log)
+            if below:
+                st.warning(f"{label}: {below}")
             left, right = st.columns(2)
             metric = log.get("dev_metric", "dev")
             best = _number(log.get("best_dev"))

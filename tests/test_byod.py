@@ -23,14 +23,14 @@ def byod(tmp_path, monkeypatch):
     import core.data.vectors
     from core.data.datasets import load_dataset
     from core.data.imports import import_dataset
-    from core.data.text import word_tokens
+    from core.data.pipeline import tokens
     from core.data.vectors import WordVectors
 
     assert import_dataset("beir", BYOD / "cqa", "cqa") == "user/cqa"
     assert import_dataset("candidates", BYOD / "answers.tsv", "answers") == "user/answers"
     cqa, answers = load_dataset("user/cqa"), load_dataset("user/answers")
     words = sorted({w for ds in (cqa, answers) for t in [*ds.corpus.values(), *ds.queries.values()]
-                    for w in word_tokens(t)})
+                    for w in tokens(t)})
     small = WordVectors({w: i for i, w in enumerate(words)},
                         np.random.default_rng(0).normal(size=(len(words), 50)).astype(np.float32))
     monkeypatch.setattr(core.data.vectors, "load_glove_50d", lambda: small)
@@ -69,14 +69,15 @@ def test_supports_candidate_lists_except_tree_search(byod):
 
 # ----------------------------------------------------------------------------- candidate lists
 def test_bm25_ranks_each_querys_own_candidates(byod):
-    from core.data.candidates import BM25PairScorer, rank
+    from core.data.candidates import BM25PairScorer
     from core.analysis.error_analysis import system_runs
+    from core.serving.runner import SystemChoice, rank_one
     from core.analysis.evaluation import evaluate_run
     from core.retrieval.bm25 import BM25Retriever
 
     _cqa, answers = byod
     qid = next(iter(answers.queries))
-    ranking = rank(answers, "bm25", qid, k=100)
+    ranking = rank_one(SystemChoice("bm25"), answers, answers.queries[qid], k=100, query_id=qid)
     assert sorted(ranking.doc_ids) == sorted(answers.candidates[qid])
     assert ranking.scores == sorted(ranking.scores, reverse=True)
     # the scores are BM25 over all candidate texts: the same as the retriever's own scores of those ids
@@ -92,12 +93,12 @@ def test_bm25_ranks_each_querys_own_candidates(byod):
 
 
 def test_free_text_on_candidate_lists_is_refused(byod):
-    from core.data.candidates import rank
     from core.errors import QueryError
+    from core.serving.runner import SystemChoice, rank_one
 
     _cqa, answers = byod
     with pytest.raises(QueryError, match="own candidate list"):
-        rank(answers, "bm25", "who wrote hamlet?")
+        rank_one(SystemChoice("bm25"), answers, "who wrote hamlet?")
 
 
 def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
@@ -173,7 +174,7 @@ def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
 def test_workflow_train_eval_and_apply_zero_shot(byod, tmp_path):
     from core.data.datasets import load_dataset
     from core.portable import applicable_systems, listing
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
     from core.retrieval.base import Reranker
 
     cqa, answers = byod
@@ -261,3 +262,22 @@ def test_bad_inputs_give_one_line_and_change_nothing(byod, tmp_path):
     code, _out, err = run_main("data", "import", "--kind", "candidates", "--name", "unlabeled", str(unlabeled))
     assert code == 2 and err.count("\n") == 1 and "no candidate has a positive label" in err
     shutil.rmtree(tmp_path / "var" / "systems" / "user_gone")
+
+
+def test_cli_eval_on_a_candidate_list_prints_both_conventions(tmp_path, fresh_var):
+    """Issue 20: questions without a correct candidate are reported both ways, with their counts; the
+    headline of a candidate list is the answerable-only mean (what published answer-selection tables use)."""
+    from core.data.imports import import_dataset
+    from tests.conftest import run_main
+
+    lines = (BYOD / "answers.tsv").read_text(encoding="utf-8").splitlines()
+    first_qid = lines[0].split("\t")[0]
+    rows = [("\t".join(line.split("\t")[:4] + ["0"]) if line.split("\t")[0] == first_qid else line) for line in lines]
+    path = tmp_path / "with_unanswerable.tsv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    name = import_dataset("candidates", path, "unans")
+    code, out, err = run_main("eval", "--dataset", name, "--system", "bm25", "--metrics", "map,mrr@100")
+    assert code == 0, err
+    assert "answerable (headline)" in out
+    assert "over 15 answerable queries (headline)" in out and "over all 16 with 1 unanswerable scored 0" in out
+    assert "ties: trec_eval order" in out

@@ -113,7 +113,8 @@ def test_segment_head_starts_as_a_scaled_cosine_of_the_two_questions():
 def test_minilm_pairs_reference_scores_cosine_and_reranks(tiny):
     """The zero-shot reference reranker: batched cosine of the pretrained embeddings, usable by rerank_many."""
     from core.rerank import biencoder
-    from core.registry import get_spec, load_system
+    from core.registry import get_spec
+    from core.serving.loader import load as load_system
     from core.retrieval.base import Ranking, Reranker
 
     assert get_spec("minilm-pairs").kind == "reranker"

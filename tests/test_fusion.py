@@ -73,7 +73,7 @@ def tiny_bm25(tiny_data, fresh_var):
 
 def test_build_tunes_on_dev_and_fused_search_drops_the_query(tiny_bm25):
     from core.retrieval import fusion
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
 
     ds = tiny_bm25
     variant = "bm25+bm25[classic]:wsum"

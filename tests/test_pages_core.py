@@ -72,3 +72,22 @@ def test_compare_fused_column_names_missing_parts_and_bad_links(built):
     assert any(e.value.startswith("fusion@bm25+densetrans:rrf:") and "python -m core train --system densetrans"
                in e.value for e in at.error), [e.value for e in at.error]
     assert at.query_params["fuse"] == "bm25+densetrans:rrf"  # the link keeps the fused column
+
+
+def test_compare_marks_user_labels(built):
+    """Issue 19: the 👤 mark (a label from Annotate) shows on Compare; it never could (a missing import was swallowed)."""
+    from core.data.datasets import load_dataset
+    from core.judging.judgments import JudgmentStore, default_url
+    from core.serving.runner import SystemChoice, rank_one
+
+    ds = load_dataset("qqp-bimpm")
+    query = "How do I learn Python fast?"
+    top = rank_one(SystemChoice("bm25"), ds, query, 3).doc_ids
+    store = JudgmentStore(default_url())
+    store.set_label("alice", ds.name, query, top[1], ds.corpus[top[1]], 2)
+    at = _app("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25"]).run()
+    at.text_input(key="compare.query").input(query).run()
+    assert not at.exception
+    column = at.dataframe[1].value["bm25"].tolist()
+    assert "👤2" in column[1] and not any("👤" in c for c in column[:1] + column[2:]), column

@@ -74,3 +74,24 @@ def test_training_log_ignores_broken_points(models_var):
     assert [p["step"] for p in log["curve"]] == [2]
     assert convergence_note(log).startswith("still improving at its cap")
     assert training_log("qqp-bimpm", "sdml-cnn") is None
+
+
+def test_a_model_below_its_reference_says_so_on_the_page_and_in_the_trainer_output(built):
+    """Issue 19: FRM on an imported list ended at dev AUC .820 under zero-shot MiniLM's .851 and said nothing."""
+    from core.models_info import below_reference
+
+    folder = built / "systems" / "qqp-bimpm" / "frm"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = {"dev_metric": "roc_auc", "curve": CURVE, "best_step": 150, "best_dev": 0.820, "stopped": "cap",
+           "converged": False, "patience": 3, "max_steps": 150,
+           "reference": {"system": "minilm", "variant": None, "dev": 0.851, "metric": "roc_auc",
+                         "untrained": {"dev": 0.40}}}
+    (folder / "metrics.json").write_text(json.dumps({"training": log, "profile": "quick"}), encoding="utf-8")
+    line = below_reference(log)
+    assert line and "0.8200" in line and "minilm 0.8510" in line
+    assert below_reference({**log, "best_dev": 0.86}) is None
+    at = app_test("pages/6_Models.py").run()
+    assert not at.exception, at.exception
+    summary = next(df.value for df in at.dataframe if "model" in df.value.columns).set_index("model")
+    assert summary.loc["frm", "state"].startswith("below its reference")
+    assert any("BELOW ITS REFERENCE" in w.value and "frm" in w.value for w in at.warning)

@@ -75,7 +75,8 @@ def tiny_env(tmp_path_factory) -> TinyEnv:
         mp.setenv("QRS_DATA", str(TINY_DATA))
         mp.setenv("QRS_VAR", str(var))
         from core.data.datasets import load_dataset
-        from core.registry import load_system, supports, system_module
+        from core.registry import supports, system_module
+        from core.serving.loader import load as load_system
 
         env = TinyEnv(load_dataset("qqp-bimpm"), var)
         for spec in _build_order(list_systems()):
@@ -187,6 +188,39 @@ def check_ranking(ranking, ds, k: int, exclude: set[str]) -> None:
 def test_every_registered_system_is_fuzzed():
     """The fuzz suite covers the registry, not a hand-picked list."""
     assert ALL_SYSTEMS == [s.name for s in list_systems()] and len(ALL_SYSTEMS) >= 9
+
+
+# fixture questions written the way people type them: contractions, possessives, punctuation attached,
+# capitals; each is also in the collection's CoreNLP form (see the premise checked below)
+TYPED_QUESTIONS = [
+    ("How can I stop my depression?", "How can I stop my depression ?"),
+    ("Why don't people like Python's whitespace rules?", "Why do n't people like Python 's whitespace rules ?"),
+    ("What's the best way to learn German, fast?", "What 's the best way to learn German , fast ?"),
+    ("I can't sleep at night. What should I do?", "I ca n't sleep at night . What should I do ?"),
+    ("How do I root an Android device (without a PC)?", "How do I root an Android device -LRB- without a PC -RRB- ?"),
+]
+
+
+@pytest.mark.parametrize("name", ALL_SYSTEMS)
+def test_typed_and_tokenized_forms_give_the_same_top10(name, tiny_env):
+    """Issue 19: a question as people type it and its CoreNLP-tokenized form rank alike in every system,
+    through the one runner (dataset queries: their display form vs the stored text; plus typed questions)."""
+    from core.data.pipeline import tokens
+    from core.serving.runner import SystemChoice, rank_one
+
+    system = _system(tiny_env, name)
+    ds = tiny_env.ds
+    choice = SystemChoice(name, first_stage="bm25" if _is_reranker(system) else None, depth=FIRST_STAGE_DEPTH)
+    load = lambda n, v=None, o=(): tiny_env.systems[n]  # noqa: E731 - the runner's Loader over the built systems
+    dataset_pairs = [(ds.display_query(q), ds.queries[q], q) for q in sorted(ds.queries)
+                     if ds.display_query(q) != ds.queries[q]][:8]
+    pairs = dataset_pairs + [(typed, tokenized, None) for typed, tokenized in TYPED_QUESTIONS]
+    assert len(dataset_pairs) >= 5
+    for typed, tokenized, qid in pairs:
+        assert tokens(typed) == tokens(tokenized)  # the premise: one text pipeline for both forms
+        a = rank_one(choice, ds, typed, 10, qid, load)
+        b = rank_one(choice, ds, tokenized, 10, qid, load)
+        assert a.doc_ids == b.doc_ids, (typed, tokenized)
 
 
 @pytest.mark.parametrize("name", ALL_SYSTEMS)

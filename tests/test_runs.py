@@ -43,7 +43,8 @@ def test_build_writes_a_trec_run_per_system_with_the_query_dropped(ds):
 def test_stored_run_equals_a_computed_run_and_goes_stale_when_the_model_changes(ds):
     from core.analysis import runs
     from core.build import build_system
-    from core.registry import load_system, system_dir
+    from core.registry import system_dir
+    from core.serving.loader import load as load_system
 
     build_system(ds, "bm25")
     queries = ds.split_queries("test")
@@ -106,7 +107,7 @@ def test_a_stored_run_is_atomic_and_stale_after_a_weights_change(ds):
 def test_a_fusions_stored_run_is_fused_from_its_parts_and_matches_the_live_system(ds):
     from core.analysis import runs
     from core.build import build_system
-    from core.registry import load_system
+    from core.serving.loader import load as load_system
 
     variant = "bm25+bm25[classic]:combsum"
     build_system(ds, "bm25")

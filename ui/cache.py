@@ -32,14 +32,18 @@ def dataset(name: str) -> Dataset:
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=64)
 def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = ()):
-    """A loaded retriever/reranker (``options`` is a tuple of (key, value) pairs, hashable); a missing
-    BM25 index is built first (seconds), like the CLI does (``core.portable.ensure_cheap``)."""
-    from core.portable import ensure_cheap
-    from core.registry import load_system
+    """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
+    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does."""
+    from core.serving.loader import load
 
-    if not options and not variant:
-        return ensure_cheap(name, dataset(dataset_name))
-    return load_system(name, dataset(dataset_name), variant=variant, **dict(options))
+    if name == "fusion" and variant:
+        return fusion_system(variant, dataset_name)
+    return load(name, dataset(dataset_name), variant=variant, **dict(options))
+
+
+def cached_loader(dataset_name: str):
+    """The runner's ``(name, variant, options) -> system`` over this process's cached systems."""
+    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options))
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
@@ -76,17 +80,23 @@ def judgment_store(url: str):
     return JudgmentStore(url)
 
 
+def judgment_labels(dataset_name: str, query_id: str | None, query: str) -> dict[str, int]:
+    """Current user labels (majority over annotators) of one query: doc id -> label (Compare's 👤 mark).
+
+    Read fresh on every call (a label set on Annotate shows at once); an empty or absent database gives {}.
+    """
+    from core.judging.judgments import default_url, query_key
+
+    store = judgment_store(default_url())
+    return store.qrels(dataset_name).get(query_key(query_id, query), {})
+
+
 @st.cache_data(show_spinner="Ranking for the pool…", max_entries=512)
 def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | None, k: int) -> list[str]:
     """Top-k doc ids of one system for one query (rerankers rescore BM25's top 20)."""
     from core.judging.pooling import system_top_ids
-    from core.registry import get_spec
 
-    if system_name.startswith("fusion@"):  # a built fusion variant (core.retrieval.fusion) joins the pool like any first stage
-        loaded = fusion_system(system_name.split("@", 1)[1], dataset_name)
-        return system_top_ids(loaded, dataset(dataset_name), query, k, query_id)
-    first = system("bm25", dataset_name) if get_spec(system_name).kind == "reranker" else None
-    return system_top_ids(system(system_name, dataset_name), dataset(dataset_name), query, k, query_id, first)
+    return system_top_ids(system_name, dataset(dataset_name), query, k, query_id, cached_loader(dataset_name))
 
 
 @st.cache_data(show_spinner="Running the system over the queries…", max_entries=32)
@@ -94,8 +104,7 @@ def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str]
     """One system's run over ``queries`` as ``{qid: {doc: score}}`` (same code as ``python -m core compare``)."""
     from core.analysis.error_analysis import system_runs
 
-    (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k,
-                         loader=lambda name, _ds: system(name, dataset_name))
+    (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k, loader=cached_loader(dataset_name))
     return run.to_dict()
 
 
@@ -207,7 +216,7 @@ def _run_fingerprint(ds, name: str) -> str:
 
 
 def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k: int,
-                progress: Callable[[float, str], None] | None = None) -> list[dict]:
+                progress: Callable[[float, str], None] | None = None, query_form: str = "tokenized") -> list[dict]:
     """Runs (``{qid: {doc: score}}``) of systems by name over ``queries`` for Error Analysis.
 
     Stored runs are read (``core.analysis.runs.load_runs``); what is missing or stale is computed with
@@ -219,12 +228,11 @@ def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k:
     ds = dataset(dataset_name)
     cache = result_cache("stored_runs")
     qkey = _queries_key(queries)
-    keys = {name: (dataset_name, name, k, qkey, _run_fingerprint(ds, name)) for name in names}
+    keys = {name: (dataset_name, name, k, qkey, query_form, _run_fingerprint(ds, name)) for name in names}
     missing = [name for name in names if keys[name] not in cache]
     if missing:
         runs = load_runs(ds, missing, queries, k=k, progress=progress or (lambda f, m: None),
-                         loader=lambda n, v=None: fusion_system(v, dataset_name) if n == "fusion" and v
-                         else system(n, dataset_name, v))
+                         loader=cached_loader(dataset_name), query_form=query_form)
         for name, run in zip(missing, runs):
             cache.put(keys[name], run.to_dict())
     return [cache.get(keys[name]) for name in names]

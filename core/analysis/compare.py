@@ -7,7 +7,6 @@ per-query metrics (ranx) when the query has qrels.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -16,24 +15,9 @@ from core.data.datasets import Dataset
 from core.errors import StudioError
 from core.analysis.evaluation import evaluate_run
 from core.retrieval.base import Ranking, validate_query
+from core.serving.runner import SystemChoice, rank_one  # noqa: F401 (SystemChoice re-exported for pages)
 
 QUERY_METRICS = ("precision@1", "mrr@100", "ndcg@10", "recall@10")
-
-
-@dataclass(frozen=True)
-class SystemChoice:
-    """A system as selected on the page: rerankers carry their first stage and depth."""
-
-    name: str
-    variant: str | None = None
-    first_stage: str | None = None
-    depth: int = 20
-    options: tuple[tuple[str, object], ...] = ()
-
-    @property
-    def label(self) -> str:
-        base = self.name + (f"@{self.variant}" if self.variant else "")
-        return f"{base} ← {self.first_stage}" if self.first_stage else base
 
 
 @dataclass
@@ -112,7 +96,8 @@ def overlap_at_k(a: list[str], b: list[str]) -> float:
     return len(set(a) & set(b)) / k if k else 1.0
 
 
-ANN_SYSTEMS = ("densetrans", "sdml-cnn", "minilm")
+ANN_SYSTEMS = ("densetrans", "sdml-cnn", "minilm", "dual-encoder", "glove-mean")
+EXACT_INDEXES = ("auto", "flat")  # "auto": exact below 1M vectors (every system's serving default)
 
 
 def exact_choice(choice: SystemChoice) -> SystemChoice | None:
@@ -122,34 +107,9 @@ def exact_choice(choice: SystemChoice) -> SystemChoice | None:
         return None
     if choice.name == "tree-bert":
         return SystemChoice("minilm", None, options=(("index", "flat"),))
-    if choice.name in ANN_SYSTEMS and options.get("index", "flat") != "flat":
+    if choice.name in ANN_SYSTEMS and options.get("index", "auto") not in EXACT_INDEXES:
         return SystemChoice(choice.name, choice.variant, options=(("index", "flat"),))
     return None
-
-
-def run_system(
-    choice: SystemChoice,
-    load: Callable[[str, str | None, tuple], object],
-    dataset: Dataset,
-    query: str,
-    query_id: str | None,
-    k: int,
-) -> Ranking:
-    """One system's ranking for the query (a reranker reranks its first stage's top ``depth``)."""
-    exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
-    system = load(choice.name, choice.variant, choice.options)
-    if dataset.candidates:  # candidate lists: every system ranks the query's own candidates
-        from core.data.candidates import pair_scorer, rank_candidates
-
-        return rank_candidates(pair_scorer(system, dataset, system.name), dataset, query_id or query, k)
-    if choice.first_stage:
-        start = time.perf_counter()
-        first = load(choice.first_stage, None, ()).search(query, max(k, choice.depth), exclude=exclude)
-        ranking = system.rerank(query, first.top(choice.depth), dataset.corpus, k=k)
-        ranking.stats["first_stage_ms"] = 1000 * first.seconds
-        ranking.seconds = time.perf_counter() - start
-        return ranking
-    return system.search(query, k, exclude=exclude)
 
 
 def compare(
@@ -164,23 +124,27 @@ def compare(
 ) -> Comparison:
     """Run every chosen system on ``query`` and annotate the hits (see module docstring).
 
-    ``load(name, variant, options)`` returns a loaded system (the page passes its cached loader).
+    ``load(name, variant, options)`` returns a loaded system (the page passes its cached loader); every
+    ranking comes from the one runner (``core.serving.runner.rank_one``), as in the CLI and the evaluation.
     A system that fails (not built, bad option) gets an ``error`` and the others still run.
     """
     query = validate_query(query)
     if query_id is not None and query_id not in dataset.queries and query_id not in dataset.corpus:
         query_id = None
+    # a dataset query shown in its display form ranks with its stored text, exactly as the CLI and the
+    # evaluation rank it (the one text pipeline gives both forms the same tokens for 99.6 % of QQP)
+    text = dataset.queries[query_id] if query_id in dataset.queries and query == dataset.display_query(query_id) else query
     results: list[SystemResult] = []
     for choice in choices:
         try:
-            result = SystemResult(choice, run_system(choice, load, dataset, query, query_id, k))
+            result = SystemResult(choice, rank_one(choice, dataset, text, k, query_id, load))
         except StudioError as exc:
             results.append(SystemResult(choice, error=str(exc)))
             continue
         exact = exact_choice(choice)
         if exact is not None:
             try:
-                reference = run_system(exact, load, dataset, query, query_id, k).doc_ids[:k]
+                reference = rank_one(exact, dataset, text, k, query_id, load).doc_ids[:k]
                 found = set(result.ranking.doc_ids[:k]) & set(reference)
                 result.recall_vs_exact = len(found) / max(1, len(reference))
             except StudioError:

@@ -16,7 +16,7 @@ Buckets
   in [0, 0.2] or a negative in [0.7, 1]; easy when a positive is in [0.7, 1] or a negative in
   [0, 0.2]; middle otherwise. A *query* is hard when all its positives are hard, easy when all are
   easy, middle otherwise (the paper buckets pairs; per-query metrics need the query lifted).
-- Query length in words (``core.data.text.word_tokens``).
+- Query length in words (``core.data.pipeline.terms``).
 """
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ from core.analysis import LABEL_SOURCES
 from core.analysis.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
 from core.judging.judgments import JudgmentStore
 from core.paths import artifact_dir
-from core.retrieval.base import Ranking, Reranker, Retriever
-from core.data.text import word_tokens
+from core.registry import get_spec
+from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.serving.runner import Loader, SystemChoice, loader_for, rank_many
+from core.data.pipeline import terms
 
 PRECEDENCE = "user judgments win over dataset qrels for the same (query, doc)"
 DEFAULT_METRICS = ("ndcg@10", "mrr@100", "map@100", "precision@1", "hit_rate@10")
@@ -104,31 +106,6 @@ def label_set(
 
 
 # ----------------------------------------------------------------------------- runs
-def run_system(
-    system: Retriever | Reranker,
-    dataset: Dataset,
-    queries: Mapping[str, str],
-    k: int = 100,
-    first_stage: Mapping[str, Ranking] | None = None,
-) -> Run:
-    """A ranx ``Run`` of one loaded system over ``queries`` (rerankers rescore the dataset's
-    candidates, or ``first_stage`` rankings)."""
-    if isinstance(system, Retriever):
-        rankings = system.search_many(dict(queries), k=k, ignore_identical_ids=dataset.ignore_identical_ids)
-    elif isinstance(system, Reranker):
-        if dataset.candidates:
-            cands = {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
-                     for q in queries if q in dataset.candidates}
-        elif first_stage is not None:
-            cands = dict(first_stage)
-        else:
-            raise StudioError(f"{system.name} is a reranker: it needs a first-stage run (e.g. bm25)")
-        rankings = system.rerank_many(dict(queries), cands, dataset.corpus, k=k)
-    else:
-        raise StudioError(f"not a system: {type(system).__name__}")
-    return to_run(rankings, system.name)
-
-
 def rename(run: Run, name: str) -> Run:
     """A copy of a run under another name (ranx keys comparisons by ``Run.name``)."""
     out = Run.from_dict(run.to_dict(), name=name)
@@ -360,8 +337,8 @@ def most_unjudged(runs: Sequence[Run], judged: Mapping[str, Mapping[str, int]], 
 
 # ----------------------------------------------------------------------------- buckets
 def jaccard(a: str, b: str) -> float:
-    """Word-set Jaccard similarity (``core.data.text.word_tokens``); 0 for two empty texts."""
-    sa, sb = set(word_tokens(a)), set(word_tokens(b))
+    """Word-set Jaccard similarity (``core.data.pipeline.terms``); 0 for two empty texts."""
+    sa, sb = set(terms(a)), set(terms(b))
     union = sa | sb
     return len(sa & sb) / len(union) if union else 0.0
 
@@ -401,7 +378,7 @@ def pair_bucket_counts(judged: Mapping[str, Mapping[str, int]], queries: Mapping
 
 def length_bucket(text: str) -> str:
     """Query length bin in words (``LENGTH_BINS``)."""
-    n = len(word_tokens(text))
+    n = len(terms(text))
     for lo, hi in LENGTH_BINS:
         if lo <= n <= hi:
             return f"{lo}-{hi}" if hi < 10**9 else f"{lo}+"
@@ -473,28 +450,29 @@ def system_runs(
     k: int = 100,
     first_stage: str = "bm25",
     depth: int = 20,
-    loader=None,  # noqa: ANN001 - (name, dataset) -> system; default core.registry.load_system
-    progress=None,  # noqa: ANN001 - progress(fraction, message) with query counts while computing
+    loader: Loader | None = None,
+    progress: ProgressFn | None = None,
 ) -> list[Run]:
-    """Runs of built-in systems by name (rerankers rescore ``first_stage``'s top ``depth``).
+    """Runs of built-in systems by name through the one runner (rerankers rescore ``first_stage``'s top ``depth``).
 
     With the stored runs' first stage (bm25, top 20) they come from ``core.analysis.runs.load_runs``: the build's
     stored TREC runs where fresh, computed only for what they lack (``progress`` reports counts).
+    ``loader(name, variant, options)`` defaults to the one loader (``core.serving.loader``).
     """
     from core.analysis import runs as stored
-    from core.registry import load_system
 
+    progress = progress or _no_progress
     if first_stage == stored.FIRST_STAGE and depth == stored.RERANK_DEPTH:
-        by_name = None if loader is None else (lambda name, v=None: loader(f"{name}@{v}" if v else name, dataset))
-        return stored.load_runs(dataset, list(names), queries, k, progress or (lambda f, m: None), by_name)
-    load = loader or (lambda name, ds: load_system(name, ds))
-    runs, first = [], None
+        return stored.load_runs(dataset, list(names), queries, k, progress, loader)
+    load = loader or loader_for(dataset)
+    first: dict[str, Ranking] | None = None
+    runs = []
     for name in names:
-        system = load(name, dataset)
-        if isinstance(system, Reranker) and not dataset.candidates and first is None:
-            retriever = load(first_stage, dataset)
-            first = retriever.search_many(dict(queries), k=depth, ignore_identical_ids=dataset.ignore_identical_ids)
-        runs.append(rename(run_system(system, dataset, queries, k, first_stage=first), name))
+        choice = SystemChoice(name, first_stage=first_stage, depth=depth)
+        if first is None and get_spec(name).kind == "reranker" and not dataset.candidates:
+            first = rank_many(SystemChoice(first_stage), dataset, queries, depth, load=load)  # shared by the rerankers
+        rankings = rank_many(choice, dataset, queries, k, progress, load=load, first_stage=first)
+        runs.append(to_run(rankings, name) if rankings else run_from_dict({}, name))
     return runs
 
 

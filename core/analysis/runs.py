@@ -42,14 +42,13 @@ import numpy as np
 from ranx import Run
 
 from core.data.datasets import Dataset
-from core.errors import StudioError
 from core.paths import artifact_dir
-from core.registry import get_spec, slug
-from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress
+from core.registry import SystemName, get_spec, parse_name, slug
+from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
+from core.serving.runner import Loader, SystemChoice, rank_many
 
 STORED_DEPTH = 100
-FIRST_STAGE = "bm25"
-RERANK_DEPTH = 20
 NOT_STORED = {"tree-bert-cross": "seconds per query (a budget of cross-encoder scorings): computed on demand only"}
 _JSON_FILES = ("config.json", "metrics.json")
 
@@ -133,34 +132,14 @@ def run_status(dataset: Dataset, system: str, variant: str | None = None) -> str
 
 
 # ----------------------------------------------------------------------------- computing
-def compute_rankings(system, dataset: Dataset, queries: Mapping[str, str], k: int = STORED_DEPTH,  # noqa: ANN001
-                     progress: ProgressFn = _no_progress, loader=None) -> dict[str, Ranking]:  # noqa: ANN001
-    """Rankings of a loaded system over ``queries`` (rerankers rescore bm25's top 20 or the candidates)."""
-    from core.registry import load_system
-
-    queries = dict(queries)
-    if isinstance(system, Retriever):
-        return system.search_many(queries, k=k, ignore_identical_ids=dataset.ignore_identical_ids, progress=progress)
-    if not isinstance(system, Reranker):
-        raise StudioError(f"not a system: {type(system).__name__}")
-    if dataset.candidates:
-        cands = {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
-                 for q in queries if q in dataset.candidates}
-    else:
-        first = (loader or (lambda name: load_system(name, dataset)))(FIRST_STAGE)
-        cands = first.search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=dataset.ignore_identical_ids,
-                                  progress=lambda f, m: progress(0.1 * f, m))
-    total = len(cands)
-    out: dict[str, Ranking] = {}
-    qids = list(cands)
-    step = max(1, 2048 // RERANK_DEPTH)
-    for start in range(0, total, step):  # chunks of queries so that progress reports query counts
-        chunk = qids[start:start + step]
-        out.update(system.rerank_many({q: queries[q] for q in chunk}, {q: cands[q] for q in chunk}, dataset.corpus,
-                                      k=k))
-        done = min(total, start + step)
-        progress(0.1 + 0.9 * done / max(1, total), f"{system.name}: {done:,}/{total:,} queries")
-    return out
+def compute_rankings(name: str, dataset: Dataset, queries: Mapping[str, str], k: int = STORED_DEPTH,
+                     progress: ProgressFn = _no_progress, loader: Loader | None = None) -> dict[str, Ranking]:
+    """Rankings of system ``name`` over ``queries`` through the one runner (rerankers rescore bm25's top 20
+    or the candidates)."""
+    parsed = parse_name(name)
+    spec = SystemChoice(str(SystemName(parsed.system, None, parsed.trained_on)), parsed.variant,
+               FIRST_STAGE if get_spec(parsed.system).kind == "reranker" else None, RERANK_DEPTH)
+    return rank_many(spec, dataset, queries, k, progress, load=loader)
 
 
 def write_npz(rankings: Mapping[str, Ranking], path: Path) -> Path:
@@ -208,18 +187,14 @@ def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
 def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = _no_progress,
               loader=None) -> Path | None:  # noqa: ANN001
     """Compute and store one system's run (what the build calls); ``None`` for ``NOT_STORED`` systems."""
-    from core.registry import load_system
-
     if system in NOT_STORED:
         return None
-    load = loader or (lambda name, v=None: load_system(name, dataset, variant=v))
     start = time.perf_counter()
     queries = stored_queries(dataset, system)
     rankings = _fused_from_stored(dataset, variant, progress) if system == "fusion" else None
     if rankings is None:
-        model = load(system, variant)
-        rankings = compute_rankings(model, dataset, queries, STORED_DEPTH, progress,
-                                    loader=lambda name: load(name, None))
+        rankings = compute_rankings(f"{system}@{variant}" if variant else system, dataset, queries, STORED_DEPTH,
+                                    progress, loader)
     path = run_path(dataset.name, system, variant)
     write_trec(rankings, path, _leaf(system, variant))
     write_npz(rankings, path)
@@ -312,16 +287,17 @@ def _parse(name: str, dataset_name: str = "") -> _Name:
 
 
 def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
-              progress: ProgressFn = _no_progress, loader=None) -> list[Run]:  # noqa: ANN001
+              progress: ProgressFn = _no_progress, loader: Loader | None = None,
+              query_form: str = "tokenized") -> list[Run]:
     """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
     computed (with ``progress`` reporting query counts) for the queries a stored run lacks.
 
-    ``loader(name, variant)`` loads a system (default ``core.registry.load_system``; the page passes
-    its cached loader). Runs come back named exactly as in ``names``.
+    ``loader(name, variant, options)`` loads a system (default: the one loader, ``core.serving.loader``;
+    the page passes its cached loader). Runs come back named exactly as in ``names``.
+    ``query_form="typed"`` ranks the queries as people type them (their display form): never stored, computed.
     """
-    from core.registry import load_system
-
-    load = loader or (lambda name, v=None: load_system(name, dataset, variant=v))
+    typed = query_form != "tokenized" and dataset.tokenized
+    queries = dataset.in_form(queries, query_form)
     out = []
     wanted = list(queries)
     for i, name in enumerate(names):
@@ -329,7 +305,8 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
         report = (lambda f, m, i=i: progress((i + max(0.0, min(1.0, f))) / len(names), m))
         report(0.0, f"{name}: reading the stored run")
         data: dict[str, dict[str, float]] = {}
-        if not parsed.trained_on and k <= STORED_DEPTH and run_status(dataset, parsed.system, parsed.variant) == "fresh":
+        if (not typed and not parsed.trained_on and k <= STORED_DEPTH
+                and run_status(dataset, parsed.system, parsed.variant) == "fresh"):
             data = read_run_dict(run_path(dataset.name, parsed.system, parsed.variant), wanted, k)
             covered = set(stored_queries(dataset, parsed.system))
             missing = [q for q in wanted if q not in covered]
@@ -337,9 +314,7 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
             missing = wanted
         if missing:
             report(0.0, f"{name}: computing 0/{len(missing):,} queries")
-            model = load(name, None) if parsed.trained_on else load(parsed.system, parsed.variant)
-            rankings = compute_rankings(model, dataset, {q: queries[q] for q in missing}, k, report,
-                                        loader=lambda n: load(n, None))
+            rankings = compute_rankings(name, dataset, {q: queries[q] for q in missing}, k, report, loader)
             data.update({q: r.as_dict() for q, r in rankings.items()})
         report(1.0, f"{name}: {len(wanted):,}/{len(wanted):,} queries")
         out.append(_to_run(data, name))

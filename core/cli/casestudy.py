@@ -44,7 +44,8 @@ def cmd_casestudy(args: argparse.Namespace) -> int:
     from core.data.datasets import load_dataset
     from core.analysis.error_analysis import system_runs
     from core.analysis.evaluation import check_metrics, short
-    from core.registry import get_spec, load_system
+    from core.registry import get_spec
+    from core.serving.loader import load as load_system
 
     if bool(args.queries) == bool(args.disagree):
         raise StudioError("say either --queries FILE or --disagree SYS_A,SYS_B")
@@ -75,7 +76,7 @@ def cmd_casestudy(args: argparse.Namespace) -> int:
         qrels = ds.split_qrels(args.split)
         queries = {q: ds.queries[q] for q in qrels}
         runs = system_runs(pair, ds, queries, k=max(100, args.k), first_stage=args.first_stage, depth=args.depth,
-                           loader=lambda name, _ds: load(name, None, ()))
+                           loader=load)
         for row in disagreements(qrels, runs[0], runs[1], metric, args.top):
             why = f"{short(metric)}: {pair[0]} {row.a:.3f}, {pair[1]} {row.b:.3f} (delta {row.delta:+.3f})"
             picks.append((row.query_id, ds.display_query(row.query_id), why))

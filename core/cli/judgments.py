@@ -101,10 +101,10 @@ def compare_from_args(args: argparse.Namespace):
     ds = load_dataset(args.dataset)
     store = JudgmentStore(args.db, create=False) if args.labels != "dataset" else None
     labels = label_set(ds, store, args.labels, args.split, args.annotator)
-    from core.portable import ensure_cheap  # a missing BM25 index is built first (seconds), with a notice
+    from core.serving.runner import loader_for  # a missing BM25 index is built first (seconds), with a notice
 
     runs = system_runs(args.systems or [], ds, labels.queries, k=args.k, first_stage=args.first_stage, depth=args.depth,
-                       loader=lambda name, d: ensure_cheap(name, d, notice=lambda m: print(m, file=sys.stderr)))
+                       loader=loader_for(ds, notice=lambda m: print(m, file=sys.stderr)))
     stored = imported_runs(ds.name)
     for item in args.runs or []:
         runs.append(load_run_file(stored[item], item) if item in stored else load_run_file(item))

@@ -106,6 +106,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(tabulate([(r.system, r.state, f"{r.seconds:.1f}" if r.seconds else "-", r.error[:80]) for r in results],
                    headers=["system", "state", "seconds", "error"]))
     print(f"total {time.perf_counter() - start:.1f}s")
+    for r in results:
+        if r.state == "ready":
+            _say_below_reference(args.dataset, r.system, None, r.metrics)
     return 0 if all(r.state in ("ready", "unavailable") for r in results) else 1
 
 
@@ -149,7 +152,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise StudioError(f"training {args.system} failed: {status.error}")
     print(tabulate(sorted((k, v) for k, v in status.metrics.items() if not isinstance(v, (dict, list))),
                    headers=["metric", "value"], floatfmt=".4f"))
+    _say_below_reference(ds.name, args.system, args.variant, status.metrics)
     return 0
+
+
+def _say_below_reference(dataset_name: str, system: str, variant: str | None, metrics: dict | None) -> None:
+    """Print one line when a trained model ended below its untrained or zero-shot reference."""
+    from core.models_info import below_reference, training_log
+
+    line = below_reference(training_log(dataset_name, system, variant, metrics))
+    if line:
+        print(f"{system}{'@' + variant if variant else ''}: {line}")
 
 
 def _notice(message: str) -> None:
@@ -157,14 +170,13 @@ def _notice(message: str) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.analysis.evaluation import DEFAULT_METRICS, check_metrics, evaluate_run, read_trec_run, short, write_trec_run
-    from core.portable import ensure_cheap
+    from core.analysis.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
     from core.registry import parse_name
-    from core.retrieval.base import Retriever
+    from core.serving.runner import SystemChoice, loader_for, rank_many
 
     ds = load_dataset(args.dataset)
     qrels = ds.split_qrels(args.split)
-    queries = {q: ds.queries[q] for q in qrels}
+    queries = ds.in_form({q: ds.queries[q] for q in qrels}, args.query_form)
     metrics = check_metrics(args.metrics.split(",")) if args.metrics else list(DEFAULT_METRICS)
     if args.run:
         run = read_trec_run(args.run)
@@ -174,30 +186,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if not args.system:
             raise StudioError("say --system NAME or --run FILE")
         parsed = parse_name(args.system, args.variant)
-        options = _options(args.option)
-        if options:
-            from core.registry import load_system
-
-            system = load_system(str(parsed), ds, **options)
-        else:
-            system = ensure_cheap(str(parsed), ds, notice=_notice)
+        run_spec = SystemChoice(str(parsed), first_stage=args.first_stage, depth=args.depth,
+                                options=tuple(_options(args.option).items()))
+        load = loader_for(ds, notice=_notice)
+        load(run_spec.name, None, run_spec.options)  # load (and build a cheap index) before the clock starts
         bar = TqdmProgress(f"eval {parsed}")
         start = time.perf_counter()
-        if isinstance(system, Retriever):
-            rankings = system.search_many(queries, k=args.k, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
-        else:
-            candidates = _first_stage(ds, queries, args, bar)
-            rankings = system.rerank_many(queries, candidates, ds.corpus, progress=bar)
-        bar.close()
+        try:
+            rankings = rank_many(run_spec, ds, queries, k=args.k, progress=bar, load=load)
+        finally:
+            bar.close()
         seconds = time.perf_counter() - start
         name = str(parsed)
         run = rankings
         print(f"{len(queries):,} queries in {seconds:.1f}s ({1000 * seconds / max(1, len(queries)):.2f} ms/query)")
     _check_evaluable(qrels, rankings, args)
-    scores = evaluate_run(qrels, run, metrics)
+    result = evaluate_contract(qrels, run, metrics, queries=list(qrels), ties=args.ties, candidates=bool(ds.candidates))
     note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
-    print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries]{note}")
-    print(tabulate([[short(m), v] for m, v in scores.items()], headers=["metric", "value"], floatfmt=".4f"))
+    form = f", {args.query_form} queries" if ds.tokenized and not args.run else ""
+    print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries{form}]{note}")
+    other = "all" if result.headline == "answerable" else "answerable"
+    rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
+    print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
+    print(result.describe())
     if args.run_out and rankings is not None:
         print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
     return 0
@@ -232,30 +243,16 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _first_stage(ds, queries, args, bar):
-    """Candidates for a reranker: the dataset's candidate lists, or a first-stage system's top-k."""
-    from core.portable import ensure_cheap
-    from core.retrieval.base import Ranking
-
-    if ds.candidates:
-        return {q: Ranking("candidates", list(ds.candidates[q]), [0.0] * len(ds.candidates[q])) for q in queries}
-    first = ensure_cheap(args.first_stage, ds, notice=_notice)
-    return first.search_many(queries, k=args.depth, ignore_identical_ids=ds.ignore_identical_ids, progress=bar)
-
-
 def cmd_search(args: argparse.Namespace) -> int:
-    from core.data.candidates import rank
-    from core.portable import ensure_cheap
-    from core.registry import load_system, parse_name
-    from core.retrieval.base import Retriever
+    from core.registry import parse_name
+    from core.serving.runner import SystemChoice, loader_for, rank_one
 
     ds = load_dataset(args.dataset)
-    name = str(parse_name(args.system, args.variant))
-    options = _options(args.option)
-    system = load_system(name, ds, **options) if options else ensure_cheap(name, ds, notice=_notice)
-    if not ds.candidates and not isinstance(system, Retriever):
-        ensure_cheap(args.first_stage, ds, notice=_notice)  # a reranker's first stage (BM25: seconds)
-    ranking = rank(ds, system, args.query, args.k, first_stage=args.first_stage, depth=args.depth)
+    run_spec = SystemChoice(str(parse_name(args.system, args.variant)), first_stage=args.first_stage, depth=args.depth,
+                   options=tuple(_options(args.option).items()))
+    qid = args.query if args.query in ds.queries else None  # a dataset query by id, or typed text
+    text = ds.queries[qid] if qid else args.query
+    ranking = rank_one(run_spec, ds, text, args.k, query_id=qid, load=loader_for(ds, notice=_notice))
     rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
     print(tabulate(rows, headers=["rank", "id", "score", "text"]))
     print(f"{1000 * ranking.seconds:.1f} ms {ranking.stats or ''}")
@@ -313,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--option", action="append", help="system option key=value (e.g. nprobe=20, index=flat)")
     p.add_argument("--run-out", type=Path, help="write the run as a TREC file")
+    p.add_argument("--ties", choices=["trec_eval", "run_order"], default="trec_eval",
+                   help="score ties: trec_eval's order (score, then doc id descending) or the run's own order")
+    p.add_argument("--query-form", choices=["tokenized", "typed"], default="tokenized",
+                   help="dataset queries as stored (tokenized) or as people type them (typed: the display form)")
     p.set_defaults(func=cmd_eval)
 
     p = with_dataset(sub.add_parser("search", help="search one query (on candidate lists: a query id)"))

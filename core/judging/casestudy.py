@@ -33,9 +33,9 @@ from core.analysis.compare import Comparison, SystemChoice, rank_biased_overlap
 from core.analysis.evaluation import check_metrics, per_query
 from core.data.text import strip_control
 
-INDEXES = ("flat", "ivfpq", "ivf", "hnsw")
+INDEXES = ("auto", "flat", "ivfpq", "ivf", "hnsw")  # "auto" = each system's serving default (exact below 1M vectors)
 TREE_BRANCHING = (5, 8, 10)
-DENSE_SYSTEMS = ("densetrans", "sdml-cnn", "minilm")
+DENSE_SYSTEMS = ("densetrans", "sdml-cnn", "minilm", "dual-encoder", "glove-mean")
 NONE = "-"  # URL value of an explicitly empty system list
 _RANGES: dict[str, tuple[int, int, int]] = {  # field -> (min, max, step), the page's slider bounds
     "depth": (5, 100, 5),
@@ -90,15 +90,15 @@ class CompareState:
     depth: int = 20
     k: int = 10
     baseline: str | None = None
-    index: str = "ivfpq"
+    index: str = "auto"  # the systems' serving default, what the evaluation measured (issue 19)
     nprobe: int = 10
     ef_search: int = 64
-    beam: int = 20
-    tree_k: int = 8
+    beam: int | None = None  # None: the built tree's own beam and K (core.serving.loader.serving_defaults)
+    tree_k: int | None = None
 
     def choices(self) -> list[SystemChoice]:
         """The ``SystemChoice`` list this state runs (knobs applied where they matter)."""
-        dense: tuple[tuple[str, object], ...] = (("index", self.index),)
+        dense: tuple[tuple[str, object], ...] = () if self.index == "auto" else (("index", self.index),)
         if self.index.startswith("ivf"):
             dense += (("nprobe", self.nprobe),)
         if self.index == "hnsw":
@@ -107,7 +107,7 @@ class CompareState:
         for name in self.systems:
             opts: tuple[tuple[str, object], ...] = dense if name in DENSE_SYSTEMS else ()
             if name == "tree-bert":
-                opts = (("beam", self.beam), ("K", self.tree_k))
+                opts = tuple((key, value) for key, value in (("beam", self.beam), ("K", self.tree_k)) if value is not None)
             out.append(SystemChoice(name, options=opts))
         out += [SystemChoice(name, first_stage=self.first_stage, depth=self.depth) for name in self.rerankers]
         return out
@@ -207,7 +207,7 @@ class CompareState:
                 number = None
             if number is None or not lo <= number <= hi or (number - lo) % step:
                 notes.append(f"{_PARAM_NAMES[name]}={_show(raw)} is not an integer from {lo} to {hi}"
-                             f"{f' in steps of {step}' if step > 1 else ''}; using {getattr(default, name)}")
+                             f"{f' in steps of {step}' if step > 1 else ''}; using {_default_text(getattr(default, name))}")
             else:
                 values[name] = number
         raw = get("index")
@@ -222,7 +222,7 @@ class CompareState:
                 values["tree_k"] = int(raw)
             else:
                 notes.append(f"tree_k={_show(raw)} is not one of {', '.join(map(str, TREE_BRANCHING))}; "
-                             f"using {default.tree_k}")
+                             f"using {_default_text(default.tree_k)}")
 
         state = cls(**values)
         raw = get("baseline")
@@ -232,6 +232,10 @@ class CompareState:
             else:
                 notes.append(f"baseline {_show(raw)} is not one of the chosen systems; no baseline")
         return state, notes
+
+
+def _default_text(value: object) -> str:
+    return "the system's serving default" if value is None else str(value)
 
 
 def _getter(params: Mapping[str, Any]):

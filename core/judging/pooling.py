@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from core.data.datasets import Dataset
 from core.retrieval.base import Ranking
+from core.serving.loader import FIRST_STAGE
+from core.serving.runner import Loader, SystemChoice, rank_one
 
 
 @dataclass(frozen=True)
@@ -73,25 +75,11 @@ def available_systems(dataset: Dataset) -> list[str]:
     return names + [f"fusion@{v}" for v in built_variants(dataset) if v != DEFAULT_VARIANT]
 
 
-def system_top_ids(system, dataset: Dataset, query: str, k: int, query_id: str | None = None,  # noqa: ANN001
-                   first_stage=None, depth: int = 20) -> list[str]:  # noqa: ANN001
-    """Top-``k`` doc ids of one loaded system for one query (the query's own id dropped in QQP).
+def system_top_ids(name: str, dataset: Dataset, query: str, k: int, query_id: str | None = None,
+                   load: Loader | None = None) -> list[str]:
+    """Top-``k`` doc ids of system ``name`` for one query through the one runner (the query's own id
+    dropped in QQP; a reranker rescores BM25's top 20, or the query's own candidates)."""
+    from core.registry import get_spec
 
-    A reranker rescores the dataset's candidates for ``query_id`` or ``first_stage``'s top ``depth``.
-    """
-    from core.errors import StudioError
-    from core.retrieval.base import Reranker, Retriever
-
-    exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
-    if isinstance(system, Retriever):
-        return system.search(query, k, exclude=exclude).doc_ids
-    if isinstance(system, Reranker):
-        if dataset.candidates and query_id in dataset.candidates:
-            ids = list(dataset.candidates[query_id])
-            cands = Ranking("candidates", ids, [0.0] * len(ids))
-        elif first_stage is not None:
-            cands = first_stage.search(query, depth, exclude=exclude)
-        else:
-            raise StudioError(f"{system.name} is a reranker: it needs a first-stage system")
-        return system.rerank(query, cands, dataset.corpus, k=k).doc_ids
-    raise StudioError(f"not a system: {type(system).__name__}")
+    choice = SystemChoice(name, first_stage=FIRST_STAGE if get_spec(name).kind == "reranker" else None)
+    return rank_one(choice, dataset, query, k, query_id, load).doc_ids

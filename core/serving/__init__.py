@@ -1,0 +1,1 @@
+"""Serving: the one loader (system name -> system) and the one runner (system + query -> ranking)."""

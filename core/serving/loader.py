@@ -1,0 +1,147 @@
+"""The one loader: a system name and a dataset to a loaded system (issue 19).
+
+Every page, the CLI, the stored runs, pooling and bench/ load systems through :func:`load`:
+
+- ``SYSTEM`` / ``SYSTEM@VARIANT``: the registered system (``core.registry``) built on the dataset; a
+  missing cheap index (BM25, glove-mean: seconds) is built first with a one-line ``notice``;
+- ``SYSTEM[@VARIANT]@TRAINED_ON``: a model trained on another dataset applied zero-shot
+  (``core.portable`` keeps where it was trained and the cached target vectors);
+- on a candidate-list dataset every system comes back as a ``Reranker`` of each query's own candidates.
+
+:func:`serving_defaults` says how a system serves when nothing is asked (index, tree beam and K, a
+reranker's first stage and depth): the numbers in BENCHMARKS.md are measured with exactly these, and
+Compare's knobs start from them.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
+from core.data.datasets import Dataset, load_dataset
+from core.errors import StudioError
+from core.portable import (CHEAP, FLAT_BELOW, check_source, portable_folder, prepare_command)
+from core.registry import SystemName, get_spec, needs_training, parse_name, supports, system_module
+from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
+
+FIRST_STAGE = "bm25"  # a reranker's default first stage (the build's stored runs use it too)
+RERANK_DEPTH = 20  # and its default depth (FRM paper: top 20 of BM25)
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """How a system serves when a caller asks for nothing else."""
+
+    index: str | None = None  # faiss preset of a dense retriever ("auto" = exact below 1M vectors)
+    beam: int | None = None  # tree-bert: beam width (saved with the tree)
+    tree_k: int | None = None  # tree-bert: branching factor K (saved with the tree)
+    first_stage: str | None = None  # reranker: its first stage
+    depth: int | None = None  # reranker: how many first-stage hits it rescores
+
+
+def serving_defaults(name: str, dataset: Dataset | None = None) -> ServingDefaults:
+    """The serving defaults of ``name`` (the tree's saved beam and K when ``dataset`` has one built)."""
+    spec = get_spec(name)
+    if spec.kind == "reranker":
+        return ServingDefaults(first_stage=FIRST_STAGE, depth=RERANK_DEPTH)
+    module = system_module(spec.name)
+    if spec.name == "tree-bert":
+        from core.retrieval.tree import TreeBertConfig, saved_config
+
+        cfg = (saved_config(dataset) if dataset is not None else None) or TreeBertConfig()
+        return ServingDefaults(beam=cfg.beam, tree_k=cfg.branching)
+    return ServingDefaults(index=getattr(module, "DEFAULT_INDEX", None))
+
+
+def load(name: str, dataset: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress,
+         notice: Callable[[str], None] | None = None, **options) -> Retriever | Reranker:
+    """Load ``name`` (``SYSTEM[@VARIANT][@TRAINED_ON]``) for ``dataset`` (see the module docstring).
+
+    ``options`` go to the system's own ``load`` (``index``, ``search_params``, ``beam``, ``K``...);
+    a missing artifact raises ``MissingArtifactError`` naming the command that builds it.
+    """
+    parsed = parse_name(name, variant)
+    spec = get_spec(parsed.system)
+    if not supports(spec, dataset):
+        raise StudioError(f"{parsed.system} searches a whole collection (a tree over it); {dataset.name} is "
+                          "candidate lists, where each question ranks its own candidates")
+    if parsed.trained_on == dataset.name:
+        parsed = SystemName(parsed.system, parsed.variant)
+    if parsed.trained_on is None:
+        _build_cheap(parsed, dataset, notice, options)
+        if dataset.candidates and not needs_training(spec, parsed.variant):
+            return _untrained_on_candidates(parsed, dataset, progress, **options)
+        module = system_module(parsed.system)
+        if parsed.system == "fusion":  # a fusion's parts come through this loader too
+            options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
+        system = module.load(dataset, variant=parsed.variant, **options)
+        return pair_scorer(system, dataset, system.name, progress) if dataset.candidates else system
+    check_source(parsed)
+    base = system_module(parsed.system).load(load_dataset(parsed.trained_on), variant=parsed.variant, **options)
+    if isinstance(base, Reranker):
+        base.name = str(parsed)
+        return base
+    if dataset.candidates:
+        return pair_scorer(base, dataset, str(parsed), progress)
+    return _portable_retriever(parsed, base, dataset, progress)
+
+
+def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict) -> None:
+    """Build a missing cheap index (BM25, glove-mean: seconds on a user collection) with a one-line notice."""
+    in_memory = dataset.candidates and name.system == "bm25"  # BM25PairScorer indexes the candidates itself
+    if name.system not in CHEAP or options or in_memory:
+        return
+    module = system_module(name.system)
+    if not module.is_built(dataset, variant=name.variant):
+        if notice is not None:
+            notice(f"note: building the {name.system} index for {dataset.name} first "
+                   f"({len(dataset.corpus):,} texts, a few seconds)")
+        module.build(dataset, variant=name.variant)
+
+
+def _untrained_on_candidates(name: SystemName, target: Dataset, progress: ProgressFn, **options) -> Reranker:
+    if name.system == "bm25":
+        return BM25PairScorer(target.corpus)
+    module = system_module(name.system)
+    load_encoder = getattr(module, "load_encoder", None)
+    if load_encoder is not None:  # pre-trained encoders need no index over candidate lists
+        return EncoderPairScorer(load_encoder(target, name.variant), target.corpus, str(name), "ip", progress)
+    return pair_scorer(module.load(target, variant=name.variant, **options), target, str(name), progress)
+
+
+def _portable_retriever(name: SystemName, base, target: Dataset, progress: ProgressFn = _no_progress) -> Retriever:
+    """``base``'s encoder over the target collection: vectors + index built once, then cached."""
+    from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
+    from core.retrieval.indexing import IndexSpec
+
+    encoder = getattr(base, "encoder", None)
+    if encoder is None:
+        raise StudioError(f"{name.system} cannot be applied to another collection (it has no encoder)")
+    metric = getattr(getattr(base, "spec", None), "metric", "ip")
+    preset = "flat" if len(target.corpus) < FLAT_BELOW else "hnsw"
+    folder = portable_folder(name, target)
+    args = (folder, encoder, target.corpus, lambda n, d: IndexSpec.from_preset(preset, n, d, metric=metric), preset,
+            f"the vectors of {target.name} for {name}", prepare_command(name, target.name))
+    from core.errors import MissingArtifactError
+
+    try:
+        vectors, index, spec, _ = stored_vectors_and_index(*args, progress=progress, normalize=metric != "l2")
+    except MissingArtifactError:  # stale or corrupt cache (the collection changed): rebuild it
+        vectors, index, spec, _ = stored_vectors_and_index(*args, progress=progress, normalize=metric != "l2",
+                                                           fresh=True)
+    (folder / "model.json").write_text(json.dumps({"system": str(name), "target": target.name,
+                                                   "encoder": encoder.encoder_id, "count": len(vectors)}),
+                                       encoding="utf-8")
+    cls = type(base) if isinstance(base, DenseRetriever) else DenseRetriever
+    return cls(str(name), encoder, list(target.corpus), index, spec, vectors, list(target.corpus.values()))
+
+
+def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> dict:
+    """Build (or reuse) what ``name`` needs on ``target``: the portable vectors and index, with progress."""
+    start = time.perf_counter()
+    system = load(name, target, progress=progress)
+    progress(1.0, f"{name} ready on {target.name}")
+    return {"system": system.name, "target": target.name, "seconds": time.perf_counter() - start,
+            "texts": len(target.corpus)}

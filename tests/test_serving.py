@@ -1,0 +1,181 @@
+"""Serve what was measured (issue 19): one text pipeline, one loader, one runner.
+
+- the pipeline gives raw and CoreNLP-tokenized text the same tokens, and an artifact built with another
+  pipeline version is refused with one line (and counts as not built);
+- an imported raw-text dataset is tokenized like the bundled CoreNLP text, queries and documents alike;
+- Compare's default ranking of a query equals ``python -m core search`` for the same query and system;
+- the loader, the runner and the data modules import no circle (function-level imports included);
+- the typed-vs-tokenized top-10 of every registered system: tests/test_robustness.py (built systems).
+"""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, TINY_DATA, run_main
+
+
+# ----------------------------------------------------------------------------- the text pipeline
+@pytest.mark.parametrize("typed, tokenized", [
+    ("How can I stop my depression?", "How can I stop my depression ?"),
+    ("Why don't cats like water?", "Why do n't cats like water ?"),
+    ("What's Python's GIL?", "What 's Python 's GIL ?"),
+    ("I can't sleep. Why?", "I ca n't sleep . Why ?"),
+    ('What does "carpe diem" mean?', "What does `` carpe diem '' mean ?"),
+    ("Is C++ (the language) hard?", "Is C++ -LRB- the language -RRB- hard ?"),
+])
+def test_pipeline_gives_typed_and_tokenized_text_the_same_tokens(typed, tokenized):
+    from core.data.pipeline import terms, tokens
+    from core.data.text import display_form
+
+    assert tokens(typed) == tokens(tokenized)
+    assert terms(typed) == terms(tokenized)
+    assert tokens(display_form(tokenized)) == tokens(tokenized)
+    assert "?" not in terms(typed) and all(t == t.lower() for t in tokens(typed))
+
+
+def test_pipeline_splits_what_whitespace_did_not():
+    from core.data.pipeline import terms, tokens
+    from core.data.tokenizers import words
+
+    assert tokens("How can I stop my depression?")[-2:] == ["depression", "?"]  # not "depression?"
+    assert words("Don't STOP!") == ["do", "n't", "stop", "!"]
+    assert terms("Hello, World!", lower=False) == ["Hello", "World"]
+
+
+def test_artifact_from_another_pipeline_is_refused_with_one_line(tiny_data, fresh_var):
+    from core.data.datasets import load_dataset
+    from core.data.pipeline import PIPELINE_VERSION
+    from core.errors import MissingArtifactError, describe_error
+    from core.registry import system_dir
+    from core.retrieval import bm25, wordmean
+
+    ds = load_dataset("qqp-bimpm")
+    bm25.build(ds)
+    wordmean.build(ds)
+    assert bm25.is_built(ds) and wordmean.is_built(ds)
+    for system, name in ((bm25, "bm25/config.json"), (wordmean, "glove-mean/vocab.json")):
+        path = system_dir(ds.name, name.split("/")[0]) / name.split("/")[1]
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["text_pipeline"] = "whitespace-v0"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        assert not system.is_built(ds)  # the build rebuilds it
+        with pytest.raises(MissingArtifactError) as err:
+            system.load(ds)
+        line = describe_error(err.value)
+        assert "\n" not in line and "whitespace-v0" in line and PIPELINE_VERSION in line
+        assert "python -m core train --system" in line
+
+
+def test_imported_raw_text_is_tokenized_like_the_bundled_text(tiny_data, fresh_var, tmp_path):
+    """The tiny QQP fixture written as people type it (display forms), imported as a pairs TSV: BM25 and
+    glove-mean see the same tokens as on the bundled CoreNLP text, so both rank alike."""
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
+    from core.data.text import display_form
+    from core.serving.runner import SystemChoice, rank_one
+
+    raw = tmp_path / "raw_pairs.tsv"
+    rows = []
+    for split in ("dev", "test"):
+        for line in (TINY_DATA / "qqp-bimpm" / f"{split}.tsv").read_text(encoding="utf-8").splitlines():
+            label, q1, q2, _pid = line.split("\t")
+            rows.append(f"{label}\t{display_form(q1)}\t{display_form(q2)}")
+    raw.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    bundled = load_dataset("qqp-bimpm")
+    imported = load_dataset(import_dataset("pairs", raw, "rawqqp"))
+    assert not imported.tokenized or imported.corpus != bundled.corpus
+    by_text = {display_form(t): d for d, t in bundled.corpus.items()}
+    to_bundled = {d: by_text[t] for d, t in imported.corpus.items()}  # raw doc -> the same question, tokenized
+    for name in ("bm25", "glove-mean"):
+        for query in ("How can I stop my depression?", "Why don't people like Python's whitespace?"):
+            a = rank_one(SystemChoice(name), bundled, query, 10)
+            b = rank_one(SystemChoice(name), imported, query, 10)
+            assert [to_bundled[d] for d in b.doc_ids] == a.doc_ids, (name, query)
+            assert b.scores == pytest.approx(a.scores, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------- one runner
+@pytest.mark.parametrize("query", ["How can I stop my depression?", "q00008"])
+def test_compare_default_ranking_equals_cli_search(built, query):
+    """The page's engine with the page's default state gives exactly ``python -m core search``'s ranking."""
+    from core.analysis.compare import compare
+    from core.data.datasets import load_dataset
+    from core.judging.casestudy import CompareState
+    from core.serving.runner import loader_for
+
+    ds = load_dataset("qqp-bimpm")
+    assert query in ds.queries or " " in query
+    for name in ("bm25", "glove-mean"):
+        qid = query if query in ds.queries else None
+        text = ds.display_query(qid) if qid else query  # the page shows a dataset query in its display form
+        state = CompareState("qqp-bimpm", text, qid, systems=(name,))
+        assert state.index == "auto" and state.choices()[0].options == ()  # the systems' serving defaults
+        result = compare(ds, text, state.choices(), loader_for(ds), k=10, query_id=qid)
+        (column,) = result.results
+        assert column.ok, column.error
+        code, out, _err = run_main("search", "--system", name, "-k", "10", query)
+        assert code == 0
+        cli_ids = [line.split()[1] for line in out.splitlines()[2:] if line.split() and line.split()[0].isdigit()]
+        assert column.ranking.doc_ids == cli_ids and len(cli_ids) == 10
+
+
+# ----------------------------------------------------------------------------- no import circle
+SERVING_MODULES = ("core/serving/loader.py", "core/serving/runner.py")
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at module level or inside functions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_loader_runner_and_data_modules_import_no_circle():
+    files = [ROOT / p for p in SERVING_MODULES] + sorted((ROOT / "core" / "data").glob("*.py")) + [
+        ROOT / "core" / "registry.py", ROOT / "core" / "portable.py"]
+    names = {_module_name(f): f for f in files}
+    graph = {name: {m for m in _imports(path) if m in names and m != name} for name, path in names.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph[start]:
+            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
+                return True
+        return False
+
+    circles = [name for name in graph if reaches(name, name, set())]
+    assert circles == [], f"import circles through {circles}"
+    assert "core.serving.loader" in graph["core.serving.runner"]  # the runner loads through the loader
+
+
+def test_the_old_second_paths_are_gone():
+    """The run-a-system logic exists once: no module outside core.serving ranks through its own copy."""
+    from core import registry
+    from core.analysis import compare, error_analysis
+    from core.data import candidates
+
+    assert not hasattr(registry, "load_system") and not hasattr(candidates, "rank")
+    assert not hasattr(compare, "run_system") and not hasattr(error_analysis, "run_system")
+    import core.portable as portable
+
+    assert not hasattr(portable, "load_named") and not hasattr(portable, "ensure_cheap")
+
+
+def test_the_server_watches_no_files():
+    """Issue 19: the build writing var/ flooded the server's file watcher (951 inotify overflow lines)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["fileWatcherType"] == "none"
