@@ -48,7 +48,10 @@ def main() -> int:
     if task == "compare":
         cmp = _module("core.analysis.compare", "core.compare")
         SystemChoice, compare = cmp.SystemChoice, cmp.compare
-        from core.serving.loader import load as load_system
+        try:  # the one loader (issue 19); older trees: core.registry.load_system
+            from core.serving.loader import load as load_system
+        except ModuleNotFoundError:
+            from core.registry import load_system
 
         cache: dict = {}
 
@@ -58,9 +61,18 @@ def main() -> int:
                 cache[key] = load_system(name, ds, variant=variant, **dict(options))
             return cache[key]
 
-        choices = [SystemChoice(c["name"], variant=c.get("variant"), options=tuple(tuple(o) for o in c.get("options", ())),
-                                first_stage=c.get("first_stage"), depth=c.get("depth", 20))
-                   for c in args["choices"]]
+        if args.get("page_defaults"):  # the Compare page's own default state in this tree (index, tree knobs)
+            from core.judging.casestudy import CompareState
+
+            names = [c["name"] for c in args["choices"]]
+            state = CompareState(ds.name, systems=tuple(n for n in names if n != "frm"),
+                                 rerankers=tuple(n for n in names if n == "frm"))
+            choices = state.choices()
+        else:
+            choices = [SystemChoice(c["name"], variant=c.get("variant"),
+                                    options=tuple(tuple(o) for o in c.get("options", ())),
+                                    first_stage=c.get("first_stage"), depth=c.get("depth", 20))
+                       for c in args["choices"]]
         qids = sorted(ds.queries)
         pick = [qids[i] for i in rng.choice(len(qids), size=args["n"] + 2, replace=False)]
         for q in pick[:2]:
@@ -77,7 +89,7 @@ def main() -> int:
                 else:
                     errors[r.choice.label] = (r.error or "")[:200]
         out = {"seconds": secs, "per_system_p50_ms": {k: 1000 * float(np.median(v)) for k, v in per.items()},
-               "errors": errors}
+               "errors": errors, "choices": [[c.label, list(c.options)] for c in choices]}
     elif task == "encode":
         import torch
 

@@ -579,7 +579,9 @@ def _commit(root: str) -> str:
 def section_ab(s: Settings, ds, baseline: str, baseline_var: str | None = None) -> dict:
     """Today's code (a git worktree at ``baseline``) against this checkout, in one run on the same machine.
 
-    Each measurement runs in a fresh process per tree, the two trees alternating (base, new, base,
+    The Compare query runs with each tree's own page defaults (``CompareState().choices()``: today's ivfpq
+    nprobe 10 and tree K 8 against the systems' serving defaults, exact). Each measurement runs in a fresh
+    process per tree, the two trees alternating (base, new, base,
     new, ...) so that a change of the machine's load hits both sides alike; the ratio is of the
     medians over rounds. Same sampled queries/questions, same choices (the Compare page with the five
     first stages and FRM on BM25's top 20; each query removed from its own ranking). Same artifacts
@@ -608,7 +610,7 @@ def section_ab(s: Settings, ds, baseline: str, baseline_var: str | None = None) 
         out["encode"]["new_int8"].append(res)
         for side, root in (("base", base_root), ("new", new_root)):
             res = _child(root, "compare", {"dataset": ds.name, "n": s.pick(10, 40), "seed": 30 + r,
-                                           "choices": choices}, env=env_of[side])
+                                           "choices": choices, "page_defaults": True}, env=env_of[side])
             if "seconds" in res:
                 res = {**percentiles(res.pop("seconds")), **res}
             out["compare"][side].append(res)
