@@ -40,6 +40,7 @@ class SystemSpec:
     pair_scoring: bool = True  # can score a query's own candidate list (False: tree search over a collection)
     trained_variants: tuple[str, ...] = ()  # variants of an untrained ("*") system that are trained
     variant_pattern: str = ""  # variants not listed that are valid too (regex; core.retrieval.fusion's PART+PART:METHOD)
+    minilm_derived: bool = False  # built on all-MiniLM-L6-v2, pre-trained on data that includes Quora duplicates
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -49,7 +50,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("minilm", "retriever", "MiniLM bi-encoder (compute-all)", "core.retrieval.bert",
                "tree-search-bert-guo.md §3.2 (representation-based, compute-all cosine)",
                variants=("cls", "mean", "max", "finetuned"), datasets=("*",), trained_variants=("finetuned",),
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"),
+               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
     SystemSpec("glove-mean", "retriever", "GloVe mean (untrained reference)", "core.retrieval.wordmean",
                "issue 12 reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
                note="untrained starting point that DenseTrans and dual-encoder must beat"),
@@ -59,7 +60,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
                pair_scoring=False,
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"),
+               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
                variants=("full", "-TopDense", "-AllDense", "+Concat")),
@@ -74,21 +75,38 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split"),
     SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
                "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
-               datasets=("*",), note="untrained reference the cross-encoder must beat"),
+               datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
-               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level")),
+               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level"), minilm_derived=True),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features",),
                datasets=("qqp-bimpm", "trecqa")),
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
-               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)"),
+               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True),
     SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
-               note="slow by nature: per-query budget of pair scorings", pair_scoring=False),
+               note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True),
 )
 _BY_NAME = {s.name: s for s in SYSTEMS}
+
+
+QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
+
+
+def contamination_note(name: str, dataset_name: str) -> str | None:
+    """The Quora-contamination note for a MiniLM-derived system (a fusion with a MiniLM part too) on a
+    Quora dataset, else None: its QQP numbers are not zero-shot."""
+    system, _, variant = name.partition("@")
+    spec = _BY_NAME.get(system)
+    if spec is None or "qqp" not in dataset_name.lower():
+        return None
+    derived = spec.minilm_derived
+    if spec.variant_pattern:  # a fusion: any MiniLM-derived part (the default variant is the first listed)
+        parts = (variant or spec.variants[0]).split(":")[0].split("+")
+        derived = any(_BY_NAME[p].minilm_derived for p in parts if p in _BY_NAME)
+    return f"{name}: {QUORA_NOTE} (its QQP numbers are not zero-shot)" if derived else None
 
 
 def list_systems(kind: str | None = None) -> list[SystemSpec]:

@@ -41,6 +41,7 @@ from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
+from core.registry import contamination_note
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -147,6 +148,9 @@ st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Te
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
 st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
+for name in chosen:
+    if (note := contamination_note(name, ds.name)):
+        st.caption(f"⚠️ {note}")
 sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
 live = [n for n, state in sources.items() if state != "fresh" or query_form == "typed"]
 st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run): {', '.join(live)}" if live else "")

@@ -179,3 +179,16 @@ def test_the_server_watches_no_files():
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["fileWatcherType"] == "none"
+
+
+def test_every_minilm_derived_system_carries_the_quora_note():
+    """Issue 20 item 8: all-MiniLM-L6-v2 saw Quora duplicates; every system built on it says so on QQP."""
+    from core.registry import contamination_note, list_systems
+
+    derived = {s.name for s in list_systems() if s.minilm_derived}
+    assert derived == {"minilm", "tree-bert", "minilm-pairs", "frm", "cross-encoder", "tree-bert-cross"}
+    for name in [*derived, "fusion", "fusion@bm25+minilm:rrf"]:
+        assert "Quora duplicates" in contamination_note(name, "qqp-bimpm")
+    for name in ("bm25", "densetrans", "fusion@bm25+densetrans:rrf"):
+        assert contamination_note(name, "qqp-bimpm") is None
+    assert contamination_note("minilm", "trecqa") is None

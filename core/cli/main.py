@@ -209,6 +209,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
     print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
     print(result.describe())
+    from core.registry import contamination_note
+
+    if not args.run and (note := contamination_note(name, ds.name)):
+        print(f"note: {note}")
     if args.run_out and rankings is not None:
         print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
     return 0
