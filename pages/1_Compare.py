@@ -1,6 +1,7 @@
 """Compare: several systems side by side on one query (layout only; logic in core.analysis.compare)."""
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 
@@ -37,6 +38,7 @@ from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
+MILVUS_SERVABLE = ("bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "sdml-cnn")
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank)", "combsum": "CombSUM (min-max)", "wsum": "weighted sum (min-max)"}
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
@@ -145,11 +147,18 @@ with st.sidebar:
                                     help="two or more: adds a fused column (ranx fuse of each part's top 100)")
         fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",
                                    format_func=FUSION_LABELS.get)
+    milvus_uri = os.environ.get("QRS_MILVUS_URI", "")
+    on_milvus = st.toggle("Also serve from Milvus", key="compare.milvus", disabled=not milvus_uri,
+                          help=f"a second column per first stage (BM25 and the bi-encoders) served from {milvus_uri}"
+                          if milvus_uri else "set QRS_MILVUS_URI to a Milvus server or cluster (README: Scale: Milvus)")
 
 state = CompareState(ds_name, typed, qid, tuple(chosen), tuple(chosen_rr), first_stage, depth, k, None, ann, nprobe,
                      ef, None if beam == tree_defaults.beam else beam,
                      None if branching == tree_defaults.tree_k else branching)
 choices = state.choices()
+if on_milvus and milvus_uri:  # Milvus-served columns beside the faiss-served ones (issue 22)
+    choices += [SystemChoice(c.name, c.variant, options=(("backend", "milvus"),)) for c in state.choices()
+                if not c.first_stage and c.name in MILVUS_SERVABLE]
 labels = [c.label for c in choices]  # baselines: the chosen systems (the fused column is compared against them)
 fused = f"{'+'.join(fuse_parts)}:{fuse_method}" if len(fuse_parts) >= 2 else None
 if fused:

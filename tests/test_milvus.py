@@ -319,3 +319,30 @@ def test_streamed_import_resumes_after_kill(tmp_path, milvus_uri):
     assert all(len(r.doc_ids) == 5 and q not in r.doc_ids for q, r in rankings.items())
     hits = served.retrieve(["how to learn python"], 230)
     assert sorted(hits.ids[0]) == sorted(f"doc-{i}" for i in range(230))
+
+
+def test_cli_search_on_milvus_ranks_like_the_faiss_default(tiny_data, fresh_var, milvus_uri, monkeypatch):
+    """Issue 22: ``QRS_MILVUS_URI=... python -m core search --system S --backend milvus`` ranks like faiss,
+    through the one loader and runner; Compare labels a Milvus-served column apart from the faiss one."""
+    from core.data.datasets import load_dataset
+    from core.retrieval import bm25, wordmean
+    from core.serving.runner import SystemChoice
+    from tests.conftest import run_main
+
+    monkeypatch.setenv("QRS_MILVUS_URI", milvus_uri)
+    ds = load_dataset("qqp-bimpm")
+    bm25.build(ds)
+    wordmean.build(ds)
+    for name in ("glove-mean", "bm25"):
+        outs = []
+        for extra in ((), ("--backend", "milvus")):
+            code, out, err = run_main("search", "--system", name, "-k", "10", *extra, "How can I stop my depression?")
+            assert code == 0, err
+            rows = [line.split() for line in out.splitlines()[2:] if line.split() and line.split()[0].isdigit()]
+            outs.append([(r[1], round(float(r[2]), 3)) for r in rows])
+        assert [s for _, s in outs[0]] == [s for _, s in outs[1]]  # same scores rank for rank (ties may swap)
+        assert sum(a == b for a, b in zip(*outs)) >= 8
+        assert "served by Milvus" in out and milvus_uri in out
+    assert SystemChoice("glove-mean", options=(("backend", "milvus"),)).label == "glove-mean [milvus]"
+    code, _out, err = run_main("search", "--system", "frm", "--backend", "milvus", "why?")
+    assert code == 2 and len(err.strip().splitlines()) == 1

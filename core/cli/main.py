@@ -187,7 +187,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise StudioError("say --system NAME or --run FILE")
         parsed = parse_name(args.system, args.variant)
         run_spec = SystemChoice(str(parsed), first_stage=args.first_stage, depth=args.depth,
-                                options=tuple(_options(args.option).items()))
+                                options=tuple({**_options(args.option), **_backend(args)}.items()))
         load = loader_for(ds, notice=_notice)
         load(run_spec.name, None, run_spec.options)  # load (and build a cheap index) before the clock starts
         bar = TqdmProgress(f"eval {parsed}")
@@ -247,19 +247,30 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _backend(args: argparse.Namespace) -> dict:
+    """``--backend milvus [--milvus-index hnsw]`` as loader options (nothing for the default faiss)."""
+    if not args.backend or args.backend == "faiss":
+        return {}
+    return {"backend": args.backend, "milvus_index": args.milvus_index}
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from core.registry import parse_name
     from core.serving.runner import SystemChoice, loader_for, rank_one
 
     ds = load_dataset(args.dataset)
     run_spec = SystemChoice(str(parse_name(args.system, args.variant)), first_stage=args.first_stage, depth=args.depth,
-                   options=tuple(_options(args.option).items()))
+                            options=tuple({**_options(args.option), **_backend(args)}.items()))
     qid = args.query if args.query in ds.queries else None  # a dataset query by id, or typed text
     text = ds.queries[qid] if qid else args.query
-    ranking = rank_one(run_spec, ds, text, args.k, query_id=qid, load=loader_for(ds, notice=_notice))
+    load = loader_for(ds, notice=_notice)
+    ranking = rank_one(run_spec, ds, text, args.k, query_id=qid, load=load)
     rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
     print(tabulate(rows, headers=["rank", "id", "score", "text"]))
     print(f"{1000 * ranking.seconds:.1f} ms {ranking.stats or ''}")
+    served = getattr(load(run_spec.name, None, run_spec.options), "describe", None)
+    if callable(served) and args.backend == "milvus":
+        print(f"served by Milvus: {served()}")
     return 0
 
 
@@ -314,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--option", action="append", help="system option key=value (e.g. nprobe=20, index=flat)")
     p.add_argument("--run-out", type=Path, help="write the run as a TREC file")
+    p.add_argument("--backend", choices=["faiss", "milvus"], default=None,
+                   help="serve the first stage from Milvus (QRS_MILVUS_URI; default: QRS_BACKEND or faiss)")
+    p.add_argument("--milvus-index", choices=["flat", "hnsw"], default="flat", help="Milvus index (flat = exact)")
     p.add_argument("--ties", choices=["trec_eval", "run_order"], default="trec_eval",
                    help="score ties: trec_eval's order (score, then doc id descending) or the run's own order")
     p.add_argument("--query-form", choices=["tokenized", "typed"], default="tokenized",
@@ -327,6 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-stage", default="bm25")
     p.add_argument("--depth", type=_positive_int, default=20)
     p.add_argument("--option", action="append")
+
+    p.add_argument("--backend", choices=["faiss", "milvus"], default=None,
+                   help="serve the first stage from Milvus (QRS_MILVUS_URI; default: QRS_BACKEND or faiss)")
+    p.add_argument("--milvus-index", choices=["flat", "hnsw"], default="flat", help="Milvus index (flat = exact)")
     p.add_argument("query")
     p.set_defaults(func=cmd_search)
 

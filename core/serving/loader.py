@@ -26,6 +26,8 @@ from core.portable import (CHEAP, FLAT_BELOW, check_source, portable_folder, pre
 from core.registry import SystemName, get_spec, needs_training, parse_name, supports, system_module
 from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
 
+BACKENDS = ("faiss", "milvus")  # where a first stage's index is served: in process, or a Milvus server/cluster
+BACKEND_ENV = "QRS_BACKEND"  # the default backend ("faiss"); Milvus needs QRS_MILVUS_URI (core.retrieval.milvus)
 FIRST_STAGE = "bm25"  # a reranker's default first stage (the build's stored runs use it too)
 RERANK_DEPTH = 20  # and its default depth (FRM paper: top 20 of BM25)
 
@@ -61,7 +63,35 @@ def load(name: str, dataset: Dataset, variant: str | None = None, progress: Prog
 
     ``options`` go to the system's own ``load`` (``index``, ``search_params``, ``beam``, ``K``...);
     a missing artifact raises ``MissingArtifactError`` naming the command that builds it.
+    ``backend="milvus"`` (or ``QRS_BACKEND=milvus``) serves a bi-encoder's vectors or BM25's weights from the
+    Milvus at ``QRS_MILVUS_URI`` (``milvus_index``: ``flat`` exact, or ``hnsw``), same ranking code after.
     """
+    import os
+
+    backend = str(options.pop("backend", None) or os.environ.get(BACKEND_ENV) or "faiss")
+    milvus_index = str(options.pop("milvus_index", "flat"))
+    if backend not in BACKENDS:
+        from core.errors import UnknownNameError
+
+        raise UnknownNameError("backend", backend, list(BACKENDS))
+    system = _load(name, dataset, variant, progress, notice, **options)
+    if backend == "milvus" and not dataset.candidates:
+        return _on_milvus(system, dataset, milvus_index, progress)
+    return system
+
+
+def _on_milvus(system, dataset: Dataset, index: str, progress: ProgressFn) -> Retriever:
+    """The loaded first stage served from Milvus (core.retrieval.milvus): its own vectors or BM25 weights,
+    in a collection named by (system, dataset, fingerprint), written once and swapped in atomically."""
+    from core.retrieval.milvus import milvus_retriever
+
+    if not isinstance(system, Retriever):
+        raise StudioError(f"{system.name} is a reranker: only first stages (bi-encoders, BM25) are served from Milvus")
+    return milvus_retriever(system, dataset.name, index=index, progress=progress)
+
+
+def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn,
+          notice: Callable[[str], None] | None, **options) -> Retriever | Reranker:
     parsed = parse_name(name, variant)
     spec = get_spec(parsed.system)
     if not supports(spec, dataset):

@@ -41,7 +41,11 @@ class SystemChoice:
 
     @property
     def label(self) -> str:
+        """The column name: ``name[@variant]``, ``[milvus]`` when served from Milvus, ``← first stage`` for rerankers."""
         base = self.name + (f"@{self.variant}" if self.variant else "")
+        backend = dict(self.options).get("backend")
+        if backend and backend != "faiss":
+            base += f" [{backend}]"
         return f"{base} ← {self.first_stage}" if self.first_stage else base
 
 
