@@ -41,6 +41,7 @@ class SystemSpec:
     trained_variants: tuple[str, ...] = ()  # variants of an untrained ("*") system that are trained
     variant_pattern: str = ""  # variants not listed that are valid too (regex; core.retrieval.fusion's PART+PART:METHOD)
     minilm_derived: bool = False  # built on all-MiniLM-L6-v2, pre-trained on data that includes Quora duplicates
+    deviation: str = ""  # how the default (quick) build differs from the paper's recipe: said where results are shown
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -63,10 +64,12 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
-               variants=("full", "-TopDense", "-AllDense", "+Concat")),
+               variants=("full", "-TopDense", "-AllDense", "+Concat"),
+               deviation="project recipe, not the paper's: mean pooling + dropout 0.2, τ 0.05, d 60 on GloVe 6B-50d, 600-step cap (paper: [CLS], τ 1 i.e. raw cosine, d 300 FastText; `--profile paper`)"),
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
-               variants=("sdml", "tl-euc", "tl-ssd")),
+               variants=("sdml", "tl-euc", "tl-ssd"),
+               deviation="project recipe: GloVe 6B-50d input embeddings over every collection word, 450-step cap (paper: random 300-d embeddings, 50k words + hash bins; `--profile paper`); trained on 7,894 pairs (paper: 219k)"),
     SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.retrieval.fusion",
                "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
                variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
@@ -78,13 +81,15 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
-               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level"), minilm_derived=True),
+               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level"), minilm_derived=True,
+               deviation='project recipe: Eq. (18) plus a keyword-agreement loss that is not in the paper (weight 1), frozen MiniLM, 3 epochs (paper: no such loss, fine-tuned encoder; `--profile paper`)'),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features",),
                datasets=("qqp-bimpm", "trecqa")),
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
-               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True),
+               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
+               deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`)'),
     SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
                note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True),
@@ -107,6 +112,12 @@ def contamination_note(name: str, dataset_name: str) -> str | None:
         parts = (variant or spec.variants[0]).split(":")[0].split("+")
         derived = any(_BY_NAME[p].minilm_derived for p in parts if p in _BY_NAME)
     return f"{name}: {QUORA_NOTE} (its QQP numbers are not zero-shot)" if derived else None
+
+
+def deviation_note(name: str) -> str | None:
+    """How the default build of ``name`` differs from its paper's recipe (None when it follows it)."""
+    spec = _BY_NAME.get(name.partition("@")[0])
+    return f"{name}: {spec.deviation}" if spec and spec.deviation else None
 
 
 def list_systems(kind: str | None = None) -> list[SystemSpec]:

@@ -41,7 +41,7 @@ from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
-from core.registry import contamination_note
+from core.registry import contamination_note, deviation_note
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -149,7 +149,7 @@ st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Te
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
 st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
 for name in chosen:
-    if (note := contamination_note(name, ds.name)):
+    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name))):
         st.caption(f"⚠️ {note}")
 sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
 live = [n for n, state in sources.items() if state != "fresh" or query_form == "typed"]

@@ -19,7 +19,7 @@ from core.models_info import (
     system_config,
     training_log,
 )
-from core.registry import contamination_note, list_systems, supports
+from core.registry import contamination_note, deviation_note, list_systems, supports
 from core.portable import listing as portable_listing
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
@@ -163,7 +163,7 @@ else:
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in ("best dev", "reference dev", "reference test")})
     for spec, variant, status, log in learned:
-        if (note := contamination_note(spec.name, ds.name)):
+        for note in filter(None, (contamination_note(spec.name, ds.name), deviation_note(spec.name))):
             st.caption(f"⚠️ {note}")
     st.caption("Reference numbers: the untrained model each learned system must beat, on the same dev queries "
                "(QQP: each query removed from its own ranking).")

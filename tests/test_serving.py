@@ -192,3 +192,12 @@ def test_every_minilm_derived_system_carries_the_quora_note():
     for name in ("bm25", "densetrans", "fusion@bm25+densetrans:rrf"):
         assert contamination_note(name, "qqp-bimpm") is None
     assert contamination_note("minilm", "trecqa") is None
+
+
+def test_systems_that_deviate_from_their_paper_say_how():
+    """Issue 20 item 4: a model is called by the paper's name only with its deviation named beside it."""
+    from core.registry import deviation_note
+
+    assert "τ 0.05" in deviation_note("densetrans") and "[CLS]" in deviation_note("densetrans")
+    assert "keyword-agreement loss" in deviation_note("frm")
+    assert deviation_note("bm25") is None

@@ -209,9 +209,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
     print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
     print(result.describe())
-    from core.registry import contamination_note
+    from core.registry import contamination_note, deviation_note
 
-    if not args.run and (note := contamination_note(name, ds.name)):
+    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name)) if not args.run else ()):
         print(f"note: {note}")
     if args.run_out and rankings is not None:
         print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
