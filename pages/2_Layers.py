@@ -1,11 +1,12 @@
 """Layers: per-layer discriminativeness (densetrans-cai2021.md Figures 1, 3) and Recall@k curves (Figure 6)."""
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from core.errors import StudioError
-from core.analysis.layers import NEGATIVE_SAMPLERS, query_layer_cosines
+from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
 from core.registry import list_systems, supports
 from ui.cache import LAYER_SOURCES, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
 from ui.nav import ensure_navigation
@@ -15,9 +16,11 @@ from ui.state import current_dataset
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Layers · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Layers")
-st.caption("Mean over dataset queries of |log cos(q, q⁺) − log cos(q, q⁻)| for each layer's representation "
-           "(densetrans-cai2021.md Figures 1 and 3). Higher = the layer separates paraphrases from "
-           "non-paraphrases better. MiniLM was pre-trained on data that includes Quora duplicates.")
+st.caption("How well each layer's representation separates a paraphrase q⁺ from a non-paraphrase q⁻ of the same "
+           "question q (densetrans-cai2021.md Figures 1 and 3). Two measures: the AUC P(cos(q,q⁺) > cos(q,q⁻)) "
+           "(no clipping, any pooling; 0.5 = no separation) and the paper's mean |log cos(q,q⁺) − log cos(q,q⁻)|, "
+           "which has no value for a cosine ≤ 0: such triples are excluded and counted, not clipped. "
+           "MiniLM was pre-trained on data that includes Quora duplicates.")
 
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
@@ -27,6 +30,11 @@ if not ds.qrels or ds.candidates:
 
 with st.sidebar:
     st.header("Sample")
+    measure = st.radio("Measure drawn", MEASURES, format_func=lambda m: MEASURE_NAMES[m], key="layers.measure",
+                       help="AUC (default): the share of (positive pair, negative pair) combinations of the sample "
+                            "where the positive pair has the higher cosine, ties ½. Paper's: Figures 1/3 of the "
+                            "paper, over the triples whose two cosines are > 0 (the others are excluded; counts "
+                            "in the table below).")
     n = st.slider("Queries sampled", 20, 2000, 200, step=20, key="layers.n")
     negatives = st.selectbox("Negative q⁻", NEGATIVE_SAMPLERS, key="layers.negatives",
                              help="random: a uniformly drawn question outside q's cluster (default; the paper "
@@ -37,9 +45,11 @@ with st.sidebar:
                             default=["MiniLM [CLS]", "MiniLM mean", "DenseTrans", "DenseTrans -AllDense"],
                             key="layers.sources")
 
+MEASURE_AXIS = {"auc": "AUC P(cos(q,q⁺) > cos(q,q⁻))", "paper": "mean |log cos(q,q⁺) − log cos(q,q⁻)| (cos > 0 only)"}
 COLORS = ["#1f6feb", "#8250df", "#d1242f", "#bf8700", "#1a7f37", "#0969da"]
 fig = go.Figure()
 notes = []
+curves = {}
 for color, label in zip(COLORS, chosen):
     curve = layer_curve_cached(label, ds_name, n, negatives, int(seed))
     if curve is None:  # computed here, with this session's own progress bar (never inside a st.cache_*)
@@ -52,27 +62,87 @@ for color, label in zip(COLORS, chosen):
             continue
         finally:
             bar.empty()
-    x = list(range(curve.values.shape[0]))
-    low, high = curve.quantiles()
-    fig.add_trace(go.Scatter(x=x + x[::-1], y=list(high) + list(low[::-1]), fill="toself", fillcolor=color,
-                             opacity=0.15, line=dict(width=0), hoverinfo="skip", showlegend=False))
-    fig.add_trace(go.Scatter(x=x, y=curve.mean, name=label, mode="lines+markers", line=dict(color=color),
-                             customdata=curve.signed_mean,
-                             hovertemplate="layer %{x}: %{y:.3f} (signed log cos(q,q⁺) − log cos(q,q⁻): "
-                                           "%{customdata:.3f})<extra>" + label + "</extra>"))
-    if curve.clipped:
-        notes.append(f"{label}: {curve.clipped} cosines ≤ 0.001 were clipped before the log")
+    curves[label] = curve
+    paper = curve.paper
+    x = list(range(curve.n_layers))
+    y = [None if v != v else float(v) for v in curve.measure(measure)]  # NaN (every triple excluded) -> gap
+    fig.add_trace(go.Scatter(
+        x=x, y=y, name=label, mode="lines+markers", line=dict(color=color),
+        customdata=[[int(e), 100 * float(s), float(g)] for e, s, g in
+                    zip(paper.excluded, paper.excluded_share, paper.signed_mean)],
+        hovertemplate="layer %{x}: %{y:.3f}<br>excluded from the paper's measure (a cosine ≤ 0): %{customdata[0]} "
+                      f"of {curve.n_triples} triples (%{{customdata[1]:.1f}}%)<br>paper's signed mean "
+                      "log cos(q,q⁺) − log cos(q,q⁻): %{customdata[2]:.3f}<extra>" + label + "</extra>"))
+    if paper.excluded.any():
+        notes.append(f"{label}: the paper's measure excluded {int(paper.excluded.sum())} triples in all "
+                     f"(per layer: {', '.join(str(int(e)) for e in paper.excluded)} of {curve.n_triples}) "
+                     "whose cosine to q⁺ or q⁻ is ≤ 0 (no log)")
 st.caption("Layer 0 is the input layer: its [CLS] vector is the same for every question (token + position "
-           "embedding only), so [CLS] curves start at 0 by construction. DenseTrans's layers are pooled the way "
-           "its model was trained: the mean of the words in the quick and full profiles, [CLS] in the paper "
-           "profile (BENCHMARKS.md, \"DenseTrans pooling\").")
-fig.update_layout(xaxis_title="layer (0 = input embeddings)", yaxis_title="mean |log cos(q,q⁺) − log cos(q,q⁻)|",
+           "embedding only), so [CLS] curves start at AUC 0.5 and a paper gap of 0 by construction. DenseTrans's "
+           "layers are pooled the way its model was trained: the mean of the words in the quick and full profiles, "
+           "[CLS] in the paper profile (BENCHMARKS.md, \"DenseTrans pooling\").")
+fig.update_layout(xaxis_title="layer (0 = input embeddings)", yaxis_title=MEASURE_AXIS[measure],
                   height=430, margin=dict(l=10, r=10, t=40, b=10),
-                  title=f"Discriminativeness per layer — {n} queries, {negatives} negatives; band = 25–75% of queries")
+                  title=f"{MEASURE_NAMES[measure]} — {n} queries, {negatives} negatives")
+if measure == "auc":
+    fig.add_hline(y=0.5, line=dict(color="#8c959f", dash="dot"))
+st.subheader(f"Drawn: {MEASURE_NAMES[measure]}")
 if fig.data:
     st.plotly_chart(fig, width="stretch")
 for note in notes:
     st.info(note)
+
+if curves:
+    st.markdown("**Per layer: both measures and the triples the paper's measure excluded**")
+    rows = []
+    for label, curve in curves.items():
+        paper = curve.paper
+        for layer in range(curve.n_layers):
+            rows.append({"representation": label, "layer": layer, "AUC": float(curve.auc[layer]),
+                         "paper |Δ log cos|": float(paper.mean[layer]),
+                         "excluded (cos ≤ 0)": int(paper.excluded[layer]),
+                         "excluded %": round(100 * float(paper.excluded_share[layer]), 1),
+                         "triples": curve.n_triples})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+# DenseTrans against its −AllDense ablation (Figure 3): paired bootstrap over the same triples
+A, B = "DenseTrans", "DenseTrans -AllDense"
+if A in curves and B in curves:
+    st.subheader("DenseTrans − (−AllDense) per layer, 95% paired bootstrap CI (Figure 3)")
+    key = (ds_name, n, negatives, int(seed), curves[A].digest, curves[B].digest, curves[A].n_layers)
+    memo = st.session_state.setdefault("layers.ci", {})
+    if key not in memo:
+        try:
+            memo[key] = {m: bootstrap_ci(curves[A], m, curves[B], n_resamples=1000, seed=int(seed)) for m in MEASURES}
+        except StudioError as exc:
+            memo[key] = exc
+    cis = memo[key]
+    if isinstance(cis, StudioError):
+        error(cis)
+    else:
+        ci = cis[measure]
+        x = list(range(len(ci.estimate)))
+        num = lambda a: [None if v != v else float(v) for v in a]  # noqa: E731
+        dfig = go.Figure([
+            go.Scatter(x=x + x[::-1], y=num(ci.high) + num(ci.low)[::-1], fill="toself", fillcolor="#d1242f",
+                       opacity=0.15, line=dict(width=0), hoverinfo="skip", name="95% CI"),
+            go.Scatter(x=x, y=num(ci.estimate), name="DenseTrans − (−AllDense)", mode="lines+markers",
+                       line=dict(color="#d1242f"), customdata=list(zip(num(ci.low), num(ci.high))),
+                       hovertemplate="layer %{x}: %{y:.3f} [%{customdata[0]:.3f}, %{customdata[1]:.3f}]"
+                                     "<extra></extra>"),
+        ])
+        dfig.add_hline(y=0.0, line=dict(color="#8c959f", dash="dot"))
+        dfig.update_layout(xaxis_title="layer", yaxis_title=f"difference in {MEASURE_AXIS[measure]}", height=360,
+                           margin=dict(l=10, r=10, t=30, b=10),
+                           title=f"{ci.n_resamples} resamples of the {n} queries (seed {ci.seed}); band = 95% CI")
+        st.plotly_chart(dfig, width="stretch")
+        st.dataframe(pd.DataFrame([
+            {"measure": MEASURE_NAMES[m], "layer": layer, "DenseTrans − (−AllDense)": float(c.estimate[layer]),
+             "95% CI low": float(c.low[layer]), "95% CI high": float(c.high[layer]),
+             "CI excludes 0": bool(c.low[layer] > 0 or c.high[layer] < 0)}
+            for m, c in cis.items() for layer in range(len(c.estimate))]), hide_index=True, width="stretch")
+elif A in chosen or B in chosen:
+    st.info("The confidence band for DenseTrans against −AllDense needs both built and selected.")
 
 # ----------------------------------------------------------------------------- one query
 st.subheader("One query through the layers")
