@@ -30,6 +30,7 @@ from core.judging.judgments import (
 )
 from core.judging.judgments import StoreBusyError, StoreError
 from core.judging.migrations import current_version
+from core.judging.schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -161,9 +162,9 @@ def test_migration_from_v1(tmp_path):
 
     path = _v1_file(tmp_path / "old.sqlite")
     s = JudgmentStore(f"sqlite:///{path}")
-    assert s.schema_version() == 3 and head() == REVISIONS[3]
+    assert s.schema_version() == SCHEMA_VERSION and head() == REVISIONS[SCHEMA_VERSION]
     with s.engine.connect() as conn:
-        assert current_version(conn) == 3
+        assert current_version(conn) == SCHEMA_VERSION
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == head()
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     got = sorted((j.annotator, j.query_id, j.doc_id, j.label, j.note, j.stale) for j in s.judgments())
@@ -176,7 +177,7 @@ def test_migration_from_v1(tmp_path):
     assert res.changed and res.previous is None
     s.close()
     again = JudgmentStore(f"sqlite:///{path}")  # reopening is a no-op upgrade
-    assert again.schema_version() == 3 and len(again.judgments()) == 4
+    assert again.schema_version() == SCHEMA_VERSION and len(again.judgments()) == 4
     again.close()
 
 
@@ -528,6 +529,6 @@ def test_postgresql_url_needs_no_driver_name(postgres_server):
     """Issue 13 (3): ``postgresql://`` works with the pinned psycopg 3 (no ``No module named`` error)."""
     url = postgres_server.database()
     s = JudgmentStore(url)
-    assert s.engine.dialect.driver == "psycopg" and s.schema_version() == 3
+    assert s.engine.dialect.driver == "psycopg" and s.schema_version() == SCHEMA_VERSION
     assert _label(s, 1).changed and s.judgments()[0].time.tzinfo is not None
     s.close()

@@ -7,6 +7,8 @@ in code; there is no alembic.ini. One revision per schema version:
 - ``0002`` v2: judgment notes and systems, the append-only ``judgment_history``, ``guidelines``.
 - ``0003`` v3: labels keyed by (dataset, query, document, annotator); the judged text's hash kept
   on the label (``judgments.doc_hash``), ``judgment_history.note_before`` for undo.
+- ``0004`` v4: judging campaigns (``campaigns``, ``campaign_members``, ``campaign_items``,
+  ``campaign_slots``, ``campaign_labels``, ``campaign_history``; see ``core.judging.campaigns``).
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -29,7 +31,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_NAME_CHARS = 80
 
 
@@ -108,3 +108,102 @@ class GuidelinesRow(Base):
     dataset: Mapped[str] = mapped_column(String(300), primary_key=True)
     text: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+# ----------------------------------------------------------------------------- campaigns (schema v4)
+class CampaignRow(Base):
+    """A judging campaign: dataset, query set, pooled systems and depth, overlap, open or named."""
+
+    __tablename__ = "campaigns"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS), unique=True)
+    dataset: Mapped[str] = mapped_column(String(300))
+    query_set: Mapped[dict] = mapped_column(JSON)  # {"kind": "split"|"list"|"sample", ...}
+    systems: Mapped[list] = mapped_column(JSON)  # pooled system names (never shown to annotators)
+    depth: Mapped[int] = mapped_column(Integer)
+    overlap: Mapped[int] = mapped_column(Integer)  # r: annotators per item
+    open: Mapped[bool] = mapped_column(Boolean)  # True: any logged-in annotator claims work
+    max_label: Mapped[int] = mapped_column(Integer)
+    guidelines: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class CampaignMemberRow(Base):
+    """Who may do what in a campaign: ``owner`` or ``annotator``."""
+
+    __tablename__ = "campaign_members"
+    __table_args__ = (UniqueConstraint("campaign_id", "annotator_id", "role", name="uq_campaign_member"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    role: Mapped[str] = mapped_column(String(16))
+
+
+class CampaignItemRow(Base):
+    """One (query, document) of a campaign's pool, with the text shown and the hidden system ranks."""
+
+    __tablename__ = "campaign_items"
+    __table_args__ = (UniqueConstraint("campaign_id", "query_id", "document_id", name="uq_campaign_item"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), index=True)
+    position: Mapped[int] = mapped_column(Integer)  # queue order: query order, then the blind pool order
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
+    query_text: Mapped[str] = mapped_column(Text)  # the query as shown
+    doc_text: Mapped[str] = mapped_column(Text)  # the document as shown
+    doc_hash: Mapped[str] = mapped_column(String(64))
+    systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+
+
+class CampaignSlotRow(Base):
+    """Assignment: slot ``slot`` (0..r-1) of an item belongs to one annotator (the unique keys cap it at r)."""
+
+    __tablename__ = "campaign_slots"
+    __table_args__ = (UniqueConstraint("item_id", "slot", name="uq_campaign_slot"),
+                      UniqueConstraint("item_id", "annotator_id", name="uq_campaign_slot_annotator"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("campaign_items.id"), index=True)
+    slot: Mapped[int] = mapped_column(Integer)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
+    assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class CampaignLabelRow(Base):
+    """The current label of one annotator on one item (``label`` None: "can't judge", with ``reason``)."""
+
+    __tablename__ = "campaign_labels"
+    __table_args__ = (UniqueConstraint("item_id", "annotator_id", name="uq_campaign_label"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("campaign_items.id"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class CampaignAdjudicationRow(Base):
+    """An owner's decision on an item (one per item; changes go to the history)."""
+
+    __tablename__ = "campaign_adjudications"
+    item_id: Mapped[int] = mapped_column(ForeignKey("campaign_items.id"), primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))  # the owner who decided
+    label: Mapped[int] = mapped_column(Integer)
+    rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class CampaignHistoryRow(Base):
+    """Append-only log of every campaign label and adjudication change."""
+
+    __tablename__ = "campaign_history"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("campaign_items.id"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    action: Mapped[str] = mapped_column(String(16))  # "label" | "cant_judge" | "adjudicate" | "assign" | ...
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
