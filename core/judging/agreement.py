@@ -1,6 +1,8 @@
-"""Inter-annotator agreement on the judgment store: Cohen's κ (two raters), Fleiss' κ (three or more).
+"""Inter-annotator agreement: Cohen's κ (two raters), Fleiss' κ (three or more), Krippendorff's α.
 
-Cohen's κ is scikit-learn's ``cohen_kappa_score``. Fleiss' κ (Fleiss 1971, "Measuring nominal scale
+Cohen's κ is scikit-learn's ``cohen_kappa_score``. Krippendorff's α (nominal and ordinal; missing
+ratings allowed, so it fits campaigns where each item has r of n annotators) is the ``krippendorff``
+package's ``alpha`` (``krippendorff_alpha``, ``campaign_agreement``). Fleiss' κ (Fleiss 1971, "Measuring nominal scale
 agreement among many raters", Psychological Bulletin 76(5)) is computed from the item × category count
 matrix with the standard formula:
 
@@ -11,13 +13,20 @@ Only items labelled by every chosen annotator count (Fleiss needs the same numbe
 """
 from __future__ import annotations
 
+import itertools
+import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
 from core.judging.judgments import Judgment
+
+if TYPE_CHECKING:
+    from core.judging.campaigns import CampaignLabel
 
 
 @dataclass
@@ -101,3 +110,104 @@ def agreement(judgments: Iterable[Judgment], annotators: Sequence[str] | None = 
                 counts[i, label] += 1
         kappa = fleiss_kappa(counts)
     return Agreement(method, names, len(shared), kappa, _pairwise_observed(rows), disagreements)
+
+
+# ----------------------------------------------------------------------------- Krippendorff's alpha, campaigns
+ALPHA_LEVELS = ("nominal", "ordinal")
+
+
+def krippendorff_alpha(ratings: Sequence[Sequence[float]] | np.ndarray, level: str = "nominal",
+                       values: Sequence[int] | None = None) -> float | None:
+    """Krippendorff's α of a raters × items matrix (``nan`` = missing), by the ``krippendorff`` package.
+
+    ``values``: the label scale (e.g. 0, 1, 2), needed for ordinal distances when a grade is unused.
+    None when α is undefined: fewer than two ratings on every item, or a single value used throughout.
+    """
+    import krippendorff
+
+    if level not in ALPHA_LEVELS:
+        raise ValueError(f"level must be one of {', '.join(ALPHA_LEVELS)}, got {level!r}")
+    data = np.asarray(ratings, dtype=float)
+    if data.ndim != 2 or data.size == 0:
+        return None
+    pairable = (~np.isnan(data)).sum(axis=0) >= 2
+    observed = np.unique(data[:, pairable][~np.isnan(data[:, pairable])])
+    if not pairable.any() or len(observed) < 2:
+        return None
+    domain = sorted(set(values) | set(observed.tolist())) if values is not None else None
+    value = float(krippendorff.alpha(reliability_data=data[:, pairable], value_domain=domain,
+                                     level_of_measurement=level))
+    return None if math.isnan(value) else value
+
+
+@dataclass
+class QueryAgreement:
+    """α on one query's items."""
+
+    items: int
+    alpha_nominal: float | None
+    alpha_ordinal: float | None
+
+
+@dataclass
+class CampaignAgreement:
+    """Agreement on a campaign: α over every item with two or more ratings (missing ratings allowed),
+    Fleiss' κ over items with exactly ``fleiss_raters`` ratings, Cohen's κ per pair over shared items,
+    and α per query. "Can't judge" is a missing rating. None: undefined (see ``krippendorff_alpha``)."""
+
+    annotators: list[str]
+    items: int
+    ratings: int
+    alpha_nominal: float | None
+    alpha_ordinal: float | None
+    fleiss: float | None
+    fleiss_items: int
+    fleiss_raters: int
+    cohen: list[dict] = field(default_factory=list)  # {"pair": "a / b", "items": n, "kappa": κ or None}
+    per_query: dict[str, QueryAgreement] = field(default_factory=dict)
+
+
+def _matrix(by_item: dict[int, dict[str, int]], names: list[str], items: list[int]) -> np.ndarray:
+    return np.array([[by_item[i].get(a, np.nan) for i in items] for a in names], dtype=float)
+
+
+def campaign_agreement(labels: Iterable[CampaignLabel], max_label: int = 2) -> CampaignAgreement:
+    """α (nominal, ordinal), Fleiss' κ and pairwise Cohen's κ for a campaign's labels, and α per query."""
+    by_item: dict[int, dict[str, int]] = {}
+    query_of: dict[int, str] = {}
+    for lab in labels:
+        if lab.label is not None:  # can't judge = missing
+            by_item.setdefault(lab.item_id, {})[lab.annotator] = lab.label
+            query_of[lab.item_id] = lab.query_id
+    names = sorted({a for votes in by_item.values() for a in votes})
+    scale = list(range(max_label + 1))
+    rated = sorted(i for i, v in by_item.items() if len(v) >= 2)
+    data = _matrix(by_item, names, rated)
+    counts = Counter(len(by_item[i]) for i in rated)
+    raters = max(counts, key=lambda n: (counts[n], n)) if counts else 0
+    full = [i for i in rated if len(by_item[i]) == raters]
+    fleiss = None
+    if full:
+        table = np.zeros((len(full), len(scale)), dtype=int)
+        for row, i in enumerate(full):
+            for label in by_item[i].values():
+                table[row, label] += 1
+        fleiss = fleiss_kappa(table)
+    cohen = []
+    for a, b in itertools.combinations(names, 2):
+        shared = [i for i in rated if a in by_item[i] and b in by_item[i]]
+        kappa = None
+        left, right = [by_item[i][a] for i in shared], [by_item[i][b] for i in shared]
+        if len(set(left) | set(right)) >= 2:  # one value throughout: κ is undefined (0/0)
+            value = cohen_kappa(left, right, scale)
+            kappa = None if math.isnan(value) else value
+        cohen.append({"pair": f"{a} / {b}", "items": len(shared), "kappa": kappa})
+    per_query: dict[str, QueryAgreement] = {}
+    for qid in sorted({query_of[i] for i in rated}):
+        items = [i for i in rated if query_of[i] == qid]
+        m = _matrix(by_item, names, items)
+        per_query[qid] = QueryAgreement(len(items), krippendorff_alpha(m, "nominal", scale),
+                                        krippendorff_alpha(m, "ordinal", scale))
+    return CampaignAgreement(names, len(rated), int(sum(len(by_item[i]) for i in rated)),
+                             krippendorff_alpha(data, "nominal", scale), krippendorff_alpha(data, "ordinal", scale),
+                             fleiss, len(full), raters, cohen, per_query)

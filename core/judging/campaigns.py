@@ -814,6 +814,13 @@ class CampaignStore:
 
         return self._owner_read(actor, name, "see everyone's progress", fn)
 
+    def agreement(self, actor: str, name: str):
+        """Krippendorff's α, Fleiss' and Cohen's κ, per campaign and per query (owners only):
+        ``core.judging.agreement.CampaignAgreement``."""
+        from core.judging.agreement import campaign_agreement
+
+        return campaign_agreement(self.labels(actor, name), self.campaign(name).max_label)
+
     # -- export
     def qrels(self, actor: str, name: str, rule: str = "majority", threshold: float = 1.0
               ) -> tuple[dict[str, dict[str, int]], int]:
