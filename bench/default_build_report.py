@@ -1,0 +1,82 @@
+"""What the default build produced: per system its build time, how training stopped, its best dev metric
+beside its untrained or zero-shot reference, and the held-out test numbers its build measured.
+
+Reads the build's status files (``var/build/<dataset>/*.json``) and each system's ``metrics.json``; runs
+nothing. Usage (after ``python -m core build --all``):
+
+    QRS_VAR=... python -m bench.default_build_report [--dataset qqp-bimpm] [--out bench/reports/default_build.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def system_rows(dataset_name: str) -> list[dict]:
+    """One row per system of the default build, in build order."""
+    from core.data.datasets import load_dataset
+    from core.models_info import below_reference, metrics_file, training_log
+    from core.paths import var_dir
+    from core.registry import contamination_note, default_build, list_systems, slug
+
+    ds = load_dataset(dataset_name)
+    rows = []
+    for spec in list_systems():
+        if not default_build(spec, ds):
+            continue
+        status_path = var_dir() / "build" / slug(ds.name) / f"{spec.name}.json"
+        status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+        metrics = metrics_file(ds.name, spec.name) or status.get("metrics") or {}
+        log = training_log(ds.name, spec.name, None, status.get("metrics"))
+        row = {"system": spec.name, "state": status.get("state", "missing"),
+               "build_seconds": round(status["finished"] - status["started"], 1)
+               if status.get("finished") and status.get("started") else None}
+        if log:
+            ref = log.get("reference") or {}
+            row["training"] = {"dev_metric": log.get("dev_metric"), "best_dev": log.get("best_dev"),
+                               "best_step": log.get("best_step"), "stopped": log.get("stopped"),
+                               "evaluations": len(log.get("curve", [])),
+                               "reference": ref.get("system"), "reference_dev": ref.get("dev"),
+                               "reference_test": ref.get("test"),
+                               "below_reference": below_reference(log)}
+        tests = {k: v for k, v in metrics.items() if k == "test" or k.startswith("test_")}
+        if tests:
+            row["test"] = tests
+        note = contamination_note(spec.name, ds.name)
+        if note:
+            row["note"] = note
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--out", default="bench/reports/default_build.json")
+    ap.add_argument("--wall", help="the build's wall time as measured by /usr/bin/time (e.g. 27:41)")
+    ap.add_argument("--load-note", default="", help="what else ran on the machine during the build")
+    args = ap.parse_args()
+    from core.data.pipeline import PIPELINE_VERSION
+
+    rows = system_rows(args.dataset)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    report = {"command": "python -m core build --dataset " + args.dataset + " --all; python -m bench.default_build_report",
+              "commit": commit, "machine": platform.platform(), "text_pipeline": PIPELINE_VERSION,
+              "wall": args.wall, "load": args.load_note or "not stated", "systems": rows}
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    for r in rows:
+        t = r.get("training") or {}
+        print(f"{r['system']:16s} {r['state']:8s} {r['build_seconds'] or 0:7.1f}s  "
+              + (f"best dev {t['best_dev']:.4f} vs {t['reference']} {t['reference_dev']:.4f} ({t['stopped']})"
+                 if t.get("best_dev") is not None and isinstance(t.get("reference_dev"), (int, float)) else ""))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
