@@ -3,6 +3,7 @@ three annotators, server-side queues that resume, "can't judge", adjudication wi
 with the rule named, concurrent writers and claims, and authorisation through the store's API."""
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -319,3 +320,95 @@ def test_campaign_agreement_with_missing_ratings_and_cant_judge():
     assert pairs["ann / bob"][0] == 2 and pairs["ann / cat"][0] == 1 and pairs["bob / cat"][0] == 1
     assert res.per_query["q2"].items == 1 and res.per_query["q2"].alpha_nominal is None  # one item, one value
     assert res.per_query["q1"].alpha_nominal == pytest.approx(krippendorff_alpha([[2, 0], [2, 1]], "nominal", [0, 1, 2]))
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli_pool(tmp_path: Path) -> Path:
+    from core.data.datasets import load_dataset
+
+    ds = load_dataset("qqp-bimpm")
+    qids = list(ds.split_queries("test"))[:3]
+    docs = [d for d in ds.corpus if d not in qids][:3]
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({q: docs[:2] if i else docs for i, q in enumerate(qids)}))
+    return path
+
+
+def test_cli_create_status_assign_agreement_export(tiny_data, tmp_path):
+    from tests.conftest import run_main
+
+    db = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    pool = _cli_pool(tmp_path)
+    qids = list(json.loads(pool.read_text()))
+    code, out, err = run_main("campaign", "create", "--db", db, "--name", "team", "--as", OWNER, "--pool", str(pool),
+                              "--queries", ",".join(qids), "--overlap", "2", *sum((["--annotator", a] for a in TEAM), []))
+    assert code == 0, err
+    assert "campaign 'team': 7 items on 3 queries" in out and "overlap 2; annotators: ann, bob, cat" in out
+    cs = CampaignStore(db)
+    try:
+        for who in TEAM:
+            while (it := cs.next_item(who, "team")) is not None:
+                cs.judge(who, "team", it.item_id, 2 if who != "bob" else it.position % 3)
+    finally:
+        cs.close()
+    code, out, _ = run_main("campaign", "status", "--db", db, "--name", "team", "--as", OWNER)
+    assert code == 0 and "7/7 items have their 2 ratings" in out and "ann" in out
+    code, out, _ = run_main("campaign", "agreement", "--db", db, "--name", "team", "--as", OWNER)
+    assert code == 0 and "Krippendorff's alpha (nominal)" in out and "Cohen's kappa ann / bob" in out
+    code, out, _ = run_main("campaign", "export", "--db", db, "--name", "team", "--as", OWNER, "--rule", "mean",
+                            "--threshold", "1.5", "--out-dir", str(tmp_path / "out"))
+    written = tmp_path / "out" / "team.mean-ge-1.5.qrels"
+    assert code == 0 and str(written) in out and "rule mean-ge-1.5: 1 when the mean label is at least 1.5" in out
+    assert sum(len(v) for v in read_trec_qrels(written).values()) == 7
+    code, out, _ = run_main("campaign", "assign", "--db", db, "--name", "team", "--as", OWNER, "--annotator", "dan",
+                            "--queries", qids[0], "--replace", "ann")
+    assert code == 0 and out.startswith("assigned 0 item(s)")  # ann labelled everything: nothing to hand over
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["status", "--name", "team", "--as", "ann"], "ann is not an owner of campaign 'team'"),
+    (["export", "--name", "team", "--as", "bob"], "bob is not an owner"),
+    (["agreement", "--name", "nope", "--as", OWNER], "unknown campaign 'nope'; known: team"),
+    (["assign", "--name", "team", "--as", OWNER, "--annotator", "dan", "--queries", "q404"], "has no query q404"),
+    (["create", "--name", "x", "--as", OWNER, "--queries", "q1", "--sample", "2"], "not both"),
+    (["create", "--name", "x", "--as", OWNER, "--split", "test"], "name the systems to pool"),
+    (["create", "--name", "x", "--as", OWNER, "--split", "nosuch", "--systems", "bm25"], "unknown query split 'nosuch'"),
+    (["create", "--name", "x", "--as", OWNER, "--split", "test", "--overlap", "3", "--annotator", "a",
+      "--pool", "POOL"], "overlap 3 needs at least 3 annotators"),
+    (["create", "--name", "x", "--as", OWNER, "--pool", "BADPOOL"], "not a JSON pool"),
+    (["export", "--name", "team", "--as", OWNER, "--rule", "median"], "invalid choice"),
+])
+def test_cli_bad_input_is_one_line_and_changes_nothing(tiny_data, tmp_path, argv, message):
+    from tests.conftest import run_main
+
+    db = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    pool = _cli_pool(tmp_path)
+    assert run_main("campaign", "create", "--db", db, "--name", "team", "--as", OWNER, "--pool", str(pool),
+                    "--split", "test")[0] == 0
+    (tmp_path / "bad.json").write_text("{not json")
+    argv = [str(pool) if a == "POOL" else str(tmp_path / "bad.json") if a == "BADPOOL" else a for a in argv]
+    try:
+        code, out, err = run_main("campaign", argv[0], "--db", db, *argv[1:])
+    except SystemExit as exc:  # argparse usage errors exit before dispatch
+        code, err = exc.code, ""
+    assert code == 2
+    if err:
+        assert message in err and err.count("\n") == 1
+    listed = run_main("campaign", "list", "--db", db)[1].splitlines()[2:]
+    assert [line.split()[0] for line in listed] == ["team"]  # nothing else was created
+
+
+def test_cli_create_pools_systems_through_the_runner(built, tmp_path):
+    from tests.conftest import run_main
+
+    db = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    code, out, err = run_main("campaign", "create", "--db", db, "--name", "bm", "--as", OWNER, "--systems", "bm25",
+                              "--depth", "3", "--sample", "2", "--seed", "7", "--split", "test")
+    assert code == 0, err
+    assert "6 items on 2 queries" in out and "sample of 2 from split test (seed 7)" in out and "open" in out
+    cs = CampaignStore(db)
+    try:
+        item = cs.next_item("zoe", "bm")  # an open campaign: the first visitor claims a query
+        assert item is not None and item.doc_id != item.query_id  # QQP: the query's own id is never pooled
+    finally:
+        cs.close()

@@ -275,7 +275,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy")
+EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign")
 
 
 def build_parser() -> argparse.ArgumentParser:
