@@ -31,7 +31,7 @@ def test_paper_004_eval_cli(built, capsys):
     assert main(["eval", "--system", "bm25", "--split", "paper-004", "--k", "20", "--metrics", "map@20,hit_rate@1"]) == 0
     out = capsys.readouterr().out
     ds = load_dataset("qqp-bimpm")
-    assert f"[paper-004: {len(ds.query_splits['paper-004']):,} queries]" in out and "H@1" in out
+    assert f"[paper-004: {len(ds.query_splits['paper-004']):,} queries; query form: tokenized]" in out and "H@1" in out
 
 
 def test_unknown_split_is_one_clear_error(tiny_data):
