@@ -203,7 +203,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_evaluable(qrels, rankings, args)
     result = evaluate_contract(qrels, run, metrics, queries=list(qrels), ties=args.ties, candidates=bool(ds.candidates))
     note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
-    form = f", {args.query_form} queries" if ds.tokenized and not args.run else ""
+    form = f"; query form: {args.query_form}" if ds.tokenized and not args.run else ""
     print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries{form}]{note}")
     other = "all" if result.headline == "answerable" else "answerable"
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
