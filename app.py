@@ -11,6 +11,7 @@ import streamlit as st
 
 import core  # noqa: F401  (offline guards)
 from core.errors import StudioError
+from ui.auth import gate
 from ui.cache import dataset, warm_evaluation
 from ui.nav import GROUPS, HOME, PageSpec
 from ui.state import current_dataset
@@ -18,6 +19,7 @@ from ui.state import current_dataset
 st.set_page_config(page_title="Question Retrieval Studio", page_icon="🔎", layout="wide")
 
 ROOT = Path(__file__).resolve().parent
+gate()  # login configured and nobody logged in: the login page and nothing else (ui/auth.py)
 
 
 def _page(spec: PageSpec, default: bool = False):

@@ -1,15 +1,22 @@
-"""Annotate: pooled, blind, keyboard-first relevance judging; every label is committed at once."""
+"""Annotate: pooled, blind, keyboard-first relevance judging; every label is committed at once.
+
+With login configured the annotator is the logged-in user; a campaign's queue (``ui/campaign_judge.py``)
+is picked at the top when the user has one. Only owners edit the guidelines when login is on.
+"""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
 from core.errors import StudioError
+from core.judging.campaigns import CampaignStore
 from core.judging.judgments import default_url
 from core.retrieval.fusion import built_variants
 from core.judging.pooling import available_systems, build_pool
 from core.retrieval.base import validate_query
+from ui.auth import current_identity
 from ui.cache import judgment_store, pool_ids
+from ui.campaign_judge import judge_campaign
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -31,16 +38,37 @@ except Exception as exc:
 for key, value in ((QUEUE, []), (POS, 0), (ITEM, 0), (UNDO, [])):
     st.session_state.setdefault(key, value)
 
-annotator = " ".join(st.text_input(
-    "Annotator", key="annotate.annotator", max_chars=80,
-    help="Your name; remembered for this browser session. Labels are stored per annotator.").split())
+identity = current_identity()
+if identity.mode == "none":  # single-user mode: the name is typed (no login configured)
+    annotator = " ".join(st.text_input(
+        "Annotator", key="annotate.annotator", max_chars=80,
+        help="Your name; remembered for this browser session. Labels are stored per annotator.").split())
+else:  # with login, the annotator is the logged-in subject
+    annotator = identity.name or ""
+    st.caption("Annotator (logged in)")
+    st.text(annotator)
 
 with st.expander("Guidelines", expanded=False):
     st.text(store.guidelines(ds.name))
-    edited = st.text_area("Edit the guidelines of this dataset", store.guidelines(ds.name), key="annotate.guidelines")
-    if st.button("Save guidelines"):
-        store.set_guidelines(ds.name, edited)
-        st.toast("Guidelines saved")
+    if identity.is_owner:
+        edited = st.text_area("Edit the guidelines of this dataset", store.guidelines(ds.name),
+                              key="annotate.guidelines")
+        if st.button("Save guidelines"):
+            store.set_guidelines(ds.name, edited)
+            st.toast("Guidelines saved")
+
+campaigns = CampaignStore(store=store)
+try:
+    mine = [c.name for c in campaigns.campaigns(annotator)] if annotator else []
+except StudioError as exc:
+    error(exc)
+    mine = []
+if mine:
+    work = st.radio("Judge", ["Free judging", *mine], key="annotate.work", horizontal=True,
+                    help="A campaign's queue is kept on the server: continue in any browser.")
+    if work != "Free judging":
+        judge_campaign(campaigns, annotator, work)
+        st.stop()
 
 # ----------------------------------------------------------------------------- queue
 with st.sidebar:

@@ -412,3 +412,129 @@ def test_cli_create_pools_systems_through_the_runner(built, tmp_path):
         assert item is not None and item.doc_id != item.query_id  # QQP: the query's own id is never pooled
     finally:
         cs.close()
+
+
+# ----------------------------------------------------------------------------- pages (AppTest)
+PAIRS = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
+PAIRS_NAME = f"pairs:{PAIRS}"
+OIDC_SECRETS = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
+                "client_id": "studio", "client_secret": "s", "server_metadata_url":
+                "http://127.0.0.1:9/.well-known/openid-configuration"}
+
+
+@pytest.fixture
+def page_env(tmp_path, monkeypatch):
+    """A pairs dataset and a campaign (overlap 2 of ann, bob, cat) in the pages' database."""
+    from core.data.datasets import load_dataset
+    from core.judging.campaign_pool import items_from_pool
+
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_OWNERS", OWNER)
+    for name in ("QRS_TRUSTED_HEADER", "QRS_USER"):
+        monkeypatch.delenv(name, raising=False)
+    ds = load_dataset(PAIRS_NAME)
+    qids = list(ds.queries)[:3]
+    docs = [d for d in ds.corpus if d not in qids][:2]
+    spec = CampaignSpec("team", ds.name, QuerySet("list", ids=tuple(qids)), ("given",), 2, 2, (OWNER,), TEAM)
+    cs = CampaignStore()
+    cs.create(OWNER, spec, items_from_pool(ds, {q: docs for q in qids}))
+    yield cs
+    cs.close()
+
+
+def _app(page: str, user: dict | None, **secrets):
+    from tests.conftest import app_test
+
+    at = app_test(f"pages/{page}")
+    at.session_state["dataset"] = PAIRS_NAME
+    at.secrets["auth"] = OIDC_SECRETS
+    for k, v in secrets.items():
+        at.secrets[k] = v
+    at.user = user if user is not None else {"is_logged_in": False}
+    return at
+
+
+def test_visitor_not_logged_in_sees_the_login_page_and_nothing_else(page_env):
+    for page in ("4_Annotate.py", "8_Campaigns.py"):
+        at = _app(page, None).run()
+        assert not at.exception
+        assert [b.label for b in at.button] == ["Log in"]
+        assert not at.text_input and not at.dataframe and not at.tabs and [t.value for t in at.title] == [
+            "Question Retrieval Studio"]
+    assert page_env.labels(OWNER, "team") == []
+
+
+def test_logged_in_annotator_judges_their_queue_and_cannot_reach_others_items(page_env):
+    cs = page_env
+    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "ann", "sub": "u-ann"}).run()
+    assert not at.exception
+    assert not [w for w in at.text_input if w.key == "annotate.annotator"]  # no free-text name with login
+    assert "ann" in [t.value for t in at.text]
+    at.radio(key="annotate.work").set_value("team").run()
+    first = cs.queue("ann", "team")[0]
+    assert first.doc_text in [t.value for t in at.text] and "given" not in str([t.value for t in at.text])
+    at.text_input(key=f"campaign.rationale.{first.item_id}").input("same intent").run()
+    at.button(key="campaign.label2").click().run()
+    assert not at.exception
+    got = cs.item("ann", "team", first.item_id)
+    assert (got.label, got.rationale) == (2, "same intent")
+    # can't judge with a reason, through the popover
+    second = cs.next_item("ann", "team")
+    at.text_input(key=f"campaign.reason.{second.item_id}").input("unreadable").run()
+    at.button(key="campaign.cant").click().run()
+    assert cs.item("ann", "team", second.item_id).cant_judge == "unreadable"
+    # an item assigned to someone else, by URL: one line, nothing shown or changed
+    foreign = next(it for it in cs.queue("bob", "team") if it.item_id not in {q.item_id for q in cs.queue("ann", "team")})
+    before = _snapshot_team(cs)
+    at.query_params["item"] = str(foreign.item_id)
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and "is not assigned to ann" in at.error[0].value
+    assert foreign.doc_text not in [t.value for t in at.text] and not [b for b in at.button if b.key == "campaign.label2"]
+    assert _snapshot_team(cs) == before
+
+
+def _snapshot_team(cs: CampaignStore) -> tuple:
+    return tuple(sorted((l.item_id, l.annotator, l.label, l.reason) for l in cs.labels(OWNER, "team")))
+
+
+def test_campaigns_page_owner_adjudicates_conflicts_and_non_owner_is_refused(page_env):
+    cs = page_env
+    for who, label in (("ann", 2), ("bob", 0), ("cat", 1)):
+        while (it := cs.next_item(who, "team")) is not None:
+            cs.judge(who, "team", it.item_id, label)
+    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": "bob"}).run()
+    assert not at.exception and "Only the owners" in at.info[0].value and not at.tabs
+    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
+    assert not at.exception
+    conflicts = cs.conflicts(OWNER, "team")
+    assert len(conflicts) == 6  # every item: two different labels
+    target = conflicts[0].item_id
+    at.selectbox(key=f"campaigns.decide.{target}").set_value(1).run()
+    at.button(key=f"campaigns.save.{target}").click().run()
+    assert not at.exception
+    assert {a.item_id: a.label for a in cs.adjudications(OWNER, "team")} == {target: 1}
+    measures = [m for df in at.dataframe if "measure" in df.value for m in df.value["measure"].tolist()]
+    assert "Krippendorff's α (nominal)" in measures and "Cohen's κ ann / bob" in measures
+    assert any("Rule majority: the most frequent label" in c.value for c in at.caption)
+
+
+def test_trusted_header_mode_only_when_configured(page_env, monkeypatch):
+    at = _app("4_Annotate.py", None)
+    at.secrets.pop("auth")
+    monkeypatch.setenv("QRS_TRUSTED_HEADER", "X-Forwarded-User")
+    monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": "cat"})
+    at.run()
+    assert not at.exception and "cat" in [t.value for t in at.text]
+    at = _app("4_Annotate.py", None)
+    at.secrets.pop("auth")
+    monkeypatch.setattr("ui.auth.request_headers", lambda: {})
+    at.run()
+    assert len(at.error) == 1 and "no X-Forwarded-User header" in at.error[0].value and not at.text_input
+    monkeypatch.delenv("QRS_TRUSTED_HEADER")
+    at = _app("4_Annotate.py", None)
+    at.secrets.pop("auth")
+    monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": "mallory"})  # not configured
+    at.run()
+    assert not at.exception and at.text_input(key="annotate.annotator").value == ""

@@ -36,6 +36,8 @@ GROUPS: dict[str, list[PageSpec]] = {
                  "metrics, significance, per-query wins and losses from stored runs"),
         PageSpec("pages/7_Case_Studies.py", "Case Studies", ":material/menu_book:", "Case_Studies",
                  "saved comparisons: reopen, annotate, export"),
+        PageSpec("pages/8_Campaigns.py", "Campaigns", ":material/groups:", "Campaigns",
+                 "team judging: create, assign, progress, adjudicate, agreement, export"),
     ],
     "Build": [
         PageSpec("pages/6_Models.py", "Models", ":material/model_training:", "Models",
@@ -61,6 +63,9 @@ def ensure_navigation() -> None:
     import streamlit as st
     from streamlit.runtime.pages_manager import PagesManager
 
+    from ui.auth import gate
+
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
+    gate()  # with login configured, a visitor who is not logged in gets the login page and nothing else
