@@ -4,6 +4,7 @@ with the rule named, concurrent writers and claims, and authorisation through th
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -538,3 +539,50 @@ def test_trusted_header_mode_only_when_configured(page_env, monkeypatch):
     monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": "mallory"})  # not configured
     at.run()
     assert not at.exception and at.text_input(key="annotate.annotator").value == ""
+
+
+# ----------------------------------------------------------------------------- a real OIDC login
+from tests.oidc_server import oidc_provider  # noqa: E402,F401  (session fixture)
+
+
+def test_login_through_a_real_oidc_provider_sets_the_streamlit_user(oidc_provider, tmp_path):
+    """Streamlit's own /auth/login -> the provider's authorization form -> /oauth2callback, over HTTP:
+    Authlib and the provider agree, and the app sets its signed identity cookie."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.conftest import ROOT, TINY_DATA
+    from tests.e2e.conftest import free_port, stop, wait_healthy
+
+    port = free_port()
+    app = f"http://127.0.0.1:{port}"
+    secrets = oidc_provider.secrets_toml(app, [OWNER], tmp_path / "secrets.toml")
+    oidc_provider.add_user("u-ann", email="ann@lab.example", name="Ann")
+    env = {**os.environ, "QRS_DATA": str(TINY_DATA), "QRS_VAR": str(tmp_path / "var"), "QRS_AUTOBUILD": "0",
+           "QRS_DB_URL": f"sqlite:///{tmp_path / 'j.sqlite'}"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none", "--browser.gatherUsageStats",
+         "false", "--secrets.files", str(secrets)],
+        cwd=ROOT, env=env, stdout=(tmp_path / "streamlit.log").open("wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(app, server)
+        token = subprocess.run(
+            [sys.executable, "-c", "import sys; from streamlit import config; config.set_option('secrets.files', "
+             "[sys.argv[1]]); from streamlit.user_info import encode_provider_token; "
+             "print(encode_provider_token('default'))", str(secrets)],
+            capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+        with httpx.Client(timeout=30) as client:
+            to_provider = client.get(f"{app}/auth/login", params={"provider": token})
+            assert to_provider.status_code in (302, 303, 307), to_provider.text[:300]
+            authorize = to_provider.headers["location"]
+            assert authorize.startswith(oidc_provider.url)
+            back = client.post(authorize, data={"sub": "u-ann"})
+            assert back.status_code in (302, 303) and back.headers["location"].startswith(f"{app}/oauth2callback")
+            home = client.get(back.headers["location"])
+            assert home.status_code in (302, 303, 307), home.text[:300]
+            assert any(name.startswith("_streamlit_user") for name in client.cookies), dict(client.cookies)
+    finally:
+        stop(server)
