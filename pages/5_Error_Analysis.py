@@ -20,6 +20,7 @@ from core.analysis.error_analysis import (
     import_run,
     imported_runs,
     label_set,
+    qrels_label_set,
     length_bucket,
     load_run_file,
     metric_by_group,
@@ -41,7 +42,9 @@ from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
+from core.judging.campaigns import CampaignStore
 from core.registry import contamination_note, deviation_note
+from ui.auth import current_identity
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -83,6 +86,21 @@ chosen = c1.multiselect("Systems and imported runs", options, default=options[:3
 source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
                   help=f"dataset qrels, user judgments, or both: {PRECEDENCE}.")
 c2.caption(f"With both: {PRECEDENCE}.")
+identity = current_identity()
+campaign, rule = None, "majority"
+if identity.is_owner:  # a judging campaign's qrels, rescored at once (issue 21: judge -> rescore)
+    try:
+        cstore = CampaignStore(store=store)
+        own = [c.name for c in cstore.campaigns(identity.name or "") if c.dataset == ds.name]
+    except StudioError:
+        own = []
+    if own:
+        campaign = c2.selectbox("…or a judging campaign's labels", ["(none)", *own], key="ea.campaign")
+        campaign = None if campaign == "(none)" else campaign
+        if campaign:
+            rule = c2.radio("Aggregation rule", ["majority", "adjudicated"], key="ea.campaign_rule", horizontal=True,
+                            help="majority of the annotators (ties: no label), or the owner's adjudication where "
+                                 "there is one")
 stat_test = c3.radio("Significance test", ["student", "fisher"], key="ea.test", horizontal=True,
                      format_func={"student": "paired t-test", "fisher": "randomization"}.get)
 c4, c5, c6 = st.columns(3)
@@ -105,7 +123,14 @@ if not chosen or not metrics:
 baseline = st.selectbox("Baseline", chosen, key="ea.baseline")
 
 try:
-    labels = label_set(ds, store, source, split)
+    if campaign:
+        campaign_qrels, _skipped = cstore.qrels(identity.name or "", campaign, rule)
+        split_ids = set(ds.split_queries(split)) if split != "all" else None
+        labels = qrels_label_set(ds, {q: v for q, v in campaign_qrels.items()
+                                      if split_ids is None or q in split_ids}, f"campaign {campaign} ({rule})")
+        source = f"campaign {campaign}, {rule} rule"
+    else:
+        labels = label_set(ds, store, source, split)
     if not labels.queries:
         st.info(f"No query of the split {split!r} has relevance labels from this source: pick another split "
                 "or source.")
@@ -197,7 +222,8 @@ with tab_j:
     qids = list(labels.qrels)
     rates = [unjudged_rate(r, labels.judged, depth, qids) for r in runs]
     st.dataframe(pd.DataFrame([{"system": r.system, "top-k items": r.retrieved, "unjudged": r.unjudged,
-                                "unjudged rate": r.rate} for r in rates]), hide_index=True)
+                                f"judged@{depth}": 1.0 - r.rate, "unjudged rate": r.rate} for r in rates]),
+                 hide_index=True)
     todo = most_unjudged(runs, labels.judged, depth, limit=20)
     if todo:
         st.dataframe(pd.DataFrame([{"query_id": q, "unjudged in pool": n, "query": labels.queries.get(q, "")}

@@ -80,6 +80,16 @@ def dataset_labels(dataset: Dataset, split: str = "all") -> tuple[Qrels, dict[st
     return labels, queries
 
 
+def qrels_label_set(dataset: Dataset, qrels: Mapping[str, Mapping[str, int]], source: str,
+                    texts: Mapping[str, str] | None = None) -> LabelSet:
+    """Labels from outside qrels (a judging campaign's export under its rule): judged pairs as given, queries
+    with a relevant item scored; query texts from the dataset, else ``texts``."""
+    judged = {q: dict(v) for q, v in qrels.items() if v}
+    queries = {q: dataset.queries.get(q) or (texts or {}).get(q, "") for q in judged}
+    rel = {q: v for q, v in judged.items() if any(label > 0 for label in v.values()) and queries.get(q)}
+    return LabelSet(source, rel, judged, {q: queries[q] for q in rel})
+
+
 def label_set(
     dataset: Dataset,
     store: JudgmentStore | None,
