@@ -38,8 +38,16 @@ def layer_fn(name: str, variant: str | None, tag: str | None, ds):
         return lambda texts: retriever.layer_embeddings(texts, pooling=variant or "cls")
     if name != "densetrans":
         raise SystemExit(f"no per-layer vectors for {name!r}: use minilm or densetrans")
+    from core.errors import MissingArtifactError
+    from core.registry import build_command
     from core.retrieval import densetrans
 
+    folder = densetrans._folder(ds, variant, tag)
+    model, metrics = folder / "model.pt", folder / "metrics.json"
+    if model.is_file() and (not metrics.is_file() or metrics.stat().st_mtime < model.stat().st_mtime):
+        # model.pt is the best checkpoint so far while training runs; metrics.json is written when the build ends
+        raise MissingArtifactError(f"DenseTrans {variant or 'full'} (training unfinished: {folder.name} has no "
+                                   "metrics.json newer than model.pt)", build_command("densetrans", ds.name, variant))
     return densetrans.load(ds, variant=variant, index="flat", tag=tag).layer_embeddings
 
 
@@ -48,9 +56,13 @@ def _r(values, digits: int = 4) -> list:
 
 
 def _curve_record(curve, resamples: int, seed: int) -> dict:
-    from core.analysis.layers import bootstrap_ci
+    from core.analysis.layers import LayerCurve, bootstrap_ci
 
     paper = curve.paper
+    # within one model, paired over the same triples: does the last layer separate better than the input layer?
+    top = LayerCurve(curve.label, curve.pos[-1:], curve.neg[-1:], curve.digest)
+    bottom = LayerCurve(curve.label, curve.pos[:1], curve.neg[:1], curve.digest)
+    trend = {m: bootstrap_ci(top, m, bottom, n_resamples=resamples, seed=seed).as_dict() for m in ("auc", "paper")}
     clipped = np.abs(np.log(np.maximum(curve.pos, 1e-3)) - np.log(np.maximum(curve.neg, 1e-3))).mean(axis=1)
     return {
         "layers": curve.n_layers, "triples": curve.n_triples,
@@ -62,6 +74,7 @@ def _curve_record(curve, resamples: int, seed: int) -> dict:
         "excluded_neg_nonpositive": [int(v) for v in (curve.neg <= 0).sum(axis=1)],
         "old_clipped_mean_1e-3": _r(clipped),
         "mean_cos_pos": _r(curve.pos.mean(axis=1)), "mean_cos_neg": _r(curve.neg.mean(axis=1)),
+        "last_minus_layer0_ci95": {m: [t["estimate"][0], t["low"][0], t["high"][0]] for m, t in trend.items()},
     }
 
 
@@ -91,6 +104,62 @@ def _verdict(block: dict) -> list[str]:
                 parts.append(f"layer {layer}: {e} [{lo}, {hi}] {word}")
             lines.append(f"DenseTrans − (−AllDense), {m}: " + "; ".join(parts))
     return lines
+
+
+def _figure3(block: dict) -> dict:
+    """Figure 3's claim (§4.4.1: −AllDense loses discriminative power with depth, DenseTrans turns the trend up, so
+    DenseTrans is the more discriminative at the top) checked on one sampler's numbers, per measure."""
+    diff = block.get("difference")
+    if not diff:
+        return {"verdict": "not tested: DenseTrans and −AllDense are not both built"}
+    a, b = block["curves"][PAIR[0]], block["curves"][PAIR[1]]
+    out = {}
+    for m, key in (("auc", "auc"), ("paper", "paper_mean")):
+        d = diff[m]
+        finite = [i for i, (lo, hi) in enumerate(zip(d["low"], d["high"])) if lo is not None and hi is not None]
+        higher = [i for i in finite if d["low"][i] > 0]
+        lower = [i for i in finite if d["high"][i] < 0]
+        falls_b = b[key][-1] < b[key][0]
+        rises_a = a[key][-1] > a[key][0]
+        top = len(d["estimate"]) - 1
+        top_higher = top in higher
+        verdict = ("reproduced" if falls_b and rises_a and top_higher else
+                   "partly reproduced" if top_higher else "not reproduced")
+        out[m] = {"verdict": verdict, "allDense_falls_with_depth": falls_b, "densetrans_rises_with_depth": rises_a,
+                  "last_layer_difference": [d["estimate"][-1], d["low"][-1], d["high"][-1]],
+                  "layers_densetrans_higher_ci": higher, "layers_densetrans_lower_ci": lower}
+    return out
+
+
+def _conclusion(out: dict) -> str:
+    """One paragraph on Figure 3 composed from the report's own numbers."""
+    parts = []
+    for negatives, block in out["by_negatives"].items():
+        c = block["curves"].get(PAIR[0], {})
+        if "auc" not in c:
+            parts.append(f"[{negatives}] DenseTrans is not built: nothing to say about Figure 3.")
+            continue
+        t = c["last_minus_layer0_ci95"]
+        parts.append(
+            f"[{negatives} q-] DenseTrans, last layer against layer 0 (paired 95% CI): AUC {t['auc'][0]:+} "
+            f"[{t['auc'][1]}, {t['auc'][2]}], paper's measure {t['paper'][0]:+} [{t['paper'][1]}, {t['paper'][2]}]; "
+            f"the paper's measure excluded {c['excluded'][-1]} of {c['triples']} triples at the last layer "
+            f"(the old 1e-3 clip read {c['old_clipped_mean_1e-3'][-1]} there, against {c['paper_mean'][-1]} with "
+            "the exclusions).")
+        f3 = block["figure3"]
+        if "verdict" in f3:
+            parts.append(f"[{negatives} q-] Figure 3 (DenseTrans against −AllDense): {f3['verdict']}.")
+        else:
+            for m, v in f3.items():
+                d = v["last_layer_difference"]
+                parts.append(f"[{negatives} q-] Figure 3 by {m}: {v['verdict']} (last layer DenseTrans − "
+                             f"(−AllDense) {d[0]:+} [{d[1]}, {d[2]}]; −AllDense falls with depth: "
+                             f"{v['allDense_falls_with_depth']}; DenseTrans rises: {v['densetrans_rises_with_depth']}; "
+                             f"CI above 0 at layers {v['layers_densetrans_higher_ci']}, below 0 at "
+                             f"{v['layers_densetrans_lower_ci']}).")
+    return " ".join(parts) + " Every number here is in this report; the verdicts are computed by _figure3 in " \
+        "bench/layers_curves.py from the CIs above (reproduced = −AllDense falls, DenseTrans rises and the last-layer " \
+        "difference CI lies above 0)."
 
 
 def main() -> None:
@@ -129,6 +198,13 @@ def main() -> None:
            "auc_definition": "ROC AUC of the cosine separating the sample's positive pairs (q, q+) from its negative "
                              "pairs (q, q-): P(cos+ > cos-) over all (positive, negative) combinations, ties 1/2 "
                              "(Mann-Whitney with scipy.stats.rankdata; equal to sklearn roc_auc_score)",
+           "representations": "densetrans = the default (quick-profile) build: mean pooling of the words at every "
+                              "layer, τ 0.05, GloVe-50d inputs, 3 layers (the paper: [CLS], τ 1, FastText-300); "
+                              "densetrans:-AllDense = the same recipe without dense connections (§4.4.1); layer ℓ "
+                              "of DenseTrans is the concatenation the next layer reads (widths d, d, 2d, 4d). "
+                              "MiniLM = all-MiniLM-L6-v2 hidden states 0-6, [CLS] or mean pooling (pre-trained on "
+                              "data that includes Quora duplicates). QQP: every query is in the collection; the "
+                              "sampler never uses a query's own id as q+ or q-.",
            "by_negatives": {}}
     bm25 = load_system("bm25", ds) if "bm25" in args.negatives else None
     loaded: dict = {}
@@ -159,9 +235,11 @@ def main() -> None:
             block["difference"] = {m: bootstrap_ci(a, m, b, n_resamples=args.resamples, seed=args.seed).as_dict()
                                    for m in ("auc", "paper")}
         block["findings"] = _verdict(block)
+        block["figure3"] = _figure3(block)
         for line in block["findings"]:
             print(f"[{negatives}] {line}", flush=True)
         out["by_negatives"][negatives] = block
+    out["conclusion"] = _conclusion(out)
     out["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     out["total_seconds"] = round(time.perf_counter() - t_start, 1)
     if args.out:
