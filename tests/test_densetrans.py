@@ -199,6 +199,7 @@ def test_missing_and_corrupt_checkpoint(toy, tmp_path, monkeypatch):
     assert build_command("densetrans", "toy", "-AllDense") in str(err.value)
     folder = system_dir("toy", "densetrans", None)
     (folder / "model.pt").write_bytes(b"not a checkpoint")
+    (folder / "metrics.json").write_text("{}")  # a finished build (a running one is refused as such)
     (folder / "config.json").write_text('{"variant": "full", "d_model": 12}')
     from core.data.pipeline import stamp
 

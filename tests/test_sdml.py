@@ -214,5 +214,8 @@ def test_missing_and_corrupt_checkpoint(tmp_path, monkeypatch):
 
     (folder / "vocab.json").write_text(json.dumps({"kind": "words", "words": ["a"], "hash_bins": 3, **stamp()}))
     (folder / "model.pt").write_bytes(b"\x00garbage")
+    with pytest.raises(MissingArtifactError, match="still training"):  # no metrics.json: a build in progress
+        sdml.load(toy)
+    (folder / "metrics.json").write_text("{}")
     with pytest.raises(MissingArtifactError, match="corrupt"):
         sdml.load(toy)

@@ -135,6 +135,8 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     command = build_command(SYSTEM, dataset.name)
     if not (folder / "model.pt").is_file():
         raise MissingArtifactError("the dual-encoder", command)
+    if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
+        raise MissingArtifactError("the dual-encoder", command, "still training (no metrics.json yet)")
     return _serve(dataset, folder, command, index=index, search_params=search_params)[0]
 
 

@@ -425,6 +425,8 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     command = build_command(SYSTEM, dataset.name, variant if variant and variant != "sdml" else None)
     if not (folder / "model.pt").is_file():
         raise MissingArtifactError(f"SDML-CNN{'' if not variant or variant == 'sdml' else ' ' + variant}", command)
+    if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
+        raise MissingArtifactError(f"SDML-CNN{'' if not variant or variant == 'sdml' else ' ' + variant}", command, "still training (no metrics.json yet)")
     return _serve(dataset, folder, command, index=index, search_params=search_params)[0]
 
 
