@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--systems", nargs="*", default=DEFAULT_SYSTEMS)
     ap.add_argument("--split", default="test")
     ap.add_argument("--out", default="bench/reports/query_forms.json")
+    ap.add_argument("--update", action="store_true",
+                    help="keep the other systems' rows of an existing report (each row keeps its own commit)")
     args = ap.parse_args()
     ds = load_dataset(args.dataset)
     qrels = ds.split_qrels(args.split)
@@ -73,7 +75,16 @@ def main() -> None:
         print(f"{name:14s} R@100 {row['tokenized']['recall@100']:.4f} -> {row['typed']['recall@100']:.4f}   "
               f"H@1 {row['tokenized']['hit_rate@1']:.4f} -> {row['typed']['hit_rate@1']:.4f}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    report = {"command": "python -m bench." + Path(__file__).stem + " " + " ".join(sys.argv[1:]), "commit": commit,
+    for row in rows:
+        row["commit"] = commit
+    if args.update and Path(args.out).is_file():
+        done = {row["system"] for row in rows}
+        old = json.loads(Path(args.out).read_text(encoding="utf-8"))
+        rows = [r for r in old["rows"] if r["system"] not in done] + rows
+        order = {name: i for i, name in enumerate(DEFAULT_SYSTEMS)}
+        rows.sort(key=lambda r: order.get(r["system"], len(order)))
+    report = {"command": "python -m bench." + Path(__file__).stem + (" " + " ".join(sys.argv[1:]) if not args.update
+                                                                      else ""), "commit": commit,
               "machine": platform.platform(), "dataset": ds.name, "split": args.split, "queries": len(qrels),
               "queries_whose_typed_form_differs": changed,
               "protocol": "each query removed from its own ranking; exact serving (each system's default); "
