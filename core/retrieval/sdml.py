@@ -383,7 +383,7 @@ def _fmt(value: float | None) -> str:
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     folder = _folder(dataset, variant)
-    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy"))
+    return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy", "metrics.json"))
 
 
 def _load_model(folder, command: str):
