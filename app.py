@@ -19,7 +19,7 @@ from ui.state import current_dataset
 st.set_page_config(page_title="Question Retrieval Studio", page_icon="🔎", layout="wide")
 
 ROOT = Path(__file__).resolve().parent
-gate()  # login configured and nobody logged in: the login page and nothing else (ui/auth.py)
+gate(show_user=True)  # login configured and nobody logged in: the login page and nothing else (ui/auth.py)
 
 
 def _page(spec: PageSpec, default: bool = False):

@@ -114,12 +114,17 @@ def current_identity(config: AuthConfig | None = None) -> Identity:
     return Identity(name, config.mode, name is not None and name in config.owners)
 
 
-def gate() -> Identity:
-    """Stop the run with the login page unless the visitor is authenticated; returns the identity."""
+def gate(show_user: bool = False) -> Identity:
+    """Stop the run with the login page unless the visitor is authenticated; returns the identity.
+
+    ``show_user``: also put "Signed in as" and "Log out" in the sidebar. Only the entry (``app.py``) asks for it:
+    a page calls ``gate()`` again inside the same run (``ensure_navigation``), and a second "Log out" button
+    would be a duplicate widget key (StreamlitDuplicateElementKey on every page once logged in).
+    """
     config = auth_config()
     ident = current_identity(config)
     if ident.authenticated:
-        if config.mode == OIDC:
+        if show_user and config.mode == OIDC:
             with st.sidebar:
                 st.caption("Signed in as")
                 st.text(ident.name)

@@ -1,0 +1,406 @@
+"""Issue 21, "Done means", in real browsers: a team judges one campaign against a real PostgreSQL server.
+
+Three annotators log in through the local OIDC provider (oidc-provider-mock on 127.0.0.1) in three headless
+Chromium sessions and judge a campaign with overlap 2 at the same time (a thread and a WebDriver each). One
+browser is killed (SIGKILL) after it committed some labels, with one more click in flight. Afterwards every
+label a session saw committed is in the store (nothing else, bar that in-flight click), the killed annotator
+resumes in a new browser where they stopped, agreement is computed, the owner adjudicates every conflict on
+the Campaigns page and downloads TREC qrels whose file name names the rule. Negative tests: a visitor who is
+not logged in gets the login page and nothing else; an annotator opening an item not assigned to them
+(``Annotate?item=ID``) sees one clear line and nothing changes in the store.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("selenium")
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from core.judging.campaigns import CampaignStore  # noqa: E402
+from tests.e2e.campaign_fixtures import (CAMPAIGN, OWNER, SUBS, TEAM, kill_browser, oidc_provider,  # noqa: E402,F401
+                                         postgres_server, team_app)
+from tests.e2e.conftest import new_driver  # noqa: E402
+
+WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
+KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
+LABEL_TEXT = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
+DECISION = 1  # the owner's decision on every conflict
+BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stStatusWidgetRunningIcon"]',
+        '[data-testid="stStatusWidgetRunningManIcon"]')
+PROGRESS = re.compile(r"(\d+) of (\d+) assigned items judged")
+ITEM = re.compile(r"Query (\S+) · item (\d+)")
+
+
+def label_of(who: str, item_id: int) -> int:
+    """Each annotator's label: ann always 2, bob alternates 2/0, cat 1 or 2 (agreements and conflicts)."""
+    if who == TEAM[0]:
+        return 2
+    if who == TEAM[1]:
+        return 2 if item_id % 2 == 0 else 0
+    return 1 if item_id % 3 else 2
+
+
+# ----------------------------------------------------------------------------- helpers
+def css(driver, selector: str):
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+class Screens:
+    folder = Path(".")
+
+
+def shot(driver, name: str) -> None:
+    try:
+        driver.save_screenshot(str(Screens.folder / f"campaign-{name}.png"))
+    except Exception:  # noqa: BLE001 - a dead browser has no screenshot
+        pass
+
+
+def wait_for(driver, predicate, what: str, timeout: float = WAIT):
+    """Wait until ``predicate(driver)`` is truthy; an exception box on the page fails at once."""
+
+    def safe(d):
+        try:
+            crashed = css(d, '[data-testid="stException"]')
+            if crashed:
+                shot(d, "exception")
+                raise AssertionError("the app shows an exception: " + crashed[0].text[:1500])
+            return predicate(d)
+        except StaleElementReferenceException:
+            return False
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(safe)
+    except TimeoutException:
+        shot(driver, "timeout-" + re.sub(r"\W+", "_", what)[:40])
+        alerts = [a.text for a in css(driver, '[data-testid="stAlert"]')]
+        raise AssertionError(f"timed out waiting for {what}; alerts on the page: {alerts}") from None
+
+
+def idle(driver) -> None:
+    """The script run has finished: nothing stale, no spinner, no running icon (checked twice, 0.3 s apart)."""
+    for _ in range(2):
+        time.sleep(0.3)
+        wait_for(driver, lambda d: not css(d, ", ".join(BUSY)), "the script run to finish")
+
+
+def texts(driver, selector: str) -> list[str]:
+    return [e.text.strip() for e in css(driver, selector)]
+
+
+def keyed(driver, key: str, inner: str = ""):
+    """The element of the widget with Streamlit key ``key`` (its ``st-key-*`` class), or what ``inner`` selects in it."""
+    cls = "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
+    return css(driver, f".{cls} {inner}".strip())
+
+
+def button(driver, text: str):
+    return wait_for(driver, lambda d: next((b for b in css(d, '[data-testid="stButton"] button, '
+                                                              '[data-testid="stDownloadButton"] button')
+                                            if b.text.strip() == text and b.is_enabled()), None), f"button {text!r}")
+
+
+def login(driver, app: str, who: str) -> None:
+    """The app's login page -> Log in -> the provider's form (subject) -> back in the app, signed in as ``who``."""
+    driver.get(app + "/")
+    wait_for(driver, lambda d: css(d, '[data-testid="stApp"] h1'), "the login page")
+    idle(driver)
+    button(driver, "Log in").click()
+    box = wait_for(driver, lambda d: next(iter(css(d, 'input[name="sub"]')), None), "the provider's login form")
+    box.send_keys(SUBS[who], Keys.ENTER)
+    wait_for(driver, lambda d: who in texts(d, '[data-testid="stSidebar"] [data-testid="stText"]'),
+             f"signed in as {who}")
+    idle(driver)
+
+
+def open_campaign(driver, app: str, path: str = "Annotate") -> None:
+    """Annotate (or ``path``), then the campaign's queue in the "Judge" radio."""
+    driver.get(f"{app}/{path}")
+    choice = wait_for(driver, lambda d: next((lab for lab in css(d, '[data-testid="stRadio"] label')
+                                              if lab.text.strip() == CAMPAIGN), None), "the campaign in 'Judge'")
+    idle(driver)
+    choice.click()
+    # the campaign view starts with its guidelines (free judging's own messages must not count as the queue)
+    wait_for(driver, lambda d: any("Guidelines of this campaign" in e.text for e in css(d, '[data-testid="stExpander"]')),
+             "the campaign queue")
+    idle(driver)
+
+
+def queue_state(driver):
+    """(done, total, item id or None) as the page shows them, once the run settled; None while running."""
+    if css(driver, ", ".join(BUSY)):
+        return None
+    progress = [m for t in texts(driver, '[data-testid="stProgress"]') if (m := PROGRESS.search(t))]
+    if not progress:
+        return None
+    done, total = int(progress[0].group(1)), int(progress[0].group(2))
+    items = [m for t in texts(driver, '[data-testid="stCaptionContainer"]') if (m := ITEM.search(t))]
+    if items:
+        return done, total, int(items[0].group(2))
+    if any("Nothing left in your queue" in t for t in texts(driver, '[data-testid="stAlert"]')):
+        return done, total, None
+    return None
+
+
+def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: list[int],
+                kill_after: int | None = None) -> None:
+    """Log in as ``who`` and label their queue; ``seen`` gets each label the page showed committed (the progress
+    counter moved on and the next item came up). With ``kill_after``: after that many, click once more and kill
+    the browser at once."""
+    login(driver, app, who)
+    open_campaign(driver, app)
+    while True:
+        state = wait_for(driver, queue_state, f"{who}'s queue")
+        idle(driver)
+        state = wait_for(driver, queue_state, f"{who}'s queue")
+        done, total, item_id = state
+        if item_id is None:
+            assert done == total == len(seen), (who, state, seen)
+            return
+        label = label_of(who, item_id)
+        target = wait_for(driver, lambda d: next((b for b in keyed(d, f"campaign.label{label}", "button")
+                                                  if b.is_enabled()), None), f"{who}'s label button {label}")
+        assert target.text.splitlines()[0].strip() == LABEL_TEXT[label], target.text
+        if kill_after is not None and len(seen) == kill_after:
+            in_flight.append(item_id)
+            target.click()
+            kill_browser(driver)
+            return
+        target.click()
+        wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done + 1 and s[2] != item_id,
+                 f"{who}'s label on item {item_id} to be committed")
+        seen[item_id] = label
+
+
+def snapshot(cs: CampaignStore) -> tuple:
+    return (sorted((l.item_id, l.annotator, l.label, l.reason, l.rationale) for l in cs.labels(OWNER, CAMPAIGN)),
+            len(cs.history(OWNER, CAMPAIGN)), sorted((a.item_id, a.label) for a in cs.adjudications(OWNER, CAMPAIGN)))
+
+
+def pick(driver, key: str, value: str) -> None:
+    """Choose ``value`` in the selectbox with Streamlit key ``key`` (a react-aria combobox: its "Open" button, then
+    the option; the input's value shows the choice)."""
+    opener = wait_for(driver, lambda d: next(iter(keyed(d, key, 'button[aria-haspopup="listbox"]')), None),
+                      f"selectbox {key}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", opener)
+    opener.click()
+    option = wait_for(driver, lambda d: next((o for o in css(d, '[role="option"]') if o.text.strip() == value), None),
+                      f"option {value!r} of {key}")
+    option.click()
+    wait_for(driver, lambda d: [i.get_attribute("value") for i in keyed(d, key, 'input[role="combobox"]')] == [value],
+             f"{value!r} chosen in {key}")
+    idle(driver)
+
+
+def open_tab(driver, name: str) -> None:
+    tab = wait_for(driver, lambda d: next((t for t in css(d, '[role="tab"]') if t.text.strip() == name), None),
+                   f"the {name} tab")
+    tab.click()
+    wait_for(driver, lambda d: any(t.text.strip() == name and t.get_attribute("aria-selected") == "true"
+                                   for t in css(d, '[role="tab"]')), f"the {name} tab open")
+
+
+def start_drivers(e2e_var: Path, downloads: Path, names: list[str]) -> dict:
+    """Start several Chromium sessions at once (each its own profile: independent visitors)."""
+    drivers: dict = {}
+    errors: list[BaseException] = []
+
+    def start(name: str) -> None:
+        try:
+            drivers[name] = new_driver(e2e_var, downloads, f"campaign-{name}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        for d in drivers.values():
+            d.quit()
+        raise errors[0]
+    return drivers
+
+
+def quit_quietly(driver) -> None:
+    try:
+        driver.quit()
+    except Exception:  # noqa: BLE001 - a killed browser's driver may complain on the way out
+        pass
+
+
+# ----------------------------------------------------------------------------- the test
+def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports(team_app, e2e_var):
+    app = team_app
+    Screens.folder = e2e_var / "screenshots"
+    Screens.folder.mkdir(exist_ok=True)
+    names = [who.split("@")[0] for who in TEAM]
+    drivers = start_drivers(e2e_var, app.downloads, names)
+    cs = CampaignStore(app.db_url)
+    extra: list = []
+    try:
+        # --- three annotators at once, one browser each; cat's browser is killed mid-way
+        seen = {who: {} for who in TEAM}
+        in_flight: list[int] = []
+        errors: dict[str, BaseException] = {}
+
+        def work(who: str, driver) -> None:
+            try:
+                judge_queue(driver, app.url, who, seen[who], in_flight, KILL_AFTER if who == KILLED else None)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                shot(driver, f"failed-{who.split('@')[0]}")
+                errors[who] = exc
+
+        threads = [threading.Thread(target=work, args=(who, drivers[n])) for who, n in zip(TEAM, names)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not [t for t in threads if t.is_alive()], "an annotator's browser session hung"
+        assert not errors, errors
+        quit_quietly(drivers.pop(names[2]))
+
+        # --- every committed label is in the store, with its history; the in-flight click at most adds one
+        labels = cs.labels(OWNER, CAMPAIGN)
+        stored = {who: {l.item_id: l.label for l in labels if l.annotator == who} for who in TEAM}
+        for who in TEAM[:2]:
+            assert stored[who] == seen[who] and len(seen[who]) == len(app.queues[who]), (who, stored[who], seen[who])
+        assert len(seen[KILLED]) == KILL_AFTER and len(in_flight) == 1
+        assert seen[KILLED].items() <= stored[KILLED].items(), (seen[KILLED], stored[KILLED])
+        assert set(stored[KILLED]) - set(seen[KILLED]) <= set(in_flight)
+        print(f"\n[e2e] the click in flight when {KILLED}'s browser was killed "
+              + ("was committed" if in_flight[0] in stored[KILLED] else "never reached the server"))
+        assert all(l.label == label_of(l.annotator, l.item_id) for l in labels)
+        assert len(cs.history(OWNER, CAMPAIGN)) == len(labels)  # one write each, who and when kept
+        assert all(l.annotator in TEAM and l.time is not None for l in labels)
+
+        # --- the killed annotator resumes in a new browser where the store says they stopped
+        resumed = start_drivers(e2e_var, app.downloads, ["cat-again"])["cat-again"]
+        extra.append(resumed)
+        login(resumed, app.url, KILLED)
+        open_campaign(resumed, app.url)
+        done, total, item_id = wait_for(resumed, queue_state, "the resumed queue")
+        left = [i for i in app.queues[KILLED] if i not in stored[KILLED]]
+        assert (done, total) == (len(stored[KILLED]), len(app.queues[KILLED])) and item_id in left, (done, total, item_id)
+        quit_quietly(extra.pop())
+
+        # --- negative: ann opens an item that is not hers by URL: one line, nothing shown, nothing changed
+        ann = drivers[names[0]]
+        foreign = next(i for i in app.items if i not in app.queues[TEAM[0]])
+        before = snapshot(cs)
+        open_campaign(ann, app.url, f"Annotate?item={foreign}")
+        wait_for(ann, lambda d: css(d, '[data-testid="stAlert"]'), "the refusal")
+        idle(ann)
+        alerts = texts(ann, '[data-testid="stAlert"] [data-testid="stMarkdownContainer"]')  # the message, not the icon
+        shot(ann, "foreign-item")
+        assert len(css(ann, '[data-testid="stAlert"]')) == 1 and len(alerts) == 1, alerts
+        assert "\n" not in alerts[0] and f"is not assigned to {TEAM[0]}" in alerts[0], alerts
+        assert app.items[foreign][2].strip() not in texts(ann, '[data-testid="stText"]')
+        assert not keyed(ann, "campaign.label2") and not keyed(ann, "campaign.cant")
+        assert snapshot(cs) == before
+
+        # --- agreement over what was committed (missing ratings allowed)
+        res = cs.agreement(OWNER, CAMPAIGN)
+        rated: dict[int, list[int]] = {}
+        for l in cs.labels(OWNER, CAMPAIGN):
+            if l.label is not None:
+                rated.setdefault(l.item_id, []).append(l.label)
+        assert res.items == sum(len(v) >= 2 for v in rated.values()) and res.items >= 1
+        import krippendorff
+        import numpy as np
+
+        annotators = sorted({l.annotator for l in cs.labels(OWNER, CAMPAIGN)})
+        item_ids = sorted(rated)
+        matrix = np.full((len(annotators), len(item_ids)), np.nan)
+        for l in cs.labels(OWNER, CAMPAIGN):
+            if l.label is not None:
+                matrix[annotators.index(l.annotator), item_ids.index(l.item_id)] = l.label
+        assert res.alpha_nominal == pytest.approx(
+            krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal", value_domain=[0, 1, 2]))
+        conflicts = {c.item_id for c in cs.conflicts(OWNER, CAMPAIGN)}
+        assert conflicts == {i for i, v in rated.items() if len(set(v)) > 1} and conflicts
+
+        # --- a visitor who is not logged in (a fresh browser): the login page and nothing else, on every path
+        for n in names[:2]:
+            quit_quietly(drivers.pop(n))
+        visitor = start_drivers(e2e_var, app.downloads, ["visitor"])["visitor"]
+        extra.append(visitor)
+        before = snapshot(cs)
+        for path in ("", "Annotate", "Campaigns", f"Annotate?item={foreign}"):
+            visitor.get(f"{app.url}/{path}")
+            wait_for(visitor, lambda d: css(d, '[data-testid="stApp"] h1'), f"the page /{path}")
+            idle(visitor)
+            time.sleep(0.5)  # a second script run would show more here
+            idle(visitor)
+            assert texts(visitor, '[data-testid="stApp"] h1') == ["Question Retrieval Studio"], path
+            assert [b.text.strip() for b in css(visitor, "button") if b.text.strip()] == ["Log in"], path
+            assert not css(visitor, 'input, textarea, [data-testid="stDataFrame"], [role="tab"], '
+                                    '[data-testid="stSidebarNav"], [data-testid="stText"], [data-testid="stProgress"]')
+            alerts = texts(visitor, '[data-testid="stAlert"]')
+            assert len(alerts) == 1 and "Log in to judge" in alerts[0], alerts
+        shot(visitor, "visitor")
+        assert snapshot(cs) == before
+
+        # --- the owner logs in (same browser), adjudicates every conflict on the Campaigns page
+        login(visitor, app.url, OWNER)
+        visitor.get(f"{app.url}/Campaigns")
+        open_tab(visitor, "Adjudicate")
+        wait_for(visitor, lambda d: any(f"{len(conflicts)} item(s) where the annotators disagree" in t
+                                        for t in texts(d, '[data-testid="stCaptionContainer"]')), "the conflicts")
+        idle(visitor)
+        shown = {int(m.group(1)) for t in texts(visitor, '[data-testid="stCaptionContainer"]')
+                 if (m := re.search(r"· item (\d+)$", t))}
+        assert shown == conflicts, (shown, conflicts)
+        for item_id in sorted(conflicts):
+            pick(visitor, f"campaigns.decide.{item_id}", str(DECISION))
+            save = wait_for(visitor, lambda d: next(iter(keyed(d, f"campaigns.save.{item_id}", "button")), None),
+                            f"Save of item {item_id}")
+            save.click()
+            wait_for(visitor, lambda d: item_id in {a.item_id for a in cs.adjudications(OWNER, CAMPAIGN)},
+                     f"the decision on item {item_id} in the store")
+            idle(visitor)
+        adjudicated = {a.item_id: a.label for a in cs.adjudications(OWNER, CAMPAIGN)}
+        assert adjudicated == {i: DECISION for i in conflicts}
+        assert [h.who for h in cs.history(OWNER, CAMPAIGN) if h.action == "adjudicate"] == [OWNER] * len(conflicts)
+        visitor.refresh()  # a new session shows the stored decisions
+        open_tab(visitor, "Adjudicate")
+        wait_for(visitor, lambda d: texts(d, '[data-testid="stCaptionContainer"]').count(f"adjudicated: {DECISION}")
+                 == len(conflicts), "every decision shown")
+        shot(visitor, "adjudicated")
+
+        # --- agreement on the page; the export: TREC qrels, the rule in the file name
+        open_tab(visitor, "Agreement")
+        wait_for(visitor, lambda d: any("Krippendorff's α (nominal)" in (c.get_attribute("textContent") or "")
+                                        for c in css(d, '[data-testid^="glide-cell-"]')), "the agreement table")
+        open_tab(visitor, "Export")
+        pick(visitor, "campaigns.rule", "adjudicated")
+        wait_for(visitor, lambda d: any(t.startswith("Rule adjudicated") for t in
+                                        texts(d, '[data-testid="stCaptionContainer"]')), "the rule's caption")
+        for old in app.downloads.glob("*.qrels"):
+            old.unlink()
+        button(visitor, "Download TREC qrels").click()
+        path = wait_for(visitor, lambda d: next(iter(app.downloads.glob(f"{CAMPAIGN}.adjudicated.qrels")), None),
+                        "the qrels download")
+        shot(visitor, "export")
+        rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+        assert rows and all(len(r) == 4 and r[1] == "0" and r[3].isdigit() for r in rows), rows
+        qrels, _ = cs.qrels(OWNER, CAMPAIGN, "adjudicated")
+        assert {(q, d): int(v) for q, _, d, v in rows} == {(q, d): v for q, docs in qrels.items() for d, v in docs.items()}
+        for i in conflicts:
+            qid, doc, _ = app.items[i]
+            assert qrels[qid][doc] == DECISION
+        written = cs.export_qrels(OWNER, CAMPAIGN, app.var, "adjudicated")
+        assert written.path.name == f"{CAMPAIGN}.adjudicated.qrels" and written.path.read_text() == path.read_text()
+    finally:
+        cs.close()
+        for d in [*drivers.values(), *extra]:
+            quit_quietly(d)
