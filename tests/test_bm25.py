@@ -76,3 +76,28 @@ def test_build_load_roundtrip_and_missing(tiny_data, fresh_var):
     fresh = BM25Retriever.index(ds.corpus)
     q = next(iter(ds.queries.values()))
     assert loaded.search(q, 5).doc_ids == fresh.search(q, 5).doc_ids
+
+
+def test_order_ties_orders_a_tie_by_collection_position_and_tolerates_float_noise():
+    from core.retrieval.base import order_ties
+
+    # positions 7, 3, 5 tie (one computed with float32 noise), 9 is best, 1 is last
+    positions = [7, 9, 3, 1, 5]
+    scores = [2.0, 3.0, 2.0 + 1e-6, 1.0, 2.0 - 1e-6]
+    picked = order_ties(positions, scores, k=3)
+    assert [positions[i] for i in picked] == [9, 3, 5]
+    assert [positions[i] for i in order_ties(positions, scores, k=10)] == [9, 3, 5, 7, 1]
+    # a real gap is not a tie
+    assert order_ties([4, 2], [1.0, 0.9], k=2) == [0, 1]
+
+
+def test_bm25_top_k_cuts_a_tie_by_collection_position():
+    from core.retrieval.bm25 import BM25Retriever
+
+    # twelve identical documents tie for every query; k = 5 takes the first five in collection order
+    corpus = {f"d{i:02d}": "how do I learn python fast" for i in range(12)}
+    corpus.update({"x": "what is the capital of france", "y": "python snakes in the wild"})
+    retriever = BM25Retriever.index(corpus)
+    ranking = retriever.search("Learn Python?", k=5)
+    assert ranking.doc_ids == ["d00", "d01", "d02", "d03", "d04"]
+    assert len(set(ranking.scores)) == 1

@@ -94,7 +94,8 @@ def test_bm25_parity_with_bm25s(tiny_systems, milvus_uri):
     assert served.name == "bm25:milvus-flat"
     identical, bad = _parity(bm25, served, dataset.queries)
     assert bad == [], f"{len(bad)} queries differ beyond ties, e.g. {bad[:3]}"
-    assert identical >= len(dataset.queries) // 3
+    # ties at rank k are ordered by collection position on both sides (core.retrieval.base.order_ties)
+    assert identical == len(dataset.queries)
     # repeated terms count again in bm25s's score; unknown words are ignored; no known word: no hits
     for text in ("what what is the best best way", "Why is SOCIAL media   so popular?! zzqqxx"):
         assert same_up_to_ties(bm25.search(text, K), served.search(text, K))

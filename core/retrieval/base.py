@@ -77,6 +77,33 @@ def to_run(rankings: Mapping[str, Ranking], name: str) -> Run:
     return run
 
 
+TIE_TOLERANCE = 1e-5  # relative: float32 sums of one score computed two ways differ by ~1e-6
+
+
+def tie_depth(k: int) -> int:
+    """How many hits to fetch so that the score tie at rank ``k`` can be ordered (``order_ties``)."""
+    return k + max(32, k)
+
+
+def order_ties(positions: Sequence[int], scores: Sequence[float], k: int,
+               tolerance: float = TIE_TOLERANCE) -> list[int]:
+    """Indices into ``positions``/``scores``, best first, at most ``k``: scores within ``tolerance``
+    (relative, chained) of the previous one are a tie, and a tie is ordered by collection position.
+
+    One order for one scoring function, whichever engine computed it (bm25s, Milvus's sparse index):
+    engines break equal scores their own way and sum floats in their own order, so without this the
+    top-k of two exact engines differs at the tie that straddles rank k (issue 22's parity)."""
+    values = np.asarray(scores, dtype=np.float64)
+    by_score = np.argsort(-values, kind="stable")
+    group = np.zeros(len(by_score), dtype=np.int64)
+    for j in range(1, len(by_score)):
+        prev, cur = values[by_score[j - 1]], values[by_score[j]]
+        group[j] = group[j - 1] + (prev - cur > tolerance * max(1.0, abs(prev)))
+    pos = np.asarray(positions, dtype=np.int64)[by_score]
+    order = np.lexsort((pos, group))
+    return by_score[order][:k].tolist()
+
+
 def _drop(ids: Sequence[str], scores: Sequence[float], exclude: set[str], k: int) -> tuple[list[str], list[float]]:
     keep = [(d, float(s)) for d, s in zip(ids, scores) if d not in exclude][:k]
     return [d for d, _ in keep], [s for _, s in keep]

@@ -19,7 +19,7 @@ from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress, order_ties, tie_depth
 from core.data.pipeline import check_stamp, is_current, stamped, terms
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
@@ -63,14 +63,18 @@ class BM25Retriever(Retriever):
         ids: list[list[str]] = [[] for _ in texts]
         scores: list[list[float]] = [[] for _ in texts]
         if nonempty:
+            # fetch past rank k so that the tie at rank k is ordered by collection position (order_ties):
+            # the same top-k as any other exact engine (Milvus), not bm25s's own tie order
             docs, vals = self.model.retrieve(
-                [known[i] for i in nonempty], k=k, show_progress=False, n_threads=n_threads,
-                backend_selection=backend,
+                [known[i] for i in nonempty], k=min(tie_depth(k), len(self.doc_ids)), show_progress=False,
+                n_threads=n_threads, backend_selection=backend,
             )
             for row, i in enumerate(nonempty):
                 keep = vals[row] > 0  # documents sharing no term are not retrieved
-                ids[i] = self.doc_ids[docs[row][keep]].tolist()
-                scores[i] = vals[row][keep].astype(float).tolist()
+                positions, values = docs[row][keep], vals[row][keep].astype(float)
+                best = order_ties(positions, values, k)
+                ids[i] = self.doc_ids[positions[best]].tolist()
+                scores[i] = values[best].tolist()
         return Hits(ids, scores)
 
     def score_texts(self, query: str, doc_ids: list[str]) -> np.ndarray:

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import StudioError
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress, order_ties, tie_depth
 
 ENV_URI = "QRS_MILVUS_URI"
 ENV_TOKEN = "QRS_MILVUS_TOKEN"
@@ -577,12 +577,15 @@ class MilvusRetriever(Retriever):
         if not asked:
             return Hits(ids, scores)
         fields = ["doc_id"] if self.doc_ids is None else []
+        sparse = len(self.routes) == 1 and self.routes[0].field != "dense"
+        # BM25: fetch past rank k and order the tie at rank k like BM25Retriever does (base.order_ties)
+        limit = min(tie_depth(k), MAX_LIMIT) if sparse else k
         t0 = time.perf_counter()
         with calls(self.config, f"searching {self.alias}"):
             if len(self.routes) == 1:
                 route = self.routes[0]
                 result = self.client.search(
-                    self.alias, data=[encoded[0][i] for i in asked], anns_field=route.field, limit=k,
+                    self.alias, data=[encoded[0][i] for i in asked], anns_field=route.field, limit=limit,
                     search_params=self.index.search_params(route.metric, k) if route.field == "dense"
                     else {"metric_type": "IP", "params": {}},
                     output_fields=fields or ["pk"], timeout=self.config.search_timeout)
@@ -603,7 +606,10 @@ class MilvusRetriever(Retriever):
         for row, hits in zip(asked, result):
             found = [(self._score(single, h["distance"]) if single else float(h["distance"]), int(h["pk"]),
                       h["entity"].get("doc_id") if fields else None) for h in hits]
-            found.sort(key=lambda t: (-t[0], t[1]))  # ties: collection order, deterministic
+            if sparse:
+                found = [found[j] for j in order_ties([t[1] for t in found], [t[0] for t in found], k)]
+            else:
+                found.sort(key=lambda t: (-t[0], t[1]))  # ties: collection order, deterministic
             ids[row] = [str(d) if d is not None else str(self.doc_ids[pk]) for _, pk, d in found]
             scores[row] = [s for s, _, _ in found]
         return Hits(ids, scores, [{"milvus_seconds": seconds}] * len(texts))
