@@ -1,0 +1,55 @@
+"""Deterministic builds (issue 20 item 6): a commit and a seed give the same model whether the machine is
+idle or both cores are busy. Training stops by step caps and dev patience only (no wall-clock budget), so
+a second training run next to CPU-burning processes must give bit-identical weights and the same test
+numbers as the first.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+
+from tests.test_densetrans import toy_dataset
+
+BURN = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
+
+
+def _train_once(monkeypatch, tmp, dataset):
+    from core.retrieval import densetrans as dt
+
+    monkeypatch.setenv("QRS_VAR", str(tmp))
+    cfg = dt.make_config("quick", None, d_model=24, embeddings="random", max_steps=36, eval_every=12,
+                         batch_queries=16, lr=1e-3, dev_distractors=0, patience=6)
+    metrics = dt.build(dataset, "quick", config=cfg, resume=False)
+    state = torch.load(dt._folder(dataset, None) / "model.pt", map_location="cpu", weights_only=True)
+    return metrics, state
+
+
+def _tensors(state):
+    """Every tensor of a saved checkpoint (nested dicts flattened)."""
+    if isinstance(state, torch.Tensor):
+        return {"": state}
+    if isinstance(state, dict):
+        return {f"{k}.{n}": t for k, v in state.items() for n, t in _tensors(v).items()}
+    return {}
+
+
+def test_training_on_a_busy_machine_gives_the_same_model_and_numbers(tmp_path, monkeypatch):
+    dataset = toy_dataset(n_concepts=40)
+    idle_metrics, idle_state = _train_once(monkeypatch, tmp_path / "idle", dataset)
+    burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(2)]  # both cores busy
+    try:
+        busy_metrics, busy_state = _train_once(monkeypatch, tmp_path / "busy", dataset)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    idle_tensors, busy_tensors = _tensors(idle_state), _tensors(busy_state)
+    assert idle_tensors and idle_tensors.keys() == busy_tensors.keys()
+    different = [k for k in idle_tensors if not torch.equal(idle_tensors[k], busy_tensors[k])]
+    assert not different, f"weights differ between the idle and the busy run: {different[:5]}"
+    assert idle_metrics["test"] == busy_metrics["test"]
+    untimed = lambda curve: [{k: v for k, v in point.items() if "second" not in k} for point in curve]  # noqa: E731
+    assert untimed(idle_metrics["training"]["curve"]) == untimed(busy_metrics["training"]["curve"])
+    assert idle_metrics["training"]["stopped"] in ("cap", "patience")
