@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PORT   ?= 8501
 DATASET ?= qqp-bimpm
 
-.PHONY: install run build test bench clean-artifacts
+.PHONY: install run build test bench reproduce clean-artifacts
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ test: install
 
 bench: install
 	$(PY) -m bench
+
+# The default build, then every report behind BENCHMARKS.md's generated tables, then the tables themselves.
+reproduce: install
+	$(PY) -m core build --dataset $(DATASET) --all
+	$(PY) -m bench.default_build_report --dataset $(DATASET)
+	$(PY) -m bench.query_forms --dataset $(DATASET)
+	$(PY) -m bench.text_pipeline
+	$(PY) -m bench.tables
 
 clean-artifacts:
 	rm -rf var/
