@@ -1,0 +1,104 @@
+"""Does a learned system beat its untrained or zero-shot reference on held-out queries?
+
+A model is "done" when it beats its reference on held-out queries; when it does not, every place that
+shows it says so (the build's output, Models, Compare, Error Analysis, ``core eval``). The dev check of
+``core.models_info.below_reference`` reads the trainer's own dev metric (pair AUC for the rerankers);
+this module checks the task the app serves: the ranking of the held-out split's queries (QQP: the 1,781
+test queries, each dropped from its own ranking; rerankers over BM25's top 20), H@1 and MRR@100, from the
+build's stored runs (``core.analysis.runs``), through the same evaluation module as every table.
+
+``held_out_verdict(dataset, system, compute=True)`` computes and caches the verdict
+(``var/stored-runs/<dataset>/held-out/<system>.json``, keyed by both runs' fingerprints); pages call it
+with ``compute=False`` and only read a cached verdict (the build writes it).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from core.data.datasets import Dataset
+from core.paths import artifact_dir
+from core.registry import slug
+
+# the untrained or zero-shot system each learned system must beat (the registry's notes say the same)
+REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
+              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
+METRICS = ("hit_rate@1", "mrr@100")
+PRIMARY = "hit_rate@1"
+
+
+@dataclass(frozen=True)
+class HeldOutVerdict:
+    """A learned system against its reference on the held-out split's queries."""
+
+    system: str
+    reference: str
+    split: str
+    queries: int
+    scores: dict[str, float]
+    reference_scores: dict[str, float]
+    fingerprint: str = ""
+
+    @property
+    def below(self) -> bool:
+        """Below its reference on the primary metric (H@1)."""
+        return self.scores[PRIMARY] < self.reference_scores[PRIMARY]
+
+    def line(self) -> str:
+        """One line for every place that shows the system."""
+        mine, ref = self.scores[PRIMARY], self.reference_scores[PRIMARY]
+        where = f"{self.queries:,} held-out {self.split} queries"
+        if self.below:
+            return (f"BELOW ITS REFERENCE on {where}: H@1 {mine:.4f} < {self.reference} {ref:.4f} "
+                    f"(MRR@100 {self.scores['mrr@100']:.4f} vs {self.reference_scores['mrr@100']:.4f}); "
+                    f"use {self.reference}, or train longer / on more data")
+        return f"beats its reference on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f}"
+
+
+def reference_of(system: str, variant: str | None = None) -> str | None:  # noqa: ARG001 (variants share it)
+    """The reference a learned system must beat, or None (untrained and zero-shot systems have none)."""
+    return REFERENCES.get(system)
+
+
+def _leaf(system: str, variant: str | None) -> str:
+    return system if not variant else f"{system}@{slug(variant)}"
+
+
+def _cache_path(dataset: Dataset, system: str, variant: str | None) -> Path:
+    return artifact_dir("stored-runs", slug(dataset.name), "held-out") / f"{_leaf(system, variant)}.json"
+
+
+def held_out_verdict(dataset: Dataset, system: str, variant: str | None = None, compute: bool = True,
+                     loader=None) -> HeldOutVerdict | None:
+    """The verdict for ``system`` (None: no reference, no held-out split, or not cached and ``compute`` off).
+
+    Cached by both runs' fingerprints (a retrained model or a rebuilt reference makes it stale)."""
+    from core.analysis import runs
+
+    reference = reference_of(system, variant)
+    split = runs.default_split(dataset)
+    if reference is None or split != "test":
+        return None
+    key = f"{runs.fingerprint(dataset, system, variant)}:{runs.fingerprint(dataset, reference)}"
+    path = _cache_path(dataset, system, variant)
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("fingerprint") == key:
+            return HeldOutVerdict(**cached)
+    except (OSError, ValueError, TypeError):
+        pass
+    if not compute:
+        return None
+    from core.analysis.evaluation import evaluate_run
+
+    qrels = dataset.split_qrels(split)
+    queries = {q: dataset.queries[q] for q in qrels}
+    name = _leaf(system, variant)
+    mine, ref = runs.load_runs(dataset, [name, reference], queries, k=100, loader=loader)
+    verdict = HeldOutVerdict(system=name, reference=reference, split=split, queries=len(queries),
+                             scores={m: round(v, 4) for m, v in evaluate_run(qrels, mine, list(METRICS)).items()},
+                             reference_scores={m: round(v, 4) for m, v in evaluate_run(qrels, ref, list(METRICS)).items()},
+                             fingerprint=key)
+    path.write_text(json.dumps(asdict(verdict), indent=2), encoding="utf-8")
+    return verdict

@@ -1,0 +1,60 @@
+"""Held-out verdicts: a learned system against its reference on the test split's queries, from the same
+runs and evaluation module as the tables, cached by both runs' fingerprints, read-only for pages."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def tiny(built, monkeypatch):
+    from core.analysis import held_out
+    from core.data.datasets import load_dataset
+    from core.retrieval import wordmean
+
+    dataset = load_dataset("qqp-bimpm")
+    wordmean.build(dataset)
+    # two untrained systems stand in for a learned one and its reference (seconds instead of a training)
+    monkeypatch.setitem(held_out.REFERENCES, "glove-mean", "bm25")
+    return dataset
+
+
+def test_verdict_equals_the_evaluation_of_both_runs_and_is_cached(tiny):
+    from core.analysis.evaluation import evaluate_run
+    from core.analysis.held_out import held_out_verdict
+    from core.serving.loader import load
+
+    dataset = tiny
+    assert dataset.query_splits.get("test")
+    assert held_out_verdict(dataset, "glove-mean", compute=False) is None  # pages never compute
+    verdict = held_out_verdict(dataset, "glove-mean")
+    qrels = dataset.split_qrels("test")
+    queries = {q: dataset.queries[q] for q in qrels}
+    expected = {}
+    for name in ("glove-mean", "bm25"):
+        run = load(name, dataset).search_many(queries, k=100, ignore_identical_ids=True)
+        expected[name] = evaluate_run(qrels, run, ["hit_rate@1", "mrr@100"])
+    assert verdict.queries == len(qrels) and verdict.split == "test" and verdict.reference == "bm25"
+    assert verdict.scores["hit_rate@1"] == pytest.approx(expected["glove-mean"]["hit_rate@1"], abs=1e-4)
+    assert verdict.reference_scores["mrr@100"] == pytest.approx(expected["bm25"]["mrr@100"], abs=1e-4)
+    assert verdict.below == (expected["glove-mean"]["hit_rate@1"] < expected["bm25"]["hit_rate@1"])
+    line = verdict.line()
+    assert ("BELOW ITS REFERENCE" in line) == verdict.below and "held-out test queries" in line
+    assert held_out_verdict(dataset, "glove-mean", compute=False) == verdict
+
+
+def test_a_rebuilt_model_makes_the_cached_verdict_stale(tiny):
+    from core.analysis.held_out import held_out_verdict
+    from core.retrieval import bm25
+
+    dataset = tiny
+    held_out_verdict(dataset, "glove-mean")
+    bm25.build(dataset, config=bm25.BM25Config(k1=0.9, b=0.4))  # the reference changed
+    assert held_out_verdict(dataset, "glove-mean", compute=False) is None
+
+
+def test_systems_without_a_reference_have_no_verdict(tiny):
+    from core.analysis.held_out import held_out_verdict, reference_of
+
+    assert reference_of("bm25") is None and reference_of("minilm") is None
+    assert reference_of("frm") == "minilm-pairs" and reference_of("cross-encoder") == "minilm-pairs"
+    assert held_out_verdict(tiny, "bm25") is None
