@@ -12,6 +12,11 @@ import json
 import sys
 from pathlib import Path
 
+try:
+    from bench.paper_rows import paper_rows_table
+except ImportError:  # run as a script: python bench/tables.py
+    from paper_rows import paper_rows_table
+
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "bench" / "reports"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -87,6 +92,7 @@ def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
     lines += default_build_table() + query_forms_table() + text_pipeline_table()
+    lines += paper_rows_table()
     return "\n".join(lines + [END])
 
 

@@ -1,0 +1,174 @@
+"""BENCHMARKS.md's generated tables are exactly what the committed reports give (issue 20 item 7), and the
+paper rows (bench/paper_rows.json, issue 20 item 2) read every value here from a report, never a typed number."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?![\d])"
+BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json")
+
+
+def _rounded(text: str) -> set[tuple[int, float]]:
+    """(decimals, value rounded to them) for every decimal number in ``text``, 1 to 4 decimals (a '-' may be
+    a hyphen: "Linux-6.18.44", "nltk-3.10.4", so both signs count)."""
+    values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)]
+    return {(d, round(s * v, d)) for v in values for s in (1, -1) for d in range(1, 5)}
+
+
+def _generated_section() -> str:
+    from bench.tables import BEGIN, END
+
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def test_generated_section_matches_the_reports():
+    from bench.tables import main
+
+    assert main(["--check"]) == 0
+
+
+def test_every_number_of_the_generated_section_is_in_a_report():
+    """Every number is a report's (the base tables' reports and every report a paper row points at), or the
+    paper-rows manifest's own text: the papers' values as printed and its protocol descriptions (the values
+    here are checked against their reports one by one in the next test)."""
+    from bench.paper_rows import MANIFEST, referenced_reports
+
+    section = _generated_section()
+    reports_dir = ROOT / "bench" / "reports"
+    names = list(BASE_REPORTS) + [n for n in referenced_reports() if n not in BASE_REPORTS]
+    texts = [(reports_dir / name).read_text(encoding="utf-8") for name in BASE_REPORTS]  # these must exist
+    texts += [(reports_dir / n).read_text(encoding="utf-8") for n in names[len(BASE_REPORTS):] if (reports_dir / n).is_file()]
+    values = _rounded(" ".join(texts))
+    values |= {(len(v.split(".")[1]), float(v)) for v in re.findall(NUMBER, MANIFEST.read_text(encoding="utf-8"))}
+    numbers = re.findall(NUMBER, section)
+    assert numbers, "no numbers in the generated section"
+    missing = [n for n in numbers if (len(n.split(".")[1]), round(float(n), len(n.split(".")[1]))) not in values]
+    assert not missing, f"numbers not found in any report: {missing[:10]}"
+    json.loads((reports_dir / "query_forms.json").read_text(encoding="utf-8"))
+
+
+def test_each_paper_rows_value_here_is_read_from_its_report():
+    """The manifest is valid, every value here is the number its reference resolves to, and the generated
+    section shows exactly that (or "not measured" when the report or key is missing)."""
+    from bench.paper_rows import NOT_MEASURED, format_value, load_manifest, resolve
+
+    rows = load_manifest()
+    section = _generated_section()
+    assert "### Paper rows" in section
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    for row in rows:
+        expected = NOT_MEASURED if row["here"] is None else format_value(resolve(row["here"]))
+        matching = [line for line in lines
+                    if f"| {row['system']} | {row['metric']} | {row['paper_value']} | {expected}" in line]
+        assert matching, f"no generated row shows {row['system']} {row['metric']} here = {expected}"
+    papers = {row["paper"] for row in rows}
+    assert papers >= {"densetrans-cai2021.md", "sdml-bonadiman2019.md", "tree-search-bert-guo.md",
+                      "frm-multiview-chong.md", "cnn-rerank-severyn2015.md"}
+
+
+def test_trecqa_cnn_row_compares_the_paper_with_the_all_questions_convention():
+    """The paper's .7329 / .7962 were scored by trec_eval over every question with candidates, unanswerable ones
+    at 0: that number is the compared one; the answerable-only one is labelled a different convention."""
+    from bench.paper_rows import load_manifest
+
+    rows = [r for r in load_manifest() if r["paper"] == "cnn-rerank-severyn2015.md" and r["paper_value"] in (".7329", ".7962")]
+    same = [r for r in rows if "all_queries_zero_if_no_relevant" in r["here"]["path"]]
+    other = [r for r in rows if "dropping_queries_without_relevant" in r["here"]["path"]]
+    assert len(same) == 2 and len(other) == 2
+    assert all("query set and unanswerable-question convention are the paper's" in r["like_for_like"] for r in same)
+    assert all("different convention" in r["like_for_like"] and "different convention" in r["metric"] for r in other)
+
+
+def _row(**overrides) -> dict:
+    row = {"paper": "cnn-rerank-severyn2015.md", "where": "Table 3", "system": "Our model", "here_system": "cnn-rerank",
+           "dataset": "TrecQA", "metric": "MAP", "paper_value": ".7329", "paper_quote": "Our model\t.7329\t.7962",
+           "here": {"report": "r.json", "path": ["eval", "map"]},
+           "protocol": {k: "x" for k in ("scorer", "queries", "unanswerable", "ties", "training_data", "encoder", "build")},
+           "like_for_like": "differs: everything"}
+    row.update(overrides)
+    return row
+
+
+def _write(tmp_path, rows) -> object:
+    path = tmp_path / "paper_rows.json"
+    path.write_text(json.dumps({"rows": rows}), encoding="utf-8")
+    return path
+
+
+def test_a_row_whose_key_or_report_is_missing_renders_not_measured(tmp_path):
+    from bench.paper_rows import paper_rows_table
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "r.json").write_text(json.dumps({"eval": {"map": 0.71864}}), encoding="utf-8")
+    manifest = _write(tmp_path, [
+        _row(system="present"),
+        _row(system="missing key", here={"report": "r.json", "path": ["eval", "mrr"]}),
+        _row(system="missing report", here={"report": "absent.json", "path": ["eval", "map"]}),
+        _row(system="no report at all", here=None, not_measured="never written"),
+    ])
+    lines = {line.split(" | ")[1]: line for line in paper_rows_table(manifest, reports) if line.startswith("| Table 3")}
+    assert "| 0.7186 |" in lines["present"]
+    for system in ("missing key", "missing report"):
+        assert "| not measured |" in lines[system], lines[system]
+        assert "0.7186" not in lines[system]
+    assert "not measured (never written)" in lines["no report at all"]
+
+
+def test_a_jsonl_report_is_read_through_selectors(tmp_path):
+    from bench.paper_rows import ManifestError, paper_rows_table
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "r.jsonl").write_text("\n".join(json.dumps(x) for x in (
+        {"system": "tree", "split": "all", "map@20": 0.5}, {"system": "tree", "split": "test", "map@20": 0.61234},
+        {"system": "tree", "split": "test", "map@20": 0.61234}, {"system": "x", "split": "dev", "map@20": 0.1},
+        {"system": "x", "split": "dev", "map@20": 0.2})), encoding="utf-8")
+    ok = _row(here={"report": "r.jsonl", "path": [{"system": "tree", "split": "test"}, "map@20"]})
+    assert any("| 0.6123 |" in line for line in paper_rows_table(_write(tmp_path, [ok]), reports))
+    ambiguous = _row(here={"report": "r.jsonl", "path": [{"system": "x"}, "map@20"]})
+    with pytest.raises(ManifestError, match="disagree"):
+        paper_rows_table(_write(tmp_path, [ambiguous]), reports)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"here": 0.7186}, "here must be"),
+    ({"here": {"report": "r.json", "path": []}}, "non-empty list"),
+    ({"here": {"report": "../r.json", "path": ["a"]}}, "file name under bench/reports"),
+    ({"paper_value": 0.7329}, "non-empty string"),
+    ({"paper_value": ".7330"}, "not in the quoted table row"),
+    ({"like_for_like": False}, "like_for_like"),
+    ({"like_for_like": "differs: "}, "like_for_like"),
+    ({"protocol": {"scorer": "ranx"}}, "protocol must give"),
+    ({"here": None}, "not_measured"),
+    ({"value_here": 0.7186}, "unknown key"),
+])
+def test_a_malformed_manifest_fails_loudly(tmp_path, change, message):
+    from bench.paper_rows import ManifestError, paper_rows_table
+
+    with pytest.raises(ManifestError, match=message):
+        paper_rows_table(_write(tmp_path, [_row(**change)]), tmp_path)
+
+
+def test_a_path_ending_on_a_non_number_fails_loudly(tmp_path):
+    from bench.paper_rows import ManifestError, paper_rows_table
+
+    (tmp_path / "r.json").write_text(json.dumps({"eval": {"map": {"value": 0.7}}}), encoding="utf-8")
+    with pytest.raises(ManifestError, match="not a number"):
+        paper_rows_table(_write(tmp_path, [_row()]), tmp_path)
+
+
+def test_paper_quotes_are_lines_of_the_papers():
+    """Each quoted table row is verbatim in its paper (the papers live outside the repository: skipped there)."""
+    from bench.paper_rows import check_quotes
+
+    papers = next((p for p in (ROOT / "shared" / "papers", ROOT.parent / "shared" / "papers") if p.is_dir()), None)
+    if papers is None:
+        pytest.skip("the papers (shared/papers) are not available here")
+    assert check_quotes(papers) == []
