@@ -195,33 +195,41 @@ def build_all(
     dataset_name: str, systems: list[str] | None = None, profile: str = "quick", force: bool = False,
     echo: bool = True,
 ) -> list[BuildStatus]:
-    """Build ``systems`` (default: every default-build system for the dataset) in registry order."""
+    """Build ``systems`` (default: every default-build system for the dataset) in registry order; a name may
+    carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default)."""
+    from core.registry import parse_name
+
     dataset = load_dataset(dataset_name)
-    specs = [get_spec(s) for s in systems] if systems else default_systems(dataset)
+    if systems:
+        named = [parse_name(s) for s in systems]
+        targets = [(get_spec(n.system), n.variant) for n in named]
+    else:
+        targets = [(spec, None) for spec in default_systems(dataset)]
     with build_lock(dataset_name) as acquired:
         if not acquired:
             raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")
-        for spec in specs:
+        for spec, variant in targets:
             try:
                 system_module(spec.name)
             except ModuleNotFoundError:
                 continue
-            if not force and system_module(spec.name).is_built(dataset, variant=None):
+            if not force and system_module(spec.name).is_built(dataset, variant=variant):
                 continue
-            write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"))
+            write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"), variant)
         results = []
-        for spec in specs:
+        for spec, variant in targets:
+            label = spec.name + (f"@{variant}" if variant else "")
             try:
                 system_module(spec.name)
             except ModuleNotFoundError:
                 results.append(BuildStatus(spec.name, "unavailable", message="not implemented in this version"))
                 continue
             if echo:
-                print(f"[build] {spec.name} ...", flush=True)
-            status = build_system(dataset, spec.name, profile=profile, force=force)
+                print(f"[build] {label} ...", flush=True)
+            status = build_system(dataset, spec.name, profile=profile, variant=variant, force=force)
             if echo:
                 took = f" in {status.seconds:.0f}s" if status.seconds else ""
-                print(f"[build] {spec.name}: {status.state}{took} {status.error}", flush=True)
+                print(f"[build] {label}: {status.state}{took} {status.error}", flush=True)
             results.append(status)
         return results
 

@@ -12,19 +12,24 @@ from core.paths import REPO_ROOT, var_dir
 from core.registry import get_spec, slug, system_module
 
 
-def artifact_size(dataset_name: str, system: str) -> int:
-    """Bytes on disk of a system's artifacts for a dataset (all variants)."""
+def artifact_size(dataset_name: str, system: str, variant: str | None = None) -> int:
+    """Bytes on disk of a system's artifacts for a dataset (all variants; with ``variant``, that one's folder)."""
     root = var_dir() / "systems" / slug(dataset_name)
     total = 0
     for folder in root.glob(f"{system}*"):
-        if folder.name == system or folder.name.startswith(f"{system}@"):
-            total += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+        if variant is not None:
+            if folder.name != f"{system}@{slug(variant)}":
+                continue
+        elif not (folder.name == system or folder.name.startswith(f"{system}@")):
+            continue
+        total += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     return total
 
 
-def system_config(system: str, dataset_name: str) -> dict:
-    """The saved config of the built system, else the module's defaults (``config_dict``)."""
-    folder = var_dir() / "systems" / slug(dataset_name) / system
+def system_config(system: str, dataset_name: str, variant: str | None = None) -> dict:
+    """The saved config of the built system (variant), else the module's defaults (``config_dict``)."""
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    folder = var_dir() / "systems" / slug(dataset_name) / leaf
     saved = folder / "config.json"
     if saved.is_file():
         try:
@@ -37,7 +42,9 @@ def system_config(system: str, dataset_name: str) -> dict:
     except ModuleNotFoundError:
         return {}
     fn = getattr(module, "config_dict", None)
-    return {"defaults (paper)": fn()} if fn else {}
+    if not fn:
+        return {}
+    return {"defaults (paper)": fn(variant) if variant else fn()}
 
 
 # ----------------------------------------------------------------------------- learning curves (issue 12)

@@ -100,7 +100,8 @@ def prepare_command(name: SystemName | str, target: str) -> str:
 def applicable_systems(dataset: Dataset, kind: str | None = None) -> list[str]:
     """Every system name that can rank ``dataset`` now: untrained systems that are built (BM25 always,
     it builds in seconds; pre-trained encoders always on candidate lists), and every trained model
-    as ``SYSTEM`` (trained here) or ``SYSTEM@TRAINED_ON`` (zero-shot)."""
+    as ``SYSTEM`` (trained here) or ``SYSTEM@TRAINED_ON`` (zero-shot); a built recipe variant
+    (``registry.Recipe``) as ``SYSTEM@VARIANT`` beside its default."""
     out = []
     for spec in list_systems(kind):
         if not supports(spec, dataset):
@@ -116,6 +117,10 @@ def applicable_systems(dataset: Dataset, kind: str | None = None) -> list[str]:
             continue
         for source in trained_datasets(spec.name):
             out.append(spec.name if source == dataset.name else f"{spec.name}@{source}")
+        for recipe in spec.recipes:  # a paper's recipe built beside the default: SYSTEM@VARIANT[@TRAINED_ON]
+            named = f"{spec.name}@{recipe.variant}"
+            out += [named if source == dataset.name else f"{named}@{source}"
+                    for source in trained_datasets(spec.name, recipe.variant)]
     return out
 
 
@@ -166,6 +171,8 @@ def forget_target(name: str, target_name: str) -> bool:
 
 def system_choices(dataset: Dataset, kind: str | None = None) -> list[str]:
     """What a page offers on ``dataset``: every system that applies (built or not: a missing one shows
-    its build command), then the models trained elsewhere as ``SYSTEM@TRAINED_ON``."""
-    names = [s.name for s in list_systems(kind) if supports(s, dataset)]
+    its build command) with its recipe variants (``SYSTEM@VARIANT``, e.g. ``densetrans@paper-objective``)
+    right after it, then the models trained elsewhere as ``SYSTEM@TRAINED_ON``."""
+    names = [n for s in list_systems(kind) if supports(s, dataset)
+             for n in (s.name, *(f"{s.name}@{r.variant}" for r in s.recipes))]
     return names + [n for n in applicable_systems(dataset, kind) if "@" in n and n not in names]

@@ -10,6 +10,12 @@ app treat every system the same way:
   naming the build command when an artifact is missing or corrupt.
 
 Optionally ``config_dict(variant=None) -> dict`` (shown on the Models page, paper defaults marked).
+
+Names that say what runs (issue 20 item 4): a system whose default build follows the project's own recipe
+says so in its display name (``recipe_label``) and its ``deviation``; a paper's recipe that the project can
+build beside the default is a :class:`Recipe` variant (``densetrans@paper-objective``, ``frm@no-kw-loss``)
+with its own artifacts folder, display name and deviation note. :func:`display_name` and
+:func:`deviation_note` are what every page and the CLI show.
 """
 from __future__ import annotations
 
@@ -22,6 +28,16 @@ from types import ModuleType
 from core.data.datasets import Dataset
 from core.errors import UnknownNameError
 from core.paths import artifact_dir
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A training recipe built beside a system's default: a variant with its own artifacts folder
+    (``system_dir(dataset, system, variant)``), so building it never touches the default build's model."""
+
+    variant: str  # the name after '@' (also listed in ``SystemSpec.variants``)
+    label: str  # what runs, in the display name: "paper objective: [CLS], τ 1; d 60, 600-step cap"
+    deviation: str  # what still differs from the paper ("" = nothing)
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,8 @@ class SystemSpec:
     variant_pattern: str = ""  # variants not listed that are valid too (regex; core.retrieval.fusion's PART+PART:METHOD)
     minilm_derived: bool = False  # built on all-MiniLM-L6-v2, pre-trained on data that includes Quora duplicates
     deviation: str = ""  # how the default (quick) build differs from the paper's recipe: said where results are shown
+    recipe_label: str = ""  # what the default build runs, in its display name ("project recipe: mean, τ .05, d 60")
+    recipes: tuple[Recipe, ...] = ()  # other recipes (variants with their own folder), e.g. the paper's objective
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -64,8 +82,18 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
-               variants=("full", "-TopDense", "-AllDense", "+Concat"),
-               deviation="project recipe, not the paper's: mean pooling + dropout 0.2, τ 0.05, d 60 on GloVe 6B-50d, 600-step cap (paper: [CLS], τ 1 i.e. raw cosine, d 300 FastText; `--profile paper`)"),
+               variants=("full", "-TopDense", "-AllDense", "+Concat", "paper-objective"),
+               deviation="project recipe, not the paper's: mean pooling + dropout 0.2, τ 0.05, d 60 on GloVe 6B-50d, "
+                         "600-step cap (paper: [CLS], τ 1 i.e. raw cosine, dropout 0.1, d 300 FastText; the paper's "
+                         "objective at this size: densetrans@paper-objective; its whole recipe: `--profile paper`)",
+               recipe_label="project recipe: mean, τ .05, d 60",
+               recipes=(Recipe("paper-objective", "paper objective: [CLS], τ 1; d 60, 600-step cap",
+                               "the paper's objective ([CLS] pooling, τ 1 i.e. raw cosine in Eq. 6, dropout 0.1, "
+                               "PyTorch's default position init) at the default build's CPU size; still differs: "
+                               "d 60 on GloVe 6B-50d (paper: d 300, FastText), batches of 128 queries (paper: 32), "
+                               "lr 2e-3 (paper: not given), 600-step cap with dev early stopping every 50 steps "
+                               "(paper: trained to its dev optimum); on QQP 7,894 positive training pairs of the "
+                               "cluster-disjoint split (paper: 79.6K training questions)"),)),
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd"),
@@ -81,8 +109,17 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
-               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level"), minilm_derived=True,
-               deviation='project recipe: Eq. (18) plus a keyword-agreement loss that is not in the paper (weight 1), frozen MiniLM, 3 epochs (paper: no such loss, fine-tuned encoder; `--profile paper`)'),
+               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level",
+                         "no-kw-loss"), minilm_derived=True,
+               deviation="project recipe: Eq. (18) plus a keyword-agreement loss that is not in the paper (weight 1), "
+                         "frozen MiniLM, 3 epochs (paper: Eq. (18) only, fine-tuned encoder; the paper's loss at this "
+                         "size: frm@no-kw-loss; its whole recipe: `--profile paper`)",
+               recipe_label="+ keyword-agreement loss",
+               recipes=(Recipe("no-kw-loss", "paper loss, Eq. 18",
+                               "the paper's loss (Eq. 18 only, no keyword-agreement term) with the default build's "
+                               "recipe otherwise; still differs: all-MiniLM-L6-v2 frozen (paper: BERT fine-tuned), "
+                               "new layers at lr 1e-3 (paper: 2e-5), 3-epoch cap with dev ROC AUC early stopping "
+                               "on 1,000 dev pairs; on QQP 15,871 training pairs of the cluster-disjoint split"),)),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features",),
@@ -114,10 +151,58 @@ def contamination_note(name: str, dataset_name: str) -> str | None:
     return f"{name}: {QUORA_NOTE} (its QQP numbers are not zero-shot)" if derived else None
 
 
+def _loose_parts(name: str) -> tuple[SystemSpec | None, str | None, str | None]:
+    """(spec, variant, trained_on) of ``SYSTEM[@VARIANT][@TRAINED_ON]`` without raising (display helpers)."""
+    system, *parts = name.strip().split("@")
+    spec = _BY_NAME.get(system)
+    if spec is None:
+        return None, None, None
+    variant = next((p for p in parts if p and is_variant(spec, p)), None)
+    others = [p for p in parts if p and p != variant]
+    return spec, variant, (others[0] if others else None)
+
+
+def recipe(name: str, variant: str | None = None) -> Recipe | None:
+    """The :class:`Recipe` that ``name`` (``SYSTEM@VARIANT``, or ``SYSTEM`` with ``variant``) runs, else None
+    (the default build's recipe, or an ablation of it)."""
+    spec, parsed, _ = _loose_parts(name)
+    variant = variant or parsed
+    if spec is None or not variant:
+        return None
+    return next((r for r in spec.recipes if r.variant == variant), None)
+
+
+def display_name(name: str, variant: str | None = None) -> str:
+    """What runs under ``name``, for people: ``DenseTrans (project recipe: mean, τ .05, d 60)``,
+    ``DenseTrans (paper objective: [CLS], τ 1; d 60, 600-step cap)``, ``DenseTrans -AllDense (project
+    recipe: ...)``, ``FRM (paper loss, Eq. 18)``; a model trained elsewhere adds ``[trained on X]``."""
+    spec, parsed, trained_on = _loose_parts(name)
+    if spec is None:
+        return name
+    variant = variant or parsed
+    chosen = recipe(spec.name, variant)
+    if chosen is not None:
+        text = f"{spec.title} ({chosen.label})"
+    else:
+        shown = variant if variant and variant != "full" else ""
+        text = spec.title + (f" {shown}" if shown else "") + (f" ({spec.recipe_label})" if spec.recipe_label else "")
+    return text + (f" [trained on {trained_on}]" if trained_on else "")
+
+
 def deviation_note(name: str) -> str | None:
-    """How the default build of ``name`` differs from its paper's recipe (None when it follows it)."""
-    spec = _BY_NAME.get(name.partition("@")[0])
-    return f"{name}: {spec.deviation}" if spec and spec.deviation else None
+    """How ``name`` (``SYSTEM[@VARIANT]``) differs from its paper's recipe: the recipe variant's own note, else
+    the default build's (ablations are built with the default recipe); None when it follows the paper."""
+    spec, variant, _ = _loose_parts(name)
+    if spec is None:
+        return None
+    chosen = recipe(spec.name, variant)
+    text = chosen.deviation if chosen is not None else spec.deviation
+    return f"{name}: {text}" if text else None
+
+
+def recipe_choices(kind: str | None = None) -> list[str]:
+    """``SYSTEM@VARIANT`` of every recipe built beside a default (the Models page's build list)."""
+    return [f"{s.name}@{r.variant}" for s in list_systems(kind) for r in s.recipes]
 
 
 def list_systems(kind: str | None = None) -> list[SystemSpec]:
@@ -198,9 +283,17 @@ def slug(text: str) -> str:
 
 
 def system_dir(dataset_name: str, system: str, variant: str | None = None) -> Path:
-    """``var/systems/<dataset>/<system>[@variant]/``: where a system keeps its artifacts."""
+    """``var/systems/<dataset>/<system>[@variant]/``: where a system keeps its artifacts (created)."""
     leaf = system if not variant else f"{system}@{slug(variant)}"
     return artifact_dir("systems", slug(dataset_name), leaf)
+
+
+def system_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
+    """The folder :func:`system_dir` names, without creating it (for ``is_built``: asking leaves nothing behind)."""
+    from core.paths import var_dir
+
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    return var_dir() / "systems" / slug(dataset_name) / leaf
 
 
 def build_command(system: str, dataset_name: str, variant: str | None = None) -> str:

@@ -43,7 +43,7 @@ from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
-from core.registry import contamination_note, deviation_note
+from core.registry import contamination_note, deviation_note, display_name
 from ui.auth import current_identity
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
@@ -173,6 +173,9 @@ st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Te
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
 st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
+what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") and display_name(n).lower() != n.lower()]
+if what:
+    st.caption("What runs: " + "; ".join(what) + ".")
 for name in chosen:
     for note in filter(None, (contamination_note(name, ds.name), deviation_note(name))):
         st.caption(f"⚠️ {note}")

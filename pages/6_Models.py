@@ -19,7 +19,7 @@ from core.models_info import (
     system_config,
     training_log,
 )
-from core.registry import contamination_note, deviation_note, list_systems, supports
+from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
 from core.portable import listing as portable_listing
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
@@ -31,18 +31,28 @@ st.title("Models")
 ds = page_dataset()
 
 
+def _buildable() -> list[tuple]:
+    """(spec, variant) of every system that applies here, each followed by its recipes (``registry.Recipe``:
+    a paper's recipe built in its own folder beside the default, e.g. densetrans@paper-objective)."""
+    return [(spec, variant) for spec in list_systems() if supports(spec, ds)
+            for variant in (None, *(r.variant for r in spec.recipes))]
+
+
+def _label(spec, variant) -> str:
+    return spec.name + (f"@{variant}" if variant else "")
+
+
 @st.fragment(run_every=3)
 def status_table() -> None:
     """Refreshes on its own every 3 s, without blocking other pages."""
     rows = []
-    for spec in list_systems():
-        if not supports(spec, ds):
-            continue
-        s = read_status(ds, spec)
-        rows.append({"system": spec.name, "kind": spec.kind, "state": s.state, "progress": s.progress,
-                     "message": s.message.splitlines()[-1][:120] if s.message else "",
+    for spec, variant in _buildable():
+        s = read_status(ds, spec, variant)
+        name = _label(spec, variant)
+        rows.append({"system": name, "what runs": display_name(name), "kind": spec.kind, "state": s.state,
+                     "progress": s.progress, "message": s.message.splitlines()[-1][:120] if s.message else "",
                      "seconds": round(s.seconds, 1) if s.seconds else None,
-                     "size (MB)": artifact_size(ds.name, spec.name) / 1e6,
+                     "size (MB)": artifact_size(ds.name, spec.name, variant) / 1e6,
                      "error": s.error})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0),
@@ -69,8 +79,11 @@ with left:
         started = start_background_build(ds.name, profile)
         st.toast("Build started in the background." if started else "A build is already running.")
 with right:
-    names = [s.name for s in list_systems() if supports(s, ds)]
-    pick = st.selectbox("Build one system", names)
+    names = [_label(spec, variant) for spec, variant in _buildable()]
+    pick = st.selectbox("Build one system", names, key="models.build_one",
+                        help="SYSTEM@VARIANT (e.g. densetrans@paper-objective, frm@no-kw-loss) is a paper's recipe "
+                             "built in its own folder beside the default build, which it never overwrites")
+    st.caption(f"{pick}: {display_name(pick)}")
     if st.button(f"▶ Build {pick}", disabled=build_running(ds.name)):
         start_background_build(ds.name, profile, systems=[pick])
         st.toast(f"Building {pick} in the background (same code as `python -m core train`).")
@@ -104,10 +117,6 @@ def _learned() -> list[tuple]:
             if log is not None:
                 out.append((spec, variant, status, log))
     return out
-
-
-def _label(spec, variant) -> str:
-    return spec.name + (f"@{variant}" if variant else "")
 
 
 def _number(value) -> float | None:
@@ -151,7 +160,8 @@ else:
     rows = []
     for spec, variant, status, log in learned:
         ref = log.get("reference") or {}
-        rows.append({"model": _label(spec, variant), "dev metric": log.get("dev_metric", ""),
+        rows.append({"model": _label(spec, variant), "what runs": display_name(_label(spec, variant)),
+                     "dev metric": log.get("dev_metric", ""),
                      "best dev": _number(log.get("best_dev")),
                      "untrained reference": ref.get("system", "") + (f"@{ref['variant']}" if ref.get("variant") else ""),
                      "reference dev": _number(ref.get("dev")), "reference test": _number(ref.get("test")),
@@ -162,8 +172,9 @@ else:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in ("best dev", "reference dev", "reference test")})
-    for spec, variant, status, log in learned:
-        for note in filter(None, (contamination_note(spec.name, ds.name), deviation_note(spec.name))):
+    for spec, variant, status, log in learned:  # each variant's own note: a recipe says what still differs
+        name = _label(spec, variant)
+        for note in filter(None, (contamination_note(name, ds.name), deviation_note(name))):
             st.caption(f"⚠️ {note}")
     st.caption("Reference numbers: the untrained model each learned system must beat, on the same dev queries "
                "(QQP: each query removed from its own ranking).")
@@ -202,19 +213,22 @@ else:
                              if started else f"{label} is already training.")
 
 st.subheader("Configuration and training metrics")
-for spec in list_systems():
-    if not supports(spec, ds):
-        continue
-    with st.expander(f"{spec.name} — {spec.title}"):
+for spec, variant in _buildable():
+    name = _label(spec, variant)
+    with st.expander(f"{name} — {display_name(name)}"):
         st.text(spec.paper)
         if spec.note:
             st.caption(spec.note)
-        status = read_status(ds, spec)
-        config = system_config(spec.name, ds.name)
+        note = deviation_note(name)
+        if note:
+            st.caption(note)
+        status = read_status(ds, spec, variant)
+        config = system_config(spec.name, ds.name, variant)
         if config:
             st.json(config, expanded=False)
         if status.metrics:
             st.dataframe(pd.DataFrame(sorted(status.metrics.items()), columns=["metric", "value"]).astype(str),
                          hide_index=True)
         elif status.state != "ready":
-            st.caption(f"Not built yet: `python -m core train --system {spec.name} --dataset {ds.name}`")
+            st.caption(f"Not built yet: `python -m core train --system {spec.name} --dataset {ds.name}"
+                       + (f" --variant {variant}`" if variant else "`"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from core.analysis.compare import Comparison, Hit, SystemResult
+from core.registry import display_name
 
 MARKS = "✅ relevant (qrels) · 👤 user label (0/1/2) · ▫️ unjudged · ◆ in every column · ◇ only here"
 TABLE_WIDTH = 840  # px the system columns share (main area at a 1,400-px window: 930 px; columns stretch)
@@ -105,10 +106,12 @@ def unique_label(label: str, taken) -> str:
 
 
 def summary_rows(result: Comparison) -> list[dict]:
-    """One row per system: latency, work counters, recall against exact search, per-query metrics."""
+    """One row per system: what runs (``registry.display_name``: the recipe, not just the paper's name), latency,
+    work counters, recall against exact search, per-query metrics."""
     rows = []
     for r in result.results:
-        row: dict = {"system": r.choice.label}
+        row: dict = {"system": r.choice.label,
+                     "what runs": display_name(r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else ""))}
         if not r.ok:
             row["status"] = "not run (see message)"
             rows.append(row)

@@ -84,13 +84,16 @@ def _folder_fingerprint(folder: Path) -> list:
 
 def _model_folders(dataset: Dataset, system: str, variant: str | None) -> list[Path]:
     """The artifact folders a run depends on, without creating any: ``<system>@<variant>``, or for the
-    default variant (whose folder name each module picks, e.g. ``minilm@mean``) every ``<system>[@*]``."""
+    default variant (whose folder name each module picks, e.g. ``minilm@mean``) every ``<system>[@*]`` but the
+    recipes built beside it (``registry.Recipe``: building ``densetrans@paper-objective`` leaves the default's
+    stored run fresh)."""
     from core.paths import var_dir
 
     root = var_dir() / "systems" / slug(dataset.name)
     if variant:
         return [root / _leaf(system, variant)]
-    return sorted(p for p in [root / system, *root.glob(f"{system}@*")] if p.is_dir())
+    beside = {_leaf(system, r.variant) for r in get_spec(system).recipes}
+    return sorted(p for p in [root / system, *root.glob(f"{system}@*")] if p.is_dir() and p.name not in beside)
 
 
 def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> str:

@@ -77,13 +77,16 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_systems(args: argparse.Namespace) -> int:
     from core.build import read_status
     from core.portable import trained_datasets
-    from core.registry import list_systems, needs_training, supports
+    from core.registry import display_name, list_systems, needs_training, supports
 
     ds = load_dataset(args.dataset)
     rows = []
     for spec in list_systems():
         state = read_status(ds, spec).state if supports(spec, ds) else "n/a (tree search over a collection)"
         rows.append((spec.name, spec.kind, state, ",".join(spec.variants) or "-", spec.paper))
+        if supports(spec, ds):  # a paper's recipe built beside the default, in its own folder
+            rows += [(f"{spec.name}@{r.variant}", spec.kind, read_status(ds, spec, r.variant).state, "-",
+                      display_name(f"{spec.name}@{r.variant}")) for r in spec.recipes]
         if supports(spec, ds) and needs_training(spec):
             rows += [(f"{spec.name}@{src}", spec.kind, "ready (zero-shot)", "-", f"trained on {src}")
                      for src in trained_datasets(spec.name) if src != ds.name]
@@ -101,14 +104,18 @@ def cmd_build(args: argparse.Namespace) -> int:
         started = start_background_build(args.dataset, args.profile, systems)
         print("background build started" if started else "a build is already running for this dataset")
         return 0
+    from core.registry import parse_name
+
     start = time.perf_counter()
     results = build_all(args.dataset, systems, profile=args.profile, force=args.force)
-    print(tabulate([(r.system, r.state, f"{r.seconds:.1f}" if r.seconds else "-", r.error[:80]) for r in results],
-                   headers=["system", "state", "seconds", "error"]))
+    variants = [parse_name(s).variant for s in systems] if systems else [None] * len(results)
+    labels = [r.system + (f"@{v}" if v else "") for r, v in zip(results, variants)]
+    print(tabulate([(label, r.state, f"{r.seconds:.1f}" if r.seconds else "-", r.error[:80])
+                    for label, r in zip(labels, results)], headers=["system", "state", "seconds", "error"]))
     print(f"total {time.perf_counter() - start:.1f}s")
-    for r in results:
+    for r, variant in zip(results, variants):
         if r.state == "ready":
-            _say_below_reference(args.dataset, r.system, None, r.metrics)
+            _say_below_reference(args.dataset, r.system, variant, r.metrics)
     return 0 if all(r.state in ("ready", "unavailable") for r in results) else 1
 
 
@@ -209,8 +216,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
     print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
     print(result.describe())
-    from core.registry import contamination_note, deviation_note
+    from core.registry import contamination_note, deviation_note, display_name
 
+    if not args.run and display_name(name).lower() != name.lower():
+        print(f"what runs: {name} = {display_name(name)}")
     for note in filter(None, (contamination_note(name, ds.name), deviation_note(name)) if not args.run else ()):
         print(f"note: {note}")
     if args.run_out and rankings is not None:
@@ -300,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     with_dataset(sub.add_parser("systems", help="list systems and their build status")).set_defaults(func=cmd_systems)
 
     p = with_dataset(sub.add_parser("build", help="build systems (the app's default build)"))
-    p.add_argument("--systems", help="comma-separated system names")
+    p.add_argument("--systems", help="comma-separated system names; SYSTEM@VARIANT builds a variant in its own folder "
+                                     "(e.g. densetrans@paper-objective, frm@no-kw-loss)")
     p.add_argument("--all", action="store_true", help="every default-build system for the dataset")
     p.add_argument("--profile", default="quick", choices=["quick", "full", "paper"])
     p.add_argument("--force", action="store_true", help="rebuild even if built")

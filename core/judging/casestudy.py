@@ -52,6 +52,15 @@ _PARAM_NAMES = {  # state field -> URL parameter
 MAX_URL_QUERY_CHARS = 2000
 
 
+def _dense_here(name: str) -> bool:
+    """A dense first stage built on this dataset (``densetrans`` or a recipe such as ``densetrans@paper-objective``;
+    not a model trained elsewhere): the index knobs apply to it."""
+    from core.registry import recipe
+
+    system, _, variant = name.partition("@")
+    return system in DENSE_SYSTEMS and (not variant or recipe(name) is not None and name.count("@") == 1)
+
+
 # ----------------------------------------------------------------------------- state <-> URL
 @dataclass(frozen=True)
 class StateOptions:
@@ -105,7 +114,7 @@ class CompareState:
             dense += (("efSearch", self.ef_search),)
         out = []
         for name in self.systems:
-            opts: tuple[tuple[str, object], ...] = dense if name in DENSE_SYSTEMS else ()
+            opts: tuple[tuple[str, object], ...] = dense if _dense_here(name) else ()
             if name == "tree-bert":
                 opts = tuple((key, value) for key, value in (("beam", self.beam), ("K", self.tree_k)) if value is not None)
             out.append(SystemChoice(name, options=opts))

@@ -11,6 +11,9 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 epoch cap, and in ``quick`` 1,000 dev pairs; no wall-clock budget); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
 fine-tunes MiniLM (lr 2e-5, warm-up). References in ``metrics["training"]["reference"]``: the zero-shot
 MiniLM cosine of the same dev pairs and the untrained FRM (the curve's step 0).
+Recipes (variants with their own folder, ``registry.Recipe``; issue 20 item 4): ``no-kw-loss`` = the paper's loss
+(Eq. 18 only, ``keyword_loss`` 0) with the profile's recipe otherwise, in ``frm@no-kw-loss/`` beside the default
+(which adds the keyword-agreement loss).
 Inference: collection questions reuse the build's vectors, POS tags and (memoised) keyword features; a typed
 query gets one MiniLM forward and one spaCy call; each distinct text of a batch goes through ImNN once.
 """
@@ -33,7 +36,7 @@ from core.errors import MissingArtifactError
 from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp, terms
 from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
-from core.registry import build_command, system_dir
+from core.registry import build_command, system_dir, system_path
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
 from core.training import (TrainLog, check_profile, device, linear_warmup_decay, load_train_state, save_train_state,
                            set_seed)
@@ -53,6 +56,12 @@ VARIANTS: dict[str, dict] = {
     "one-level": {"max_levels": 1},
     "two-level": {"max_levels": 2},
     "three-level": {"max_levels": 3},
+}
+
+# recipes built beside the default (registry ``Recipe`` variants; each in its own folder): FRMTrainConfig
+# fields that replace the profile's
+RECIPES: dict[str, dict] = {
+    "no-kw-loss": {"keyword_loss": 0.0},  # the paper's loss: Eq. (18) only
 }
 
 
@@ -88,6 +97,17 @@ class FRMTrainConfig:
         if profile == "full":
             return cls(profile="full", max_epochs=30, patience=8)
         return cls(max_epochs=3, dev_pairs=1000)  # 3-epoch step cap, no wall-clock budget (deterministic)
+
+    @classmethod
+    def for_variant(cls, profile: str, variant: str | None = None) -> FRMTrainConfig:
+        """The profile's settings with a recipe variant's (``RECIPES``) on top; ablations train like the default.
+        A recipe takes the quick or full profile (``paper`` fine-tunes MiniLM: its name would no longer say what runs)."""
+        if variant in RECIPES and profile == "paper":
+            from core.errors import StudioError
+
+            raise StudioError(f"frm@{variant} is the paper's loss with the default build's recipe (profiles quick or "
+                              "full); the paper's whole recipe is --profile paper without a variant")
+        return dataclasses.replace(cls.for_profile(profile), **RECIPES.get(variant or "", {}))
 
 
 # ----------------------------------------------------------------------------- text features
@@ -407,15 +427,24 @@ def explain(reranker: FRMReranker, query: str, candidate: str) -> FRMExplanation
 
 
 # ----------------------------------------------------------------------------- training
-def _folder(dataset: Dataset, variant: str | None):
-    return system_dir(dataset.name, "frm", None if variant in (None, "full") else variant)
+def _folder(dataset: Dataset, variant: str | None, create: bool = True):
+    """``frm/`` for the default build, ``frm@<variant>/`` for an ablation or a recipe (never the default's)."""
+    return (system_dir if create else system_path)(dataset.name, "frm", None if variant in (None, "full") else variant)
+
+
+def _served_name(variant: str | None) -> str:
+    """``frm``, ``frm-m_mlp`` (ablations), ``frm@no-kw-loss`` (recipes)."""
+    if variant in (None, "full"):
+        return "frm"
+    return f"frm@{variant}" if variant in RECIPES else f"frm{variant}"
 
 
 def model_config(variant: str | None = None, **overrides) -> FRMConfig:
-    if variant not in (None, *VARIANTS):
+    """The model of a variant: an ablation's (``VARIANTS``), or the full model for a recipe (``RECIPES``)."""
+    if variant not in (None, *VARIANTS, *RECIPES):
         from core.errors import UnknownNameError
 
-        raise UnknownNameError("variant of frm", str(variant), list(VARIANTS))
+        raise UnknownNameError("variant of frm", str(variant), [*VARIANTS, *RECIPES])
     return FRMConfig(**{**VARIANTS.get(variant or "full", {}), **overrides})
 
 
@@ -710,10 +739,10 @@ def _encoded_batch(part, feats, featurizer, encoder, corpus, dev):
 # ----------------------------------------------------------------------------- system contract
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
           train_config: FRMTrainConfig | None = None) -> dict:
-    """Train FRM (variant = an ablation name of ``VARIANTS``); cache the collection's POS tags and frozen-MiniLM
-    vectors so that reranking only computes features for a typed query."""
+    """Train FRM (variant = an ablation name of ``VARIANTS`` or a recipe of ``RECIPES``); cache the collection's POS
+    tags and frozen-MiniLM vectors so that reranking only computes features for a typed query."""
     cfg = model_config(variant)
-    tcfg = train_config or FRMTrainConfig.for_profile(profile)
+    tcfg = train_config or FRMTrainConfig.for_variant(profile, variant)
     folder = _folder(dataset, variant)
     stats = LexicalStats.from_texts(dataset.corpus.values())
     featurizer = Featurizer(stats, cfg.max_keywords)
@@ -735,7 +764,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
-    folder = _folder(dataset, variant)
+    folder = _folder(dataset, variant, create=False)
     return is_current(folder / "config.json") and all((folder / n).is_file() for n in ("weights.pt", "lexical_stats.json"))
 
 
@@ -764,11 +793,11 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker
     store = None
     if "encoder" not in state and options.get("vector_cache", True):
         store = VectorStore.for_encoder(cfg.max_keywords)  # frozen MiniLM: reuse the build's vectors
-    return FRMReranker(model.to(dev), featurizer, name="frm" if variant in (None, "full") else f"frm{variant}",
-                       store=store)
+    return FRMReranker(model.to(dev), featurizer, name=_served_name(variant), store=store)
 
 
 def config_dict(variant: str | None = None) -> dict:
-    return {"model": dataclasses.asdict(model_config(variant)), "quick": dataclasses.asdict(FRMTrainConfig.for_profile("quick")),
-            "paper": dataclasses.asdict(FRMTrainConfig.for_profile("paper")), "variants": list(VARIANTS),
+    return {"model": dataclasses.asdict(model_config(variant)),
+            "quick": dataclasses.asdict(FRMTrainConfig.for_variant("quick", variant)),
+            "paper": dataclasses.asdict(FRMTrainConfig.for_profile("paper")), "variants": [*VARIANTS, *RECIPES],
             "paper defaults": "K=100 IDF buckets × 64-d, dropout 0.3, AdamW lr 2e-5 + warm-up, batch 64 (Quora)"}

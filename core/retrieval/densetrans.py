@@ -13,7 +13,11 @@ init, dev = every non-test question; GPU-sized, runs on CUDA via ``core.training
 N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (dev R@100
 0.9900 vs 0.9877, test 0.9513 vs 0.9402), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
 600 steps (no wall-clock budget: a commit and a seed give the same model on an idle or a busy machine);
-``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``). A 3,000-step schedule (warm-up 300, slow decay) was measured
+``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``).
+Recipes (variants with their own folder, ``registry.Recipe``; issue 20 item 4): ``paper-objective`` = the
+paper's objective ([CLS] pooling, τ = 1, dropout 0.1, PyTorch's default position init) at the default build's
+CPU size (d = 60, batches of 128, lr 2e-3, 600-step cap, the same dev early stopping) in
+``densetrans@paper-objective/``: built beside the default, never over it. A 3,000-step schedule (warm-up 300, slow decay) was measured
 worse: it stopped by patience at step 800 with best dev R@100 0.9766 (step 500) and test R@100 0.9240, against
 the 600-step schedule's 0.9842 / 0.9376 (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
 bench/reports/first_stage.md.
@@ -32,7 +36,7 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
-from core.registry import build_command, check_variant, system_dir
+from core.registry import build_command, check_variant, system_dir, system_path
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
@@ -77,24 +81,53 @@ PROFILES = {
     "quick": {**_CPU, "patience": 4},
     "full": {**_CPU, "patience": 6},  # quick with more patience
 }
+# recipes built beside the default (registry ``Recipe`` variants; each in its own folder): the settings that
+# replace the profile's, on top of the CPU size, whatever the profile (a profile changes patience only)
+RECIPES = {
+    # the paper's objective (§3.2.1 [CLS], Eq. (6) on the raw cosine, §4.2.3 dropout 0.1 and PyTorch's default
+    # init) at the default build's CPU size and step cap
+    "paper-objective": {**_CPU, "pooling": "cls", "temperature": 1.0, "dropout": 0.1, "position_std": 0.0},
+}
+
+
+def _check_recipe_profile(variant: str | None, profile: str) -> None:
+    """A recipe fixes its own size: with ``--profile paper`` its name would no longer say what runs."""
+    if variant in RECIPES and profile == "paper":
+        from core.errors import StudioError
+
+        raise StudioError(f"densetrans@{variant} is the paper's objective at the default build's size (profiles quick "
+                          "or full); the paper's whole recipe is --profile paper without a variant")
 
 
 def make_config(profile: str = "quick", variant: str | None = None, **overrides) -> DenseTransConfig:
-    """The config of a profile and variant; ``overrides`` may name config or ``TrainPlan`` fields."""
+    """The config of a profile and variant; ``overrides`` may name config or ``TrainPlan`` fields.
+
+    A recipe variant (``RECIPES``: ``paper-objective``) is the full architecture trained with that recipe's
+    settings (``quick``/``full`` contribute their patience only; ``paper`` is refused); any other variant is an
+    ablation (§4.4.1)."""
     check_profile(profile)
     check_variant(SYSTEM, variant)
+    _check_recipe_profile(variant, profile)
     plan_fields = {f.name for f in dataclasses.fields(TrainPlan)}
-    settings = {**PROFILES[profile], **overrides}
+    settings = {**PROFILES[profile], **RECIPES.get(variant or "", {}), **overrides}
     plan = dataclasses.replace(DenseTransConfig.plan, **{k: v for k, v in settings.items() if k in plan_fields})
-    return DenseTransConfig(**{k: v for k, v in settings.items() if k not in plan_fields},
-                            variant=variant or "full", plan=plan)
+    arch = "full" if not variant or variant in RECIPES else variant
+    return DenseTransConfig(**{k: v for k, v in settings.items() if k not in plan_fields}, variant=arch, plan=plan)
 
 
-def _folder(dataset: Dataset, variant: str | None, tag: str | None = None):
+def _folder(dataset: Dataset, variant: str | None, tag: str | None = None, create: bool = True):
+    """``densetrans[@variant][+tag]``: the default build in ``densetrans/``, an ablation or a recipe in its own."""
     name = variant if variant and variant != "full" else None
     if tag:
         name = f"{name or 'full'}+{tag}"
-    return system_dir(dataset.name, SYSTEM, name)
+    return (system_dir if create else system_path)(dataset.name, SYSTEM, name)
+
+
+def _served_name(variant: str | None) -> str:
+    """The retriever's name: ``densetrans``, ``densetrans-AllDense`` (ablations), ``densetrans@paper-objective``."""
+    if not variant or variant == "full":
+        return SYSTEM
+    return f"{SYSTEM}@{variant}" if variant in RECIPES else f"{SYSTEM}{variant}"
 
 
 # ----------------------------------------------------------------------------- model construction
@@ -132,7 +165,7 @@ def _encoder(model, vocab, cfg: DenseTransConfig, encoder_id: str) -> IdsEncoder
 
 # ----------------------------------------------------------------------------- training
 def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = _no_progress,
-          resume: bool = True) -> dict:
+          resume: bool = True, label: str | None = None) -> dict:
     """Train with Eq. (6)-(7) until dev Recall@100 stops improving (``core.retrieval.contrastive``);
     the best dev checkpoint is ``folder/model.pt`` (resumes from ``last.pt`` when the config matches).
     Returns the run facts and ``training`` = ``TrainLog.to_dict()`` (reference: glove-mean)."""
@@ -147,7 +180,7 @@ def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn 
     encoder = _encoder(model, vocab, cfg, "densetrans-training")
     key = json.dumps(dataclasses.asdict(cfg), sort_keys=True, default=str)
     log, facts = fit(model, lambda texts: vocab.batch(texts, cfg.max_words, add_cls=True), encoder, dataset,
-                     cfg.plan, folder, key, ref, progress, resume, label=f"DenseTrans {cfg.variant}")
+                     cfg.plan, folder, key, ref, progress, resume, label=label or f"DenseTrans {cfg.variant}")
     return {"training": log.to_dict(), **facts}
 
 
@@ -161,11 +194,12 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     from core.retrieval.wordmean import test_scores
 
     cfg = config or make_config(profile, variant)
-    folder = _folder(dataset, cfg.variant, tag)
+    named = variant if variant in RECIPES else cfg.variant  # a recipe's folder, else the architecture's
+    folder = _folder(dataset, named, tag)
     start = time.perf_counter()
-    metrics = train(dataset, cfg, folder, progress, resume=resume)
+    metrics = train(dataset, cfg, folder, progress, resume=resume, label=f"DenseTrans {named}")
     progress(0.82, "encoding the collection")
-    retriever, encode_seconds = _serve(dataset, folder, cfg, build_command(SYSTEM, dataset.name, variant),
+    retriever, encode_seconds = _serve(dataset, folder, named, build_command(SYSTEM, dataset.name, variant),
                                        index=DEFAULT_INDEX, fresh=True,
                                        progress=lambda f, m: progress(0.82 + 0.15 * f, m))
     metrics.update({"profile": profile, "encode_seconds": encode_seconds,
@@ -177,12 +211,12 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     metrics["total_seconds"] = time.perf_counter() - start
     save_json(folder / "metrics.json", metrics)
     log = metrics["training"]
-    progress(1.0, f"DenseTrans {cfg.variant}: dev Recall@100 {log['best_dev']:.4f} ({log['stopped']})")
+    progress(1.0, f"DenseTrans {named}: dev Recall@100 {log['best_dev']:.4f} ({log['stopped']})")
     return metrics
 
 
 def is_built(dataset: Dataset, variant: str | None = None) -> bool:
-    folder = _folder(dataset, variant)
+    folder = _folder(dataset, variant, create=False)
     return vocab_is_current(folder) and all((folder / f).is_file() for f in ("config.json", "model.pt", "embeddings.npy", "metrics.json"))
 
 
@@ -216,15 +250,14 @@ def _load_model(folder, command: str):
     return cfg, encoder
 
 
-def _serve(dataset: Dataset, folder, cfg, command: str, index: str = DEFAULT_INDEX, fresh: bool = False,
-           progress: ProgressFn = _no_progress, search_params: str | None = None):
+def _serve(dataset: Dataset, folder, variant: str | None, command: str, index: str = DEFAULT_INDEX,
+           fresh: bool = False, progress: ProgressFn = _no_progress, search_params: str | None = None):
     """Collection vectors (cached) + the requested faiss index (saved for the default preset)."""
-    cfg, encoder = _load_model(folder, command)
+    _cfg, encoder = _load_model(folder, command)
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(
         folder, encoder, dataset.corpus, lambda n, d: IndexSpec.from_preset(index, n, d), index,
         "the DenseTrans embeddings", command, fresh=fresh, progress=progress, batch_size=256)
-    name = SYSTEM if cfg.variant == "full" else f"{SYSTEM}{cfg.variant}"
-    retriever = DenseTransRetriever(name, encoder, list(dataset.corpus), faiss_index, spec, vectors,
+    retriever = DenseTransRetriever(_served_name(variant), encoder, list(dataset.corpus), faiss_index, spec, vectors,
                                     list(dataset.corpus.values()))
     if search_params:
         retriever.set_params(search_params)
@@ -243,17 +276,17 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
         raise MissingArtifactError(f"DenseTrans{'' if not variant or variant == 'full' else ' ' + variant}", command)
     if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
         raise MissingArtifactError(f"DenseTrans{'' if not variant or variant == 'full' else ' ' + variant}", command, "still training (no metrics.json yet)")
-    return _serve(dataset, folder, None, command, index=index, search_params=search_params)[0]
+    return _serve(dataset, folder, variant, command, index=index, search_params=search_params)[0]
 
 
 def config_dict(variant: str | None = None) -> dict:
+    """The paper's settings and where this variant's default-profile build differs from them."""
     def flat(cfg: DenseTransConfig) -> dict:
         out = dataclasses.asdict(cfg)
         return {**{k: v for k, v in out.items() if k != "plan"}, **out["plan"]}
 
-    paper = flat(make_config("paper", variant))
+    paper = flat(make_config("paper", None if variant in RECIPES else variant))
     quick = flat(make_config("quick", variant))
     return {"paper": paper, "quick (differences)": {k: v for k, v in quick.items() if paper[k] != v},
             "notes": "paper: FastText 300-d token vectors (here GloVe 6B-50d projected, or MiniLM WordPiece); "
                      "lr and FFN width not given in the paper"}
-
