@@ -188,13 +188,17 @@ def profile_settings(table: dict[str, dict], profile: str) -> dict:
 
 def save_train_state(path, config_key: str, parts: dict, step: int, seconds: float, log: TrainLog, **extra) -> None:
     """``last.pt`` of a step-based trainer: every part's state dict (model, optimiser, scheduler, ...)
-    under its name, the step, the seconds trained, the TrainLog and ``extra`` scalars, for ``config_key``."""
+    under its name, the step, the seconds trained, the TrainLog, torch's RNG state (so that dropout after a
+    resume draws the same masks as an uninterrupted run) and ``extra`` scalars, for ``config_key``."""
     import json
 
     from core.artifacts import save_torch
 
+    rng = {"torch_rng": torch.get_rng_state()}  # dropout's generator: a resumed run draws what an uninterrupted one would
+    if torch.cuda.is_available():
+        rng["cuda_rng"] = torch.cuda.get_rng_state_all()
     save_torch(path, {**{name: part.state_dict() for name, part in parts.items()}, "step": step,
-                      "seconds": seconds, "config": config_key, "log": json.dumps(log.to_dict()), **extra})
+                      "seconds": seconds, "config": config_key, "log": json.dumps(log.to_dict()), **rng, **extra})
 
 
 def load_train_state(path, config_key: str, parts: dict) -> dict | None:
@@ -216,6 +220,10 @@ def load_train_state(path, config_key: str, parts: dict) -> dict | None:
         for name, part in parts.items():
             part.load_state_dict(state[name])
         state["log"] = TrainLog.from_dict(json.loads(state["log"]))
+        if isinstance(state.get("torch_rng"), torch.Tensor):
+            torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         return state
     except Exception:  # unreadable or foreign resume state: start over
         for name, part in parts.items():

@@ -53,3 +53,38 @@ def test_training_on_a_busy_machine_gives_the_same_model_and_numbers(tmp_path, m
     untimed = lambda curve: [{k: v for k, v in point.items() if "second" not in k} for point in curve]  # noqa: E731
     assert untimed(idle_metrics["training"]["curve"]) == untimed(busy_metrics["training"]["curve"])
     assert idle_metrics["training"]["stopped"] in ("cap", "patience")
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_a_training_killed_and_resumed_ends_with_the_uninterrupted_model(tmp_path, monkeypatch):
+    """Dropout (0.2 in the quick profile) draws from torch's RNG: last.pt carries its state, so a build
+    killed after a checkpoint and resumed gives the same weights as one that was never interrupted."""
+    from core.retrieval import densetrans as dt
+
+    dataset = toy_dataset(n_concepts=40)
+    whole_metrics, whole_state = _train_once(monkeypatch, tmp_path / "whole", dataset)
+
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "killed"))
+    cfg = dt.make_config("quick", None, d_model=24, embeddings="random", max_steps=36, eval_every=12,
+                         batch_queries=16, lr=1e-3, dev_distractors=0, patience=6)
+    assert cfg.dropout > 0
+
+    def kill_after_step_12(fraction, message):  # noqa: ARG001
+        if "step 12/" in message:
+            raise _Killed(message)
+
+    try:
+        dt.build(dataset, "quick", config=cfg, resume=False, progress=kill_after_step_12)
+    except _Killed:
+        pass
+    else:
+        raise AssertionError("the training was not interrupted")
+    torch.manual_seed(999)  # a new process starts with another RNG state
+    resumed = dt.build(dataset, "quick", config=cfg, resume=True)
+    state = torch.load(dt._folder(dataset, None) / "model.pt", map_location="cpu", weights_only=True)
+    a, b = _tensors(whole_state), _tensors(state)
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    assert resumed["test"] == whole_metrics["test"]
