@@ -231,6 +231,11 @@ def build_all(
                 took = f" in {status.seconds:.0f}s" if status.seconds else ""
                 print(f"[build] {label}: {status.state}{took} {status.error}", flush=True)
             results.append(status)
+        # does each learned system beat its reference on held-out queries? (cached; pages show the verdict)
+        from core.analysis.held_out import check_built
+
+        check_built(dataset, [(spec.name, variant) for (spec, variant), status in zip(targets, results)
+                              if status.state == "ready"], echo=echo)
         return results
 
 

@@ -30,6 +30,7 @@ from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.judging.judgments import default_url
 from core.portable import system_choices
+from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note
 from core.serving.loader import serving_defaults
 from ui.cache import cached_loader, case_store, fusion_system, judgment_labels
@@ -225,7 +226,7 @@ st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch",
              column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f")})
 for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
-    for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name))):
+    for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):
         st.caption(f"⚠️ {note}")
 if fused and any(r.ok and r.choice.name == "fusion" for r in result.results):
     fuser = fusion_system(fused, ds_name)

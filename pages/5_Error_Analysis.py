@@ -43,6 +43,7 @@ from core.retrieval.fusion import built_variants
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
+from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name
 from ui.auth import current_identity
 from ui.cache import judgment_store, stored_runs
@@ -177,7 +178,7 @@ what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") a
 if what:
     st.caption("What runs: " + "; ".join(what) + ".")
 for name in chosen:
-    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name))):
+    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name))):
         st.caption(f"⚠️ {note}")
 sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
 live = [n for n, state in sources.items() if state != "fresh" or query_form == "typed"]

@@ -19,6 +19,7 @@ from core.models_info import (
     system_config,
     training_log,
 )
+from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
 from core.portable import listing as portable_listing
 from ui.nav import ensure_navigation
@@ -174,7 +175,7 @@ else:
                                 for c in ("best dev", "reference dev", "reference test")})
     for spec, variant, status, log in learned:  # each variant's own note: a recipe says what still differs
         name = _label(spec, variant)
-        for note in filter(None, (contamination_note(name, ds.name), deviation_note(name))):
+        for note in filter(None, (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name))):
             st.caption(f"⚠️ {note}")
     st.caption("Reference numbers: the untrained model each learned system must beat, on the same dev queries "
                "(QQP: each query removed from its own ranking).")

@@ -58,3 +58,27 @@ def test_systems_without_a_reference_have_no_verdict(tiny):
     assert reference_of("bm25") is None and reference_of("minilm") is None
     assert reference_of("frm") == "minilm-pairs" and reference_of("cross-encoder") == "minilm-pairs"
     assert held_out_verdict(tiny, "bm25") is None
+
+
+def _force_below(monkeypatch):
+    """Make glove-mean's cached verdict say 'below' whatever the tiny numbers are (the pages only read it)."""
+    from core.analysis import held_out
+
+    monkeypatch.setattr(held_out.HeldOutVerdict, "below", property(lambda self: True))
+
+
+def test_cli_eval_and_compare_say_below_reference(tiny, monkeypatch):
+    from core.analysis.held_out import held_out_verdict
+    from tests.conftest import app_test, run_main
+
+    verdict = held_out_verdict(tiny, "glove-mean")
+    _force_below(monkeypatch)
+    code, out, err = run_main("eval", "--system", "glove-mean", "--split", "test", "--metrics", "hit_rate@1")
+    assert code == 0, err
+    assert f"note: glove-mean: {verdict.line()}" in out and "BELOW ITS REFERENCE" in out
+    at = app_test("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25", "glove-mean"]).run()
+    at.text_input(key="compare.query").input("How do I learn Python fast?").run()
+    assert not at.exception
+    assert any("BELOW ITS REFERENCE" in c.value and "glove-mean" in c.value for c in at.caption), \
+        [c.value for c in at.caption]

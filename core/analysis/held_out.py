@@ -102,3 +102,38 @@ def held_out_verdict(dataset: Dataset, system: str, variant: str | None = None, 
                              fingerprint=key)
     path.write_text(json.dumps(asdict(verdict), indent=2), encoding="utf-8")
     return verdict
+
+
+def held_out_note(dataset: Dataset, name: str, compute: bool = False) -> str | None:
+    """The one-line warning for ``name`` (``SYSTEM[@VARIANT]``) when it is below its reference on held-out
+    queries, else None; pages pass ``compute=False`` (only a verdict the build cached is read)."""
+    from core.errors import StudioError
+    from core.registry import parse_name
+
+    try:
+        parsed = parse_name(name)
+        if parsed.trained_on and parsed.trained_on != dataset.name:
+            return None
+        verdict = held_out_verdict(dataset, parsed.system, parsed.variant, compute=compute)
+    except (StudioError, OSError, ValueError, KeyError):
+        return None
+    return f"{verdict.system}: {verdict.line()}" if verdict is not None and verdict.below else None
+
+
+def check_built(dataset: Dataset, names: list[tuple[str, str | None]], echo: bool = True) -> list[HeldOutVerdict]:
+    """Compute (and cache) the verdict of every built learned system in ``names`` after a build; prints each."""
+    out = []
+    for system, variant in names:
+        if reference_of(system, variant) is None:
+            continue
+        try:
+            verdict = held_out_verdict(dataset, system, variant, compute=True)
+        except Exception as exc:  # noqa: BLE001 - a verdict that cannot be computed must not fail the build
+            if echo:
+                print(f"[held-out] {system}: not checked ({type(exc).__name__}: {exc})", flush=True)
+            continue
+        if verdict is not None:
+            out.append(verdict)
+            if echo:
+                print(f"[held-out] {verdict.system}: {verdict.line()}", flush=True)
+    return out

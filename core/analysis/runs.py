@@ -49,6 +49,9 @@ from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.runner import Loader, SystemChoice, rank_many
 
 STORED_DEPTH = 100
+# bumped when the ranking code changes what a run holds for the same model files (every stored run goes stale):
+# 2 = BM25 cuts a score tie at rank k by collection position (core.retrieval.base.order_ties)
+RUNS_VERSION = 2
 NOT_STORED = {"tree-bert-cross": "seconds per query (a budget of cross-encoder scorings): computed on demand only"}
 _JSON_FILES = ("config.json", "metrics.json")
 
@@ -99,7 +102,7 @@ def _model_folders(dataset: Dataset, system: str, variant: str | None) -> list[P
 def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> str:
     """sha1 of what the run depends on: the model files, the parts / first stage, the depth."""
     spec = get_spec(system)
-    items: list = [system, variant, STORED_DEPTH, len(dataset.corpus), len(dataset.queries),
+    items: list = [RUNS_VERSION, system, variant, STORED_DEPTH, len(dataset.corpus), len(dataset.queries),
                    [(f.name, _folder_fingerprint(f)) for f in _model_folders(dataset, system, variant)]]
     if system == "fusion":
         from core.retrieval.fusion import parse_variant

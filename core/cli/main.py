@@ -115,7 +115,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"total {time.perf_counter() - start:.1f}s")
     for r, variant in zip(results, variants):
         if r.state == "ready":
-            _say_below_reference(args.dataset, r.system, variant, r.metrics)
+            _say_below_reference(args.dataset, r.system, variant, r.metrics, held_out=False)
     return 0 if all(r.state in ("ready", "unavailable") for r in results) else 1
 
 
@@ -163,13 +163,26 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_below_reference(dataset_name: str, system: str, variant: str | None, metrics: dict | None) -> None:
-    """Print one line when a trained model ended below its untrained or zero-shot reference."""
+def _say_below_reference(dataset_name: str, system: str, variant: str | None, metrics: dict | None,
+                         held_out: bool = True) -> None:
+    """Print one line when a trained model ended below its untrained or zero-shot reference: on its dev
+    metric (the trainer's log) and, with ``held_out``, on the held-out queries' ranking (core.analysis.held_out;
+    ``build`` prints that one itself)."""
     from core.models_info import below_reference, training_log
 
+    label = f"{system}{'@' + variant if variant else ''}"
     line = below_reference(training_log(dataset_name, system, variant, metrics))
     if line:
-        print(f"{system}{'@' + variant if variant else ''}: {line}")
+        print(f"{label}: {line}")
+    if held_out:
+        from core.analysis.held_out import held_out_verdict
+
+        try:
+            verdict = held_out_verdict(load_dataset(dataset_name), system, variant, compute=True)
+        except StudioError:
+            verdict = None
+        if verdict is not None:
+            print(f"{label}: {verdict.line()}")
 
 
 def _notice(message: str) -> None:
@@ -220,7 +233,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if not args.run and display_name(name).lower() != name.lower():
         print(f"what runs: {name} = {display_name(name)}")
-    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name)) if not args.run else ()):
+    from core.analysis.held_out import held_out_note
+
+    notes = (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name)) if not args.run else ()
+    for note in filter(None, notes):
         print(f"note: {note}")
     if args.run_out and rankings is not None:
         print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
