@@ -202,6 +202,11 @@ def build_all(
     dataset = load_dataset(dataset_name)
     if systems:
         named = [parse_name(s) for s in systems]
+        for n in named:
+            if n.trained_on:  # SYSTEM@X where X is no variant: a model trained elsewhere is prepared, not built
+                from core.errors import UnknownNameError
+
+                raise UnknownNameError(f"variant of {n.system}", n.trained_on, list(get_spec(n.system).variants))
         targets = [(get_spec(n.system), n.variant) for n in named]
     else:
         targets = [(spec, None) for spec in default_systems(dataset)]

@@ -152,3 +152,10 @@ def test_annotate_page_names_the_broken_database(tiny_data, fresh_var, tmp_path,
     messages = [e.value for e in at.error]
     assert any(str(path) in m and "not a SQLite database file" in m for m in messages), messages
     assert not any("Unexpected error" in m for m in messages)
+
+
+def test_build_of_an_unknown_variant_builds_nothing(tiny_data, fresh_var, capsys):
+    # 'bogus' is neither a variant nor (for build) a dataset a model could come from: one line, no training
+    _assert_one_line(["build", "--systems", "densetrans@bogus"], capsys, "unknown variant of densetrans 'bogus'",
+                     "paper-objective")
+    assert not (fresh_var / "systems").exists() or not any((fresh_var / "systems").rglob("model.pt"))
