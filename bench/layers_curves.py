@@ -170,8 +170,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--sources", nargs="*", default=["minilm:cls", "minilm:mean", "densetrans", "densetrans:-AllDense"])
+    ap.add_argument("--pair", nargs=2, default=list(PAIR), metavar=("DENSETRANS", "ALLDENSE"),
+                    help="the two sources of Figure 3, e.g. densetrans:paper-objective densetrans:-AllDense#paper-objective "
+                         "(the paper's objective: [CLS], τ 1; first_stage_train.py densetrans -AllDense --tag "
+                         "paper-objective --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0)")
     ap.add_argument("--out")
     args = ap.parse_args()
+    global PAIR
+    PAIR = tuple(args.pair)
+    args.sources = list(dict.fromkeys([*args.sources, *PAIR]))
     import torch
 
     from bench.harness import machine
@@ -205,6 +212,7 @@ def main() -> None:
                               "MiniLM = all-MiniLM-L6-v2 hidden states 0-6, [CLS] or mean pooling (pre-trained on "
                               "data that includes Quora duplicates). QQP: every query is in the collection; the "
                               "sampler never uses a query's own id as q+ or q-.",
+           "figure3_pair": list(PAIR),
            "by_negatives": {}}
     bm25 = load_system("bm25", ds) if "bm25" in args.negatives else None
     loaded: dict = {}

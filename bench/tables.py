@@ -66,7 +66,27 @@ def query_forms_table() -> list[str]:
         t, y = row["tokenized"], row["typed"]
         out.append(f"| {row['system']} | {row['kind']} | {_num(t['recall@100'])} | {_num(y['recall@100'])} | "
                    f"{_num(t['hit_rate@1'])} | {_num(y['hit_rate@1'])} | {_num(t['mrr@100'])} | {_num(y['mrr@100'])} |")
+    out += [""] + reference_notes(r["rows"])
     return out + ["", _source(r, "query_forms.json"), ""]
+
+
+# the untrained or zero-shot system each learned system must beat on held-out queries (core/registry.py notes)
+REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
+              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
+
+
+def reference_notes(rows: list[dict]) -> list[str]:
+    """One line per learned system: its held-out H@1 against its reference's, computed from the rows."""
+    by_name = {row["system"]: row for row in rows if "error" not in row}
+    notes = []
+    for system, reference in REFERENCES.items():
+        if system not in by_name or reference not in by_name:
+            continue
+        mine, ref = by_name[system]["tokenized"]["hit_rate@1"], by_name[reference]["tokenized"]["hit_rate@1"]
+        verdict = "beats" if mine > ref else "**is below**"
+        notes.append(f"- {system} {verdict} its reference {reference} on held-out H@1 (tokenized): "
+                     f"{_num(mine)} vs {_num(ref)}.")
+    return notes
 
 
 def default_build_table() -> list[str]:
@@ -88,10 +108,50 @@ def default_build_table() -> list[str]:
     return out + ["", _source(r, "default_build.json"), ""]
 
 
+def dev_decisions_table() -> list[str]:
+    """Choices re-decided on dev (issue 20 item 5): the rule, the dev numbers, what it picks, what is served."""
+    r = _report("dev_decisions.json")
+    if r is None:
+        return []
+    d = r["decisions"]
+    out = ["### Choices re-decided on dev", "",
+           f"QQP {r['split']} split, {r['queries']:,} queries against the {r['collection']:,}-question collection; "
+           f"{r['protocol']}.", ""]
+    if "tree-k" in d:
+        t = d["tree-k"]
+        out += [f"**Tree K** (rule: {t['rule']}): chosen K = {t['chosen_K']}, served K = {t['served_K']}"
+                f" ({'the same' if t['served_is_chosen'] else '**differs**'}).", "",
+                "| K | beam | MAP@20 | P@1 | MRR@20 | distance computations / query |", "|---|---|---|---|---|---|"]
+        out += [f"| {row['K']} | {row['beam']} | {_num(row['map@20'])} | {_num(row['precision@1'])} | "
+                f"{_num(row['mrr@20'])} | {row['distance_computations_per_query']:,} |" for row in t["rows"]]
+        out.append("")
+    if "int8" in d:
+        t = d["int8"]
+        out += [f"**MiniLM int8** (rule: {t['rule']}): Δ MAP@100 = {t['delta_map@100']:+.5f}; int8 "
+                f"{'may be the default' if t['int8_within_tolerance'] else 'stays opt-in'}.", "",
+                "| encoder | MAP@100 | R@100 | H@1 |", "|---|---|---|---|"]
+        out += [f"| {name} | {_num(row['map@100'], 5)} | {_num(row['recall@100'], 5)} | {_num(row['hit_rate@1'], 5)} |"
+                for name, row in t["rows"].items()]
+        out.append("")
+    if "frm-keyword-loss" in d:
+        t = d["frm-keyword-loss"]
+        out += [f"**FRM's keyword-agreement loss** (rule: {t['rule']}): "
+                f"{'kept' if t['keep_keyword_loss'] else '**dropped**: the default becomes Eq. (18) alone'}.", "",
+                "| FRM | variant | best dev AUC (step) | stopped | dev H@1 over BM25 top 20 | dev MRR@20 |",
+                "|---|---|---|---|---|---|"]
+        for label, row in t["rows"].items():
+            h1 = next(v for k, v in row.items() if k.endswith("hit_rate@1"))
+            mrr = next(v for k, v in row.items() if k.endswith("mrr@20"))
+            out.append(f"| {label} | {row['variant']} | {_num(row['dev_auc_best'])} ({row['best_step']}) | "
+                       f"{row['stopped']} | {_num(h1)} | {_num(mrr)} |")
+        out.append("")
+    return out + [_source(r, "dev_decisions.json"), ""]
+
+
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
-    lines += default_build_table() + query_forms_table() + text_pipeline_table()
+    lines += default_build_table() + query_forms_table() + dev_decisions_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

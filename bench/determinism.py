@@ -1,0 +1,106 @@
+"""Two default builds of the same commit give the same models (issue 20 item 6).
+
+Builds ``--systems`` (with BM25, whose hard negatives they train on) into a fresh artifacts folder while
+``--busy`` processes burn the CPU, and compares them with the build in ``QRS_VAR`` (default ``var/``,
+built earlier on a quieter machine): every tensor of each ``model.pt``, the learning curve (steps and dev
+values; seconds differ by nature), the stop reason and the held-out test numbers the build measured.
+
+    .venv/bin/python -m bench.determinism --systems dual-encoder densetrans sdml-cnn --busy 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BURN = "import time\nwhile True:\n    pass\n"
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def _facts(var: Path, dataset: str, system: str) -> dict:
+    folder = var / "systems" / dataset / system
+    metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    log = metrics.get("training", {})
+    return {"test": metrics.get("test"), "stopped": log.get("stopped"), "best_step": log.get("best_step"),
+            "best_dev": log.get("best_dev"),
+            "curve": [(p.get("step"), p.get("dev")) for p in log.get("curve", [])]}
+
+
+def _same_weights(a: Path, b: Path) -> tuple[bool, list[str]]:
+    import torch
+
+    def flat(obj, prefix=""):
+        if isinstance(obj, torch.Tensor):
+            return {prefix: obj}
+        if isinstance(obj, dict):
+            return {k: v for key, val in obj.items() for k, v in flat(val, f"{prefix}.{key}").items()}
+        return {}
+
+    x = flat(torch.load(a, map_location="cpu", weights_only=True))
+    y = flat(torch.load(b, map_location="cpu", weights_only=True))
+    differ = sorted(k for k in x.keys() | y.keys() if k not in x or k not in y or not torch.equal(x[k], y[k]))
+    return not differ, differ[:5]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--systems", nargs="+", default=["dual-encoder", "densetrans", "sdml-cnn"])
+    ap.add_argument("--busy", type=int, default=2, help="CPU-burning processes during the second build")
+    ap.add_argument("--reference-var", default=os.environ.get("QRS_VAR", str(ROOT / "var")))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "reports" / "determinism.json"))
+    args = ap.parse_args(argv)
+    reference = Path(args.reference_var)
+    second = Path(tempfile.mkdtemp(prefix="qrs-second-build-"))
+    burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(args.busy)]
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    try:
+        subprocess.run([sys.executable, "-m", "core", "build", "--dataset", args.dataset, "--systems",
+                        ",".join(["bm25", *args.systems])], cwd=ROOT, env={**os.environ, "QRS_VAR": str(second)}, check=True)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    seconds = time.perf_counter() - started
+    load_end = os.getloadavg()
+    rows = {}
+    for system in args.systems:
+        first, again = _facts(reference, args.dataset, system), _facts(second, args.dataset, system)
+        same, differ = _same_weights(reference / "systems" / args.dataset / system / "model.pt",
+                                     second / "systems" / args.dataset / system / "model.pt")
+        rows[system] = {"identical_weights": same, "differing_tensors": differ,
+                        "identical_test_numbers": first["test"] == again["test"],
+                        "identical_curve": first["curve"] == again["curve"],
+                        "first": {k: first[k] for k in ("test", "stopped", "best_step", "best_dev")},
+                        "second": {k: again[k] for k in ("test", "stopped", "best_step", "best_dev")}}
+        print(json.dumps({system: {k: rows[system][k] for k in ("identical_weights", "identical_test_numbers")}}))
+    report = {
+        "command": ".venv/bin/python -m bench.determinism " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(), "machine": platform.platform(), "cpus": os.cpu_count(), "dataset": args.dataset,
+        "first_build": f"the build in {reference} (the default build of this commit)",
+        "second_build": (f"a fresh artifacts folder, `python -m core build --systems bm25 {' '.join(args.systems)}`, "
+                         f"beside {args.busy} CPU-burning processes; {seconds:.0f} s; load average "
+                         f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end"),
+        "results": rows,
+        "all_identical": all(r["identical_weights"] and r["identical_test_numbers"] for r in rows.values()),
+    }
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(second, ignore_errors=True)
+    print(f"wrote {args.out}")
+    return 0 if report["all_identical"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
