@@ -33,7 +33,7 @@ content words 0.539 > stop words 0.515, test AUC 0.871 either way. Centring the 
 question with the literal Eq. (17) (``importance_center``) also removed the saturation but learned the
 opposite order (Spearman with IDF −0.21), so it is not used. Measurements: bench/reports/rerankers.md.
 
-``keyword_agreement_loss`` (weight ``FRMTrainConfig.keyword_loss``, 1.0 in the quick/full profiles, 0 in
+``keyword_agreement_loss`` (weight ``FRMTrainConfig.keyword_loss``: 0 by default since the dev decision, 1 in the ``kw-loss`` recipe, 0 in
 ``paper``): the matching loss alone left the sign of the learned importance to chance; on the 3,714 test
 questions, same 150 s budget and seed, Eq. (18) alone gave Spearman(w, IDF) −0.48 and stop words above
 content words (0.564 vs 0.538), test AUC 0.8958; with the term +0.36 and 0.556 < 0.600, AUC 0.8926

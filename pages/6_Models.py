@@ -82,7 +82,7 @@ with left:
 with right:
     names = [_label(spec, variant) for spec, variant in _buildable()]
     pick = st.selectbox("Build one system", names, key="models.build_one",
-                        help="SYSTEM@VARIANT (e.g. densetrans@paper-objective, frm@no-kw-loss) is a paper's recipe "
+                        help="SYSTEM@VARIANT (e.g. densetrans@paper-objective, frm@kw-loss) is a paper's recipe "
                              "built in its own folder beside the default build, which it never overwrites")
     st.caption(f"{pick}: {display_name(pick)}")
     if st.button(f"▶ Build {pick}", disabled=build_running(ds.name)):

@@ -266,7 +266,9 @@ def fixture_training(tmp_path_factory):
     try:
         ds = load_dataset("qqp-bimpm")
         cfg = F.model_config()
-        tcfg = F.FRMTrainConfig(max_epochs=12, batch_size=16, eval_every=7, patience=8, seed=13)
+        # the kw-loss recipe (Eq. 18 + the keyword-agreement term): the importance test below is about that term
+        tcfg = F.FRMTrainConfig(max_epochs=12, batch_size=16, eval_every=7, patience=8, seed=13,
+                                **F.RECIPES["kw-loss"])
         stats = LexicalStats.from_texts(ds.corpus.values())
         folder = F._folder(ds, None)
         metrics = F.train_frm(ds, cfg, tcfg, folder, stats=stats)
@@ -312,6 +314,7 @@ def test_training_loop_lowers_loss_and_beats_untrained(fixture_training):
 
 
 def test_importance_learns_to_vary_and_favour_content_words(fixture_training):
+    """With the keyword-agreement term (``frm@kw-loss``); Eq. (18) alone leaves the sign to chance."""
     ds, metrics, untrained, trained, feats, store, F = fixture_training
     texts = list(feats.values())
     before = F.importance_report(untrained, texts, store, torch.device("cpu"))

@@ -1,7 +1,7 @@
 """Names that say what runs (issue 20 item 4): the papers' recipes built beside the defaults.
 
 - ``densetrans@paper-objective``: the paper's objective ([CLS], τ 1, dropout 0.1, PyTorch's default position
-  init) at the default build's CPU size; ``frm@no-kw-loss``: FRM without the keyword-agreement loss;
+  init) at the default build's CPU size; ``frm@kw-loss``: FRM without the keyword-agreement loss;
 - each in its own folder: building one leaves the default's files and stored-run fingerprint as they were;
 - ``SYSTEM@VARIANT`` parses, loads through the one loader and builds from the CLI and the Models page;
 - display names and deviation notes say which recipe runs and what still differs from the paper.
@@ -49,18 +49,18 @@ def test_paper_objective_config_has_the_papers_objective_at_the_default_size():
         dt.make_config("paper", "paper-objective")
 
 
-def test_no_kw_loss_config_is_the_default_recipe_without_the_keyword_loss():
+def test_kw_loss_config_is_the_default_recipe_plus_the_keyword_loss():
     from core.errors import StudioError
     from core.rerank import frm as F
 
-    default, recipe = F.FRMTrainConfig.for_variant("quick"), F.FRMTrainConfig.for_variant("quick", "no-kw-loss")
-    assert default.keyword_loss == 1.0 and recipe.keyword_loss == 0.0
-    assert dataclasses.replace(recipe, keyword_loss=1.0) == default == F.FRMTrainConfig.for_profile("quick")
-    assert F.model_config("no-kw-loss") == F.model_config()  # the full model
+    default, recipe = F.FRMTrainConfig.for_variant("quick"), F.FRMTrainConfig.for_variant("quick", "kw-loss")
+    assert default.keyword_loss == 0.0 and recipe.keyword_loss == 1.0  # the paper's Eq. (18) alone is the default
+    assert dataclasses.replace(recipe, keyword_loss=0.0) == default == F.FRMTrainConfig.for_profile("quick")
+    assert F.model_config("kw-loss") == F.model_config()  # the full model
     assert F.FRMTrainConfig.for_variant("quick", "-m_mlp") == default  # ablations train like the default
     with pytest.raises(StudioError, match="without a variant"):
-        F.FRMTrainConfig.for_variant("paper", "no-kw-loss")
-    assert F.config_dict("no-kw-loss")["quick"]["keyword_loss"] == 0.0
+        F.FRMTrainConfig.for_variant("paper", "kw-loss")
+    assert F.config_dict("kw-loss")["quick"]["keyword_loss"] == 1.0
 
 
 # ----------------------------------------------------------------------------- names
@@ -68,7 +68,7 @@ def test_no_kw_loss_config_is_the_default_recipe_without_the_keyword_loss():
     ("densetrans@paper-objective", "densetrans", "paper-objective", None),
     ("densetrans@-AllDense", "densetrans", "-AllDense", None),
     ("densetrans@paper-objective@qqp-bimpm", "densetrans", "paper-objective", "qqp-bimpm"),
-    ("frm@no-kw-loss", "frm", "no-kw-loss", None),
+    ("frm@kw-loss", "frm", "kw-loss", None),
     ("frm@FRM-1", "frm", "FRM-1", None),
 ])
 def test_names_parse_and_round_trip(name, system, variant, trained_on):
@@ -86,11 +86,11 @@ def test_display_names_and_deviation_notes_say_what_runs():
     assert display_name("densetrans") == "DenseTrans (project recipe: mean, τ .05, d 60)"
     assert display_name("densetrans@paper-objective") == "DenseTrans (paper objective: [CLS], τ 1; d 60, 600-step cap)"
     assert display_name("densetrans@-AllDense") == "DenseTrans -AllDense (project recipe: mean, τ .05, d 60)"
-    assert display_name("frm") == "FRM (+ keyword-agreement loss)"
-    assert display_name("frm@no-kw-loss") == "FRM (paper loss, Eq. 18)"
+    assert display_name("frm") == "FRM (paper loss, Eq. 18)"
+    assert display_name("frm@kw-loss") == "FRM (+ keyword-agreement loss)"
     assert display_name("densetrans@paper-objective@qqp-bimpm").endswith("[trained on qqp-bimpm]")
     assert display_name("bm25") == "BM25"
-    assert recipe_choices() == ["densetrans@paper-objective", "frm@no-kw-loss"]
+    assert recipe_choices() == ["densetrans@paper-objective", "frm@kw-loss"]
     for spec in list_systems():  # every recipe is a variant of its system (parse_name, --variant)
         assert {r.variant for r in spec.recipes} <= set(spec.variants)
     dt_default, dt_paper = deviation_note("densetrans"), deviation_note("densetrans@paper-objective")
@@ -98,10 +98,10 @@ def test_display_names_and_deviation_notes_say_what_runs():
     assert dt_paper.startswith("densetrans@paper-objective: the paper's objective")
     assert "still differs" in dt_paper and "d 60" in dt_paper and "τ 0.05" not in dt_paper
     assert deviation_note("densetrans@-AllDense").endswith(dt_default.split(": ", 1)[1])  # built with the default recipe
-    frm_default, frm_paper = deviation_note("frm"), deviation_note("frm@no-kw-loss")
-    assert "plus a keyword-agreement loss" in frm_default
-    assert "plus a keyword-agreement loss" not in frm_paper and "still differs" in frm_paper
-    assert frm_paper.split(": ", 1)[1] != frm_default.split(": ", 1)[1]
+    frm_default, frm_kw = deviation_note("frm"), deviation_note("frm@kw-loss")
+    assert "Eq. 18 only" in frm_default and "frozen" in frm_default  # the paper's loss, chosen on dev
+    assert "plus a keyword-agreement loss" in frm_kw and "not in the paper" in frm_kw
+    assert frm_kw.split(": ", 1)[1] != frm_default.split(": ", 1)[1]
     assert get_spec("densetrans@paper-objective").name == "densetrans"
 
 
@@ -113,10 +113,10 @@ def test_recipes_have_their_own_folders(tmp_path, monkeypatch):
 
     ds = dataset_from_pairs("toy", "toy", [(1, "a b", "a c", "1")])
     assert dt._folder(ds, "paper-objective").name == "densetrans@paper-objective" != dt._folder(ds, None).name
-    assert F._folder(ds, "no-kw-loss").name == "frm@no-kw-loss" != F._folder(ds, None).name
+    assert F._folder(ds, "kw-loss").name == "frm@kw-loss" != F._folder(ds, None).name
     assert dt._served_name("paper-objective") == "densetrans@paper-objective"
     assert dt._served_name("-AllDense") == "densetrans-AllDense" and dt._served_name(None) == "densetrans"
-    assert F._served_name("no-kw-loss") == "frm@no-kw-loss" and F._served_name("-m_mlp") == "frm-m_mlp"
+    assert F._served_name("kw-loss") == "frm@kw-loss" and F._served_name("-m_mlp") == "frm-m_mlp"
 
 
 # ----------------------------------------------------------------------------- a real (tiny) build beside the default
@@ -191,10 +191,10 @@ def test_build_verb_takes_system_at_variant(tiny_data, fresh_var, monkeypatch):
     calls = []
     monkeypatch.setattr(build, "build_system", lambda ds, name, profile="quick", variant=None, force=False:
                         calls.append((name, variant, profile)) or build.BuildStatus(name, "ready"))
-    code, out, err = run_main("build", "--systems", "densetrans@paper-objective,frm@no-kw-loss,bm25")
+    code, out, err = run_main("build", "--systems", "densetrans@paper-objective,frm@kw-loss,bm25")
     assert code == 0, err
-    assert calls == [("densetrans", "paper-objective", "quick"), ("frm", "no-kw-loss", "quick"), ("bm25", None, "quick")]
-    assert "densetrans@paper-objective" in out and "frm@no-kw-loss" in out
+    assert calls == [("densetrans", "paper-objective", "quick"), ("frm", "kw-loss", "quick"), ("bm25", None, "quick")]
+    assert "densetrans@paper-objective" in out and "frm@kw-loss" in out
 
 
 # ----------------------------------------------------------------------------- pages
@@ -207,11 +207,11 @@ def test_models_page_builds_a_recipe_and_shows_what_runs(built, monkeypatch):
     rows = status.set_index("system")
     assert rows.loc["densetrans@paper-objective", "what runs"] == "DenseTrans (paper objective: [CLS], τ 1; d 60, 600-step cap)"
     assert rows.loc["densetrans", "what runs"] == "DenseTrans (project recipe: mean, τ .05, d 60)"
-    assert rows.loc["frm@no-kw-loss", "what runs"] == "FRM (paper loss, Eq. 18)"
+    assert rows.loc["frm@kw-loss", "what runs"] == "FRM (+ keyword-agreement loss)"
     assert rows.loc["densetrans@paper-objective", "state"] == "not built"
     assert not (built / "systems" / "qqp-bimpm" / "densetrans@paper-objective").exists()  # asking creates nothing
     pick = at.selectbox(key="models.build_one")
-    assert {"densetrans@paper-objective", "frm@no-kw-loss", "densetrans", "frm"} <= set(pick.options)
+    assert {"densetrans@paper-objective", "frm@kw-loss", "densetrans", "frm"} <= set(pick.options)
     calls = []
     monkeypatch.setattr(build, "start_background_build", lambda *a, **k: calls.append((a, k)) or True)
     pick.set_value("densetrans@paper-objective").run()
@@ -230,7 +230,7 @@ def test_compare_offers_recipes_with_their_index_knobs(built):
     ds = load_dataset("qqp-bimpm")
     retrievers, rerankers = system_choices(ds, "retriever"), system_choices(ds, "reranker")
     assert retrievers.index("densetrans@paper-objective") == retrievers.index("densetrans") + 1
-    assert "frm@no-kw-loss" in rerankers
+    assert "frm@kw-loss" in rerankers
     state = CompareState("qqp-bimpm", "q", None, ("densetrans@paper-objective", "densetrans@qqp-bimpm"), (), "bm25",
                          20, 10, None, "ivf", 7)
     opts = {c.name: dict(c.options) for c in state.choices()}
@@ -239,7 +239,7 @@ def test_compare_offers_recipes_with_their_index_knobs(built):
 
 
 def test_no_kw_loss_builds_beside_the_default_and_loads_by_name(tmp_path, monkeypatch):
-    """FRM on four QQP-like pairs (as tests/test_frm.py's tiny_frm): the default, then ``frm@no-kw-loss`` with its
+    """FRM on four QQP-like pairs (as tests/test_frm.py's tiny_frm): the default, then ``frm@kw-loss`` with its
     own quick recipe; the default's files stay as they were and each loads by its name."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
     import json
@@ -259,13 +259,13 @@ def test_no_kw_loss_builds_beside_the_default_and_loads_by_name(tmp_path, monkey
     ds.pairs["train"] = ds.pairs["dev"] = ds.pairs["all"]
     F.build(ds, train_config=F.FRMTrainConfig(max_epochs=1, batch_size=4, eval_every=2))
     before = _snapshot(F._folder(ds, None))
-    F.build(ds, variant="no-kw-loss")  # FRMTrainConfig.for_variant("quick", "no-kw-loss"): 3 epochs of these pairs
-    assert F.is_built(ds, "no-kw-loss") and _snapshot(F._folder(ds, None)) == before
-    saved = json.loads((F._folder(ds, "no-kw-loss") / "config.json").read_text(encoding="utf-8"))
+    F.build(ds, variant="kw-loss")  # FRMTrainConfig.for_variant("quick", "kw-loss"): 3 epochs of these pairs
+    assert F.is_built(ds, "kw-loss") and _snapshot(F._folder(ds, None)) == before
+    saved = json.loads((F._folder(ds, "kw-loss") / "config.json").read_text(encoding="utf-8"))
     default = json.loads((F._folder(ds, None) / "config.json").read_text(encoding="utf-8"))
-    assert saved["train"]["keyword_loss"] == 0.0 and default["train"]["keyword_loss"] == 1.0
+    assert saved["train"]["keyword_loss"] == 1.0 and default["train"]["keyword_loss"] == 0.0
     assert saved["model"] == default["model"]
-    recipe, plain = load("frm@no-kw-loss", ds), load("frm", ds)
-    assert recipe.name == "frm@no-kw-loss" and plain.name == "frm"
+    recipe, plain = load("frm@kw-loss", ds), load("frm", ds)
+    assert recipe.name == "frm@kw-loss" and plain.name == "frm"
     pair = (["How can I stop my depression ?"], ["How do I overcome depression ?"])
     assert recipe.score_pairs(*pair)[0] != pytest.approx(plain.score_pairs(*pair)[0], abs=1e-6)

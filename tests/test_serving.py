@@ -199,5 +199,5 @@ def test_systems_that_deviate_from_their_paper_say_how():
     from core.registry import deviation_note
 
     assert "τ 0.05" in deviation_note("densetrans") and "[CLS]" in deviation_note("densetrans")
-    assert "keyword-agreement loss" in deviation_note("frm")
+    assert "keyword-agreement loss" in deviation_note("frm@kw-loss") and "Eq. 18 only" in deviation_note("frm")
     assert deviation_note("bm25") is None

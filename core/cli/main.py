@@ -326,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = with_dataset(sub.add_parser("build", help="build systems (the app's default build)"))
     p.add_argument("--systems", help="comma-separated system names; SYSTEM@VARIANT builds a variant in its own folder "
-                                     "(e.g. densetrans@paper-objective, frm@no-kw-loss)")
+                                     "(e.g. densetrans@paper-objective, frm@kw-loss)")
     p.add_argument("--all", action="store_true", help="every default-build system for the dataset")
     p.add_argument("--profile", default="quick", choices=["quick", "full", "paper"])
     p.add_argument("--force", action="store_true", help="rebuild even if built")

@@ -11,9 +11,10 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 epoch cap, and in ``quick`` 1,000 dev pairs; no wall-clock budget); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
 fine-tunes MiniLM (lr 2e-5, warm-up). References in ``metrics["training"]["reference"]``: the zero-shot
 MiniLM cosine of the same dev pairs and the untrained FRM (the curve's step 0).
-Recipes (variants with their own folder, ``registry.Recipe``; issue 20 item 4): ``no-kw-loss`` = the paper's loss
-(Eq. 18 only, ``keyword_loss`` 0) with the profile's recipe otherwise, in ``frm@no-kw-loss/`` beside the default
-(which adds the keyword-agreement loss).
+Loss: the paper's Eq. (18) alone (``keyword_loss`` 0), decided on dev (issue 20 item 5: best dev ROC AUC 0.8987
+against 0.8956 with the keyword-agreement term; ``bench/reports/dev_decisions.json``). Recipes (variants with
+their own folder, ``registry.Recipe``): ``kw-loss`` = the project's earlier recipe, Eq. (18) plus
+``models.frm.keyword_agreement_loss`` (weight 1), in ``frm@kw-loss/`` beside the default.
 Inference: collection questions reuse the build's vectors, POS tags and (memoised) keyword features; a typed
 query gets one MiniLM forward and one spaCy call; each distinct text of a batch goes through ImNN once.
 """
@@ -61,7 +62,7 @@ VARIANTS: dict[str, dict] = {
 # recipes built beside the default (registry ``Recipe`` variants; each in its own folder): FRMTrainConfig
 # fields that replace the profile's
 RECIPES: dict[str, dict] = {
-    "no-kw-loss": {"keyword_loss": 0.0},  # the paper's loss: Eq. (18) only
+    "kw-loss": {"keyword_loss": 1.0},  # the project's earlier recipe: Eq. (18) + the keyword-agreement loss
 }
 
 
@@ -85,7 +86,7 @@ class FRMTrainConfig:
     patience: int = 4  # evaluations without improvement
     max_seconds: float = 0.0  # wall-clock budget of the training loop (0 = none)
     dev_pairs: int = 0  # dev pairs used for early stopping (0 = all)
-    keyword_loss: float = 1.0  # deviation: weight of models.frm.keyword_agreement_loss beside Eq. (18); 0 = the paper
+    keyword_loss: float = 0.0  # weight of models.frm.keyword_agreement_loss beside Eq. (18): 0 = the paper (default, chosen on dev)
     seed: int = 13
 
     @classmethod
@@ -433,7 +434,7 @@ def _folder(dataset: Dataset, variant: str | None, create: bool = True):
 
 
 def _served_name(variant: str | None) -> str:
-    """``frm``, ``frm-m_mlp`` (ablations), ``frm@no-kw-loss`` (recipes)."""
+    """``frm``, ``frm-m_mlp`` (ablations), ``frm@kw-loss`` (recipes)."""
     if variant in (None, "full"):
         return "frm"
     return f"frm@{variant}" if variant in RECIPES else f"frm{variant}"
