@@ -8,8 +8,8 @@ report says what the rule picks and whether it is what the code serves:
   paper's beam N = 20. Rule: the highest dev MAP@20 (distance computations per query reported beside).
 - ``int8``: MiniLM encoding with ONNX Runtime's dynamic int8 quantization against fp32. Rule (issue 14's
   tolerance): int8 may be the default only if |dev MAP@100 (int8) − dev MAP@100 (fp32)| ≤ 0.001.
-- ``frm-keyword-loss``: FRM with the keyword-agreement loss (the project recipe) against FRM with Eq. (18)
-  alone (``frm@<variant>`` naming the paper loss). Rule: the project's extra loss stays only if its dev
+- ``frm-keyword-loss``: FRM with the keyword-agreement loss against FRM with Eq. (18) alone (the default and
+  ``frm@kw-loss``, each labelled by the weight in its saved config). Rule: the project's extra loss stays only if its dev
   pair AUC (the metric both trainings early-stop on) is higher; dev reranking of BM25's top 20 reported beside.
 
     .venv/bin/python -m bench.dev_decisions [--parts tree-k int8 frm-keyword-loss]
@@ -93,9 +93,12 @@ def frm_keyword_loss(dataset, queries, qrels, variant: str) -> dict:
 
     first = load(FIRST_STAGE, dataset).search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=True)
     rows = {}
-    for label, var in (("with keyword-agreement loss (project recipe)", None), ("Eq. (18) only (paper loss)", variant)):
-        metrics = load_json(system_dir(dataset.name, "frm", var) / "metrics.json", f"frm {var or ''}",
-                            f"python -m core train --system frm{' --variant ' + var if var else ''}")
+    for var in (None, variant):
+        command = f"python -m core train --system frm{' --variant ' + var if var else ''}"
+        folder = system_dir(dataset.name, "frm", var)
+        metrics = load_json(folder / "metrics.json", f"frm {var or ''}", command)
+        weight = float(load_json(folder / "config.json", f"frm {var or ''}", command)["train"]["keyword_loss"])
+        label = (f"with keyword-agreement loss (weight {weight:g})" if weight else "Eq. (18) only (paper loss)")
         training = metrics.get("training", metrics)
         run = rank_many(SystemChoice("frm", variant=var, first_stage=FIRST_STAGE), dataset, queries, k=RERANK_DEPTH,
                         first_stage=first)
@@ -104,7 +107,8 @@ def frm_keyword_loss(dataset, queries, qrels, variant: str) -> dict:
                        "best_step": training.get("best_step"), "stopped": training.get("stopped"),
                        **{f"dev_rerank_bm25_top{RERANK_DEPTH}_{m}": round(v, 4) for m, v in ranking.items()}}
         print(json.dumps({label: rows[label]}), flush=True)
-    with_kw, without = rows.values()
+    with_kw = next(r for label, r in rows.items() if label.startswith("with"))
+    without = next(r for label, r in rows.items() if not label.startswith("with"))
     keep = (with_kw["dev_auc_best"] or 0) > (without["dev_auc_best"] or 0)
     return {"rule": "keep the keyword-agreement loss only if its best dev pair AUC is higher than Eq. (18) alone",
             "rows": rows, "keep_keyword_loss": keep}
@@ -114,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--parts", nargs="+", default=["tree-k", "int8", "frm-keyword-loss"])
-    ap.add_argument("--frm-paper-variant", default="no-kw-loss", help="the FRM variant trained with Eq. (18) only")
+    ap.add_argument("--frm-variant", default="kw-loss",
+                    help="the FRM recipe built beside the default with the other setting of the keyword-agreement term")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     from core.data.datasets import load_dataset
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "int8":
             result = int8(dataset, queries, qrels)
         elif part == "frm-keyword-loss":
-            result = frm_keyword_loss(dataset, queries, qrels, args.frm_paper_variant)
+            result = frm_keyword_loss(dataset, queries, qrels, args.frm_variant)
         else:
             raise SystemExit(f"unknown part {part!r}: tree-k, int8, frm-keyword-loss")
         report["decisions"][part] = {**result, "commit": _commit(), "seconds": round(time.perf_counter() - t0, 1),
