@@ -30,11 +30,24 @@ test: install
 bench: install
 	$(PY) -m bench
 
-# The default build, then every report behind BENCHMARKS.md's generated tables, then the tables themselves.
+# The default build (timed), the recipes and ablations measured beside it, every report behind BENCHMARKS.md's
+# generated tables, then the tables themselves (about an hour on 2 cores; bench/reports/*.json name their commands).
+RECIPES ?= densetrans@paper-objective,frm@kw-loss,densetrans@-AllDense
 reproduce: install
-	$(PY) -m core build --dataset $(DATASET) --all
-	$(PY) -m bench.default_build_report --dataset $(DATASET)
+	/usr/bin/time -f "%E" -o bench/reports/.build_wall $(PY) -m core build --dataset $(DATASET) --all
+	$(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \
+	    --load-note "make reproduce: nothing else scheduled"
+	$(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
+	$(PY) bench/first_stage_train.py densetrans -AllDense --threads 2 --tag paper-objective \
+	    --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0
 	$(PY) -m bench.query_forms --dataset $(DATASET)
+	$(PY) -m bench.dev_decisions --parts tree-k int8 frm-keyword-loss
+	$(PY) bench/layers_curves.py --out bench/reports/layers_measures_qqp.json
+	$(PY) bench/layers_curves.py --pair densetrans:paper-objective densetrans:-AllDense#paper-objective \
+	    --sources minilm:cls densetrans:paper-objective densetrans:-AllDense#paper-objective \
+	    --out bench/reports/layers_measures_qqp_paper_objective.json
+	$(PY) -m bench.milvus_parity --dataset $(DATASET)
+	$(PY) -m bench.determinism --dataset $(DATASET) --busy 2
 	$(PY) -m bench.text_pipeline
 	$(PY) -m bench.tables
 

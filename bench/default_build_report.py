@@ -45,6 +45,13 @@ def system_rows(dataset_name: str) -> list[dict]:
                                "reference": ref.get("system"), "reference_dev": ref.get("dev"),
                                "reference_test": ref.get("test"),
                                "below_reference": below_reference(log)}
+        from core.analysis.held_out import held_out_verdict
+
+        verdict = held_out_verdict(ds, spec.name, compute=False)  # what the build computed and cached
+        if verdict is not None:
+            row["held_out"] = {"reference": verdict.reference, "split": verdict.split, "queries": verdict.queries,
+                               "scores": verdict.scores, "reference_scores": verdict.reference_scores,
+                               "below_reference": verdict.below}
         tests = {k: v for k, v in metrics.items() if k == "test" or k.startswith("test_")}
         if tests:
             row["test"] = tests

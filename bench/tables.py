@@ -71,8 +71,9 @@ def query_forms_table() -> list[str]:
 
 
 # the untrained or zero-shot system each learned system must beat on held-out queries (core/registry.py notes)
-REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
-              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
+REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "densetrans@paper-objective": "glove-mean",
+              "sdml-cnn": "glove-mean", "cross-encoder": "minilm-pairs", "frm": "minilm-pairs",
+              "frm@kw-loss": "minilm-pairs", "cnn-rerank": "bm25"}
 
 
 def reference_notes(rows: list[dict]) -> list[str]:
@@ -95,14 +96,19 @@ def default_build_table() -> list[str]:
         return []
     out = ["### The default build: time, how training stopped, best dev against the reference", "",
            f"Wall time {r.get('wall') or 'not recorded'}; text pipeline `{r['text_pipeline']}`; machine load: {r['load']}.", "",
-           "| system | state | build s | dev metric | best dev (step) | reference | reference dev | stopped | below reference |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| system | state | build s | dev metric | best dev (step) | reference | reference dev | stopped | "
+           "below reference on dev | held-out test H@1 vs reference | below reference on held-out |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["systems"]:
         t = row.get("training") or {}
+        h = row.get("held_out") or {}
         best = f"{_num(t.get('best_dev'))} ({t.get('best_step')})" if t else "—"
+        held = (f"{_num(h['scores']['hit_rate@1'])} vs {h['reference']} {_num(h['reference_scores']['hit_rate@1'])}"
+                if h else "—")
         out.append(f"| {row['system']} | {row['state']} | {_num(row.get('build_seconds'), 1)} | {t.get('dev_metric') or '—'} | "
                    f"{best} | {t.get('reference') or '—'} | {_num(t.get('reference_dev'))} | {t.get('stopped') or '—'} | "
-                   f"{'**yes**' if t.get('below_reference') else ('no' if t else '—')} |")
+                   f"{'**yes**' if t.get('below_reference') else ('no' if t else '—')} | {held} | "
+                   f"{'**yes**' if h.get('below_reference') else ('no' if h else '—')} |")
     notes = sorted({row["note"] for row in r["systems"] if row.get("note")})
     out += [""] + [f"- {n}" for n in notes]
     return out + ["", _source(r, "default_build.json"), ""]
