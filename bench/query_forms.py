@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_SYSTEMS = ["bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "densetrans@paper-objective",
                    "sdml-cnn", "tree-bert", "frm", "frm@kw-loss", "cnn-rerank", "cross-encoder", "minilm-pairs"]
-METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10"]
+METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 
 def main() -> None:

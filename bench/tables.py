@@ -33,7 +33,10 @@ def _num(value, digits: int = 4) -> str:
 
 
 def _source(report: dict, file: str) -> str:
-    return f"Source: `bench/reports/{file}` (`{report['command']}`, commit {report['commit']}, {report['machine']})."
+    machine = report.get("machine")
+    if isinstance(machine, dict):  # bench.harness.machine(): say the platform and the cores
+        machine = f"{machine.get('platform', 'machine')}, {machine.get('usable_cores', '?')} cores"
+    return f"Source: `bench/reports/{file}` (`{report['command']}`, commit {report['commit']}, {machine})."
 
 
 def text_pipeline_table() -> list[str]:
@@ -154,10 +157,73 @@ def dev_decisions_table() -> list[str]:
     return out + [_source(r, "dev_decisions.json"), ""]
 
 
+def layers_table() -> list[str]:
+    """Figure 3 (densetrans-cai2021.md §4.4.1): per recipe and negative sampler, the verdict computed from the CIs."""
+    out = []
+    for file, recipe in (("layers_measures_qqp.json", "project recipe (mean, τ .05)"),
+                         ("layers_measures_qqp_paper_objective.json", "paper objective ([CLS], τ 1)")):
+        r = _report(file)
+        if r is None:
+            continue
+        if not out:
+            out = ["### Layers: Figure 3, DenseTrans against −AllDense", "",
+                   "Per-layer AUC P(cos⁺ > cos⁻) and the paper's mean |log cos⁺ − log cos⁻| over triples whose cosines "
+                   "are both positive (the others excluded and counted, never clipped); paired bootstrap 95% CIs of "
+                   "DenseTrans − (−AllDense) at the last layer. Verdict rule: reproduced = −AllDense falls with depth, "
+                   "DenseTrans rises and the last-layer CI lies above 0.", "",
+                   "| recipe | negatives | triples | measure | last-layer difference [95% CI] | verdict | "
+                   "excluded at the last layer (DenseTrans / −AllDense) |", "|---|---|---|---|---|---|---|"]
+        pair = r.get("figure3_pair", ["densetrans", "densetrans:-AllDense"])
+        for negatives, block in r["by_negatives"].items():
+            f3 = block["figure3"]
+            if "verdict" in f3:
+                out.append(f"| {recipe} | {negatives} | {block['triples']} | — | — | {f3['verdict']} | — |")
+                continue
+            a, b = block["curves"][pair[0]], block["curves"][pair[1]]
+            for m, v in f3.items():
+                d = v["last_layer_difference"]
+                out.append(f"| {recipe} | {negatives} | {block['triples']} | {m} | {_num(d[0])} [{_num(d[1])}, "
+                           f"{_num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} |")
+        out += ["", _source(r, file), ""]
+    return out
+
+
+def determinism_table() -> list[str]:
+    """Two builds of one commit, one beside CPU burners: identical weights and test numbers or not."""
+    r = _report("determinism.json")
+    if r is None:
+        return []
+    out = ["### Two builds of one commit", "", f"First: {r['first_build']}. Second: {r['second_build']}.", "",
+           "| system | identical weights | identical test numbers | identical learning curve | test R@100 (first / second) |",
+           "|---|---|---|---|---|"]
+    for system, row in r["results"].items():
+        t1, t2 = (row["first"].get("test") or {}), (row["second"].get("test") or {})
+        out.append(f"| {system} | {'yes' if row['identical_weights'] else '**no**'} | "
+                   f"{'yes' if row['identical_test_numbers'] else '**no**'} | {'yes' if row['identical_curve'] else '**no**'} | "
+                   f"{_num(t1.get('recall@100'))} / {_num(t2.get('recall@100'))} |")
+    return out + ["", _source(r, "determinism.json"), ""]
+
+
+def milvus_parity_table() -> list[str]:
+    """The same systems served by faiss/bm25s and by Milvus on the QQP test queries."""
+    r = _report("milvus_parity.json")
+    if r is None:
+        return []
+    out = ["### Milvus parity on the QQP test queries", "",
+           f"{r['collection']:,} questions, k = {r['k']}; {r['self_match']}; {r['ties']}.", "",
+           "| served | queries | overlap@10 | identical top-10 lists | max score difference at the same rank |",
+           "|---|---|---|---|---|"]
+    for name, row in r["results"].items():
+        out.append(f"| {name} | {row['queries']:,} | {row['overlap@10']:.5f} | {row['identical_top10_lists']:,} | "
+                   f"{row['max_abs_score_diff_at_same_rank']:.1g} |")
+    return out + ["", _source(r, "milvus_parity.json"), ""]
+
+
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
-    lines += default_build_table() + query_forms_table() + dev_decisions_table() + text_pipeline_table()
+    lines += default_build_table() + query_forms_table() + dev_decisions_table() + determinism_table()
+    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

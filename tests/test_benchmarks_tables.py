@@ -10,7 +10,9 @@ import pytest
 from tests.conftest import ROOT
 
 NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?![\d])"
-BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json")
+BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json", "dev_decisions.json",
+                "determinism.json", "milvus_parity.json", "layers_measures_qqp.json",
+                "layers_measures_qqp_paper_objective.json")
 
 
 def _rounded(text: str) -> set[tuple[int, float]]:
