@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def system_rows(dataset_name: str) -> list[dict]:
-    """One row per system of the default build, in build order."""
+def system_rows(dataset_name: str, recipes: bool = False) -> list[dict]:
+    """One row per system of the default build, in build order (``recipes``: the recipe variants built beside it)."""
     from core.data.datasets import load_dataset
     from core.models_info import below_reference, metrics_file, training_log
     from core.paths import var_dir
@@ -27,14 +27,17 @@ def system_rows(dataset_name: str) -> list[dict]:
 
     ds = load_dataset(dataset_name)
     rows = []
-    for spec in list_systems():
-        if not default_build(spec, ds):
-            continue
-        status_path = var_dir() / "build" / slug(ds.name) / f"{spec.name}.json"
+    targets = [(spec, None) for spec in list_systems() if default_build(spec, ds)]
+    if recipes:  # the papers' recipes built beside the defaults (registry.Recipe), where built
+        targets = [(spec, r.variant) for spec in list_systems() for r in spec.recipes
+                   if (var_dir() / "build" / slug(ds.name) / f"{spec.name}@{slug(r.variant)}.json").is_file()]
+    for spec, variant in targets:
+        leaf = spec.name + (f"@{slug(variant)}" if variant else "")
+        status_path = var_dir() / "build" / slug(ds.name) / f"{leaf}.json"
         status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
-        metrics = metrics_file(ds.name, spec.name) or status.get("metrics") or {}
-        log = training_log(ds.name, spec.name, None, status.get("metrics"))
-        row = {"system": spec.name, "state": status.get("state", "missing"),
+        metrics = metrics_file(ds.name, spec.name, variant) or status.get("metrics") or {}
+        log = training_log(ds.name, spec.name, variant, status.get("metrics"))
+        row = {"system": spec.name + (f"@{variant}" if variant else ""), "state": status.get("state", "missing"),
                "build_seconds": round(status["finished"] - status["started"], 1)
                if status.get("finished") and status.get("started") else None}
         if log:
@@ -42,12 +45,13 @@ def system_rows(dataset_name: str) -> list[dict]:
             row["training"] = {"dev_metric": log.get("dev_metric"), "best_dev": log.get("best_dev"),
                                "best_step": log.get("best_step"), "stopped": log.get("stopped"),
                                "evaluations": len(log.get("curve", [])),
+                               "curve": [[p.get("step"), round(float(p["dev"]), 4)] for p in log.get("curve", [])],
                                "reference": ref.get("system"), "reference_dev": ref.get("dev"),
                                "reference_test": ref.get("test"),
                                "below_reference": below_reference(log)}
         from core.analysis.held_out import held_out_verdict
 
-        verdict = held_out_verdict(ds, spec.name, compute=False)  # what the build computed and cached
+        verdict = held_out_verdict(ds, spec.name, variant, compute=False)  # what the build computed and cached
         if verdict is not None:
             row["held_out"] = {"reference": verdict.reference, "split": verdict.split, "queries": verdict.queries,
                                "scores": verdict.scores, "reference_scores": verdict.reference_scores,
@@ -55,7 +59,7 @@ def system_rows(dataset_name: str) -> list[dict]:
         tests = {k: v for k, v in metrics.items() if k == "test" or k.startswith("test_")}
         if tests:
             row["test"] = tests
-        note = contamination_note(spec.name, ds.name)
+        note = contamination_note(row["system"], ds.name)
         if note:
             row["note"] = note
         rows.append(row)
@@ -75,7 +79,8 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {"command": "python -m core build --dataset " + args.dataset + " --all; python -m bench.default_build_report",
               "commit": commit, "machine": platform.platform(), "text_pipeline": PIPELINE_VERSION,
-              "wall": args.wall, "load": args.load_note or "not stated", "systems": rows}
+              "wall": args.wall, "load": args.load_note or "not stated", "systems": rows,
+              "recipes": system_rows(args.dataset, recipes=True)}
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     for r in rows:
         t = r.get("training") or {}

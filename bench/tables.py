@@ -98,11 +98,13 @@ def default_build_table() -> list[str]:
     if r is None:
         return []
     out = ["### The default build: time, how training stopped, best dev against the reference", "",
-           f"Wall time {r.get('wall') or 'not recorded'}; text pipeline `{r['text_pipeline']}`; machine load: {r['load']}.", "",
+           f"Wall time {r.get('wall') or 'not recorded'}; text pipeline `{r['text_pipeline']}`; machine load: {r['load']}. "
+           "Rows marked (recipe) are the papers' recipes built afterwards beside other work: not part of the wall time.", "",
            "| system | state | build s | dev metric | best dev (step) | reference | reference dev | stopped | "
            "below reference on dev | held-out test H@1 vs reference | below reference on held-out |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in r["systems"]:
+    rows = r["systems"] + [{**row, "system": f"{row['system']} (recipe)"} for row in r.get("recipes", [])]
+    for row in rows:
         t = row.get("training") or {}
         h = row.get("held_out") or {}
         best = f"{_num(t.get('best_dev'))} ({t.get('best_step')})" if t else "—"
@@ -112,6 +114,12 @@ def default_build_table() -> list[str]:
                    f"{best} | {t.get('reference') or '—'} | {_num(t.get('reference_dev'))} | {t.get('stopped') or '—'} | "
                    f"{'**yes**' if t.get('below_reference') else ('no' if t else '—')} | {held} | "
                    f"{'**yes**' if h.get('below_reference') else ('no' if h else '—')} |")
+    out.append("")
+    for row in r.get("recipes", []):
+        curve = (row.get("training") or {}).get("curve") or []
+        if curve:
+            out.append(f"- {row['system']} (recipe) dev curve (step, {row['training']['dev_metric']}): "
+                       + ", ".join(f"({step}, {_num(dev)})" for step, dev in curve))
     notes = sorted({row["note"] for row in r["systems"] if row.get("note")})
     out += [""] + [f"- {n}" for n in notes]
     return out + ["", _source(r, "default_build.json"), ""]
