@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.test_densetrans import toy_dataset
@@ -35,9 +36,17 @@ def _tensors(state):
     return {}
 
 
-def test_training_on_a_busy_machine_gives_the_same_model_and_numbers(tmp_path, monkeypatch):
-    dataset = toy_dataset(n_concepts=40)
-    idle_metrics, idle_state = _train_once(monkeypatch, tmp_path / "idle", dataset)
+@pytest.fixture(scope="module")
+def idle_run(tmp_path_factory):
+    """One uninterrupted training on an idle machine, shared by both tests (the reference run)."""
+    with pytest.MonkeyPatch.context() as mp:
+        dataset = toy_dataset(n_concepts=40)
+        metrics, state = _train_once(mp, tmp_path_factory.mktemp("idle"), dataset)
+        yield dataset, metrics, state
+
+
+def test_training_on_a_busy_machine_gives_the_same_model_and_numbers(idle_run, tmp_path, monkeypatch):
+    dataset, idle_metrics, idle_state = idle_run
     burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(2)]  # both cores busy
     try:
         busy_metrics, busy_state = _train_once(monkeypatch, tmp_path / "busy", dataset)
@@ -59,13 +68,12 @@ class _Killed(Exception):
     pass
 
 
-def test_a_training_killed_and_resumed_ends_with_the_uninterrupted_model(tmp_path, monkeypatch):
+def test_a_training_killed_and_resumed_ends_with_the_uninterrupted_model(idle_run, tmp_path, monkeypatch):
     """Dropout (0.2 in the quick profile) draws from torch's RNG: last.pt carries its state, so a build
     killed after a checkpoint and resumed gives the same weights as one that was never interrupted."""
     from core.retrieval import densetrans as dt
 
-    dataset = toy_dataset(n_concepts=40)
-    whole_metrics, whole_state = _train_once(monkeypatch, tmp_path / "whole", dataset)
+    dataset, whole_metrics, whole_state = idle_run
 
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "killed"))
     cfg = dt.make_config("quick", None, d_model=24, embeddings="random", max_steps=36, eval_every=12,
