@@ -28,6 +28,14 @@ def _commit() -> str:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
+def _shown(path: Path) -> str:
+    """A path as the report shows it: relative to the repository when inside it (no machine paths)."""
+    try:
+        return str(path.resolve().relative_to(ROOT)) + "/"
+    except ValueError:
+        return path.name + "/"
+
+
 def _facts(var: Path, dataset: str, system: str) -> dict:
     folder = var / "systems" / dataset / system
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "command": ".venv/bin/python -m bench.determinism " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": _commit(), "machine": platform.platform(), "cpus": os.cpu_count(), "dataset": args.dataset,
-        "first_build": f"the build in {reference} (the default build of this commit)",
+        "first_build": f"the build in {_shown(reference)} (the default build of this commit)",
         "second_build": (f"a fresh artifacts folder, `python -m core build --systems bm25 {' '.join(args.systems)}`, "
                          f"beside {args.busy} CPU-burning processes; {seconds:.0f} s; load average "
                          f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end"),
