@@ -163,6 +163,7 @@ def _conclusion(out: dict) -> str:
 
 
 def main() -> None:
+    global PAIR
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--queries", type=int, default=500)
@@ -176,7 +177,6 @@ def main() -> None:
                          "paper-objective --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0)")
     ap.add_argument("--out")
     args = ap.parse_args()
-    global PAIR
     PAIR = tuple(args.pair)
     args.sources = list(dict.fromkeys([*args.sources, *PAIR]))
     import torch
