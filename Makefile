@@ -38,10 +38,11 @@ reproduce: install
 	$(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \
 	    --load-note "make reproduce: nothing else scheduled"
 	$(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
-	$(PY) bench/first_stage_train.py densetrans -AllDense --threads 2 --tag paper-objective \
+	$(PY) bench/first_stage_train.py densetrans --variant=-AllDense --threads 2 --tag paper-objective \
 	    --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0
 	$(PY) -m bench.query_forms --dataset $(DATASET)
-	$(PY) -m bench.dev_decisions --parts tree-k int8 frm-keyword-loss
+	$(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
+	$(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15
 	$(PY) bench/layers_curves.py --out bench/reports/layers_measures_qqp.json
 	$(PY) bench/layers_curves.py --pair densetrans:paper-objective densetrans:-AllDense#paper-objective \
 	    --sources minilm:cls densetrans:paper-objective densetrans:-AllDense#paper-objective \

@@ -12,7 +12,12 @@ report says what the rule picks and whether it is what the code serves:
   ``frm@kw-loss``, each labelled by the weight in its saved config). Rule: the project's extra loss stays only if its dev
   pair AUC (the metric both trainings early-stop on) is higher; dev reranking of BM25's top 20 reported beside.
 
-    .venv/bin/python -m bench.dev_decisions [--parts tree-k int8 frm-keyword-loss]
+Issue 20 item 6: every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
+the seed is k-means' for the tree and the training seed for FRM; int8 has no random part, so one run) with a
+paired two-sided randomization test over the dev queries (per-query metric averaged over the seeds;
+``core.analysis.error_analysis.randomization_test``, 10,000 sign flips) and a paired t-test beside it.
+
+    .venv/bin/python -m bench.dev_decisions [--parts tree-k int8 frm-keyword-loss] [--seeds 13 14 15]
 """
 from __future__ import annotations
 
@@ -36,27 +41,65 @@ def _commit() -> str:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
-def tree_k(dataset, queries, qrels) -> dict:
-    """MAP@20 / P@1 / MRR@20 and distance computations for K = 5, 8, 10 at beam 20 on dev."""
-    from core.analysis.evaluation import evaluate_run
+def spread(values: list[float]) -> dict:
+    """Mean ± sample sd over seeds (sd 0 for a single value)."""
+    arr = np.asarray(values, dtype=float)
+    return {"mean": round(float(arr.mean()), 5), "sd": round(float(arr.std(ddof=1)) if arr.size > 1 else 0.0, 5),
+            "values": [round(float(v), 5) for v in arr]}
+
+
+def paired(control: dict[str, float], treatment: dict[str, float], label: str) -> dict:
+    """Paired tests over the queries both score: randomization (10,000 sign flips, seed 42) and Student's t."""
+    from scipy.stats import ttest_rel
+
+    from core.analysis.error_analysis import randomization_test
+
+    qids = sorted(set(control) & set(treatment))
+    a = np.array([control[q] for q in qids])
+    b = np.array([treatment[q] for q in qids])
+    t = ttest_rel(b, a)
+    return {"comparison": label, "queries": len(qids), "mean_difference": round(float((b - a).mean()), 5),
+            "randomization_p": round(randomization_test(a, b, n_permutations=10_000), 4),
+            "t_test_p": round(float(t.pvalue), 4) if np.isfinite(t.pvalue) else 1.0,
+            "wins_ties_losses": [int((b > a).sum()), int((b == a).sum()), int((b < a).sum())]}
+
+
+def _seed_mean(per_seed: list[dict[str, float]]) -> dict[str, float]:
+    """Each query's metric averaged over the seeds' runs."""
+    qids = set().union(*per_seed)
+    return {q: float(np.mean([run.get(q, 0.0) for run in per_seed])) for q in qids}
+
+
+def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
+    """MAP@20 / P@1 / MRR@20 and distance computations for K = 5, 8, 10 at beam 20 on dev, one k-means tree per
+    seed; paired test of the chosen K against the runner-up on per-query AP@20 (mean over seeds)."""
+    from core.analysis.evaluation import evaluate_run, per_query
     from core.retrieval.tree import TreeBertConfig
     from core.serving.runner import SystemChoice, rank_many
 
-    rows = []
+    metrics = ["map@20", "precision@1", "mrr@20"]
+    rows, ap = [], {}
     for k in (5, 8, 10):
-        choice = SystemChoice("tree-bert", options=(("K", k), ("beam", 20)))
+        per_seed, computations, ap[k] = {m: [] for m in metrics}, [], []
         t0 = time.perf_counter()
-        run = rank_many(choice, dataset, queries, k=20)
-        scores = evaluate_run(qrels, run, ["map@20", "precision@1", "mrr@20"])
-        computations = float(np.mean([r.stats.get("distance_computations", np.nan) for r in run.values()]))
-        rows.append({"K": k, "beam": 20, **{m: round(v, 4) for m, v in scores.items()},
-                     "distance_computations_per_query": round(computations, 1),
+        for seed in seeds:
+            choice = SystemChoice("tree-bert", options=(("K", k), ("beam", 20), ("seed", seed)))
+            run = rank_many(choice, dataset, queries, k=20)
+            for m, v in evaluate_run(qrels, run, metrics).items():
+                per_seed[m].append(v)
+            computations.append(float(np.mean([r.stats.get("distance_computations", np.nan) for r in run.values()])))
+            ap[k].append(per_query(qrels, run, "map@20"))
+            print(json.dumps({"K": k, "seed": seed, **{m: round(v[-1], 4) for m, v in per_seed.items()}}), flush=True)
+        rows.append({"K": k, "beam": 20, "seeds": seeds, **{m: spread(v) for m, v in per_seed.items()},
+                     "distance_computations_per_query": spread(computations),
                      "seconds": round(time.perf_counter() - t0, 1)})
-        print(json.dumps(rows[-1]), flush=True)
-    best = max(rows, key=lambda r: r["map@20"])
+    ranked = sorted(rows, key=lambda r: r["map@20"]["mean"], reverse=True)
+    best, runner_up = ranked[0]["K"], ranked[1]["K"]
     served = TreeBertConfig().branching
-    return {"rule": "highest dev MAP@20 among K = 5, 8, 10 at beam N = 20 (the paper's values)",
-            "rows": rows, "chosen_K": best["K"], "served_K": served, "served_is_chosen": best["K"] == served}
+    return {"rule": "highest dev MAP@20 (mean over k-means seeds) among K = 5, 8, 10 at beam N = 20 (the paper's values)",
+            "rows": rows, "chosen_K": best, "served_K": served, "served_is_chosen": best == served,
+            "paired_test": paired(_seed_mean(ap[runner_up]), _seed_mean(ap[best]),
+                                  f"AP@20, K = {best} against K = {runner_up} (per query, mean over seeds)")}
 
 
 def int8(dataset, queries, qrels) -> dict:
@@ -67,51 +110,104 @@ def int8(dataset, queries, qrels) -> dict:
     from core.retrieval.indexing import IndexSpec
     from core.serving.loader import load
 
+    from core.analysis.evaluation import per_query
+
     metrics = ["map@100", "recall@100", "hit_rate@1"]
     fp32 = load("minilm", dataset)
     encoder = MiniLMEncoder.pretrained("mean", backend="onnx-int8")
     vectors = cached_embeddings(encoder, dataset.corpus)
     quantized = DenseRetriever.from_vectors("minilm-int8", encoder, dataset.corpus, vectors, IndexSpec("Flat"))
-    rows = {}
+    rows, ap = {}, {}
     for name, system in (("fp32", fp32), ("int8", quantized)):
         run = system.search_many(queries, k=100, ignore_identical_ids=True)
         rows[name] = {m: round(v, 5) for m, v in evaluate_run(qrels, run, metrics).items()}
+        ap[name] = per_query(qrels, run, "map@100")
         print(json.dumps({name: rows[name]}), flush=True)
     delta = rows["int8"]["map@100"] - rows["fp32"]["map@100"]
     return {"rule": "int8 may be the default only if |dev MAP@100(int8) - dev MAP@100(fp32)| <= 0.001",
+            "seeds": "none: encoding and ONNX Runtime's dynamic quantization have no random part (one run each)",
             "encoder_fp32": fp32.encoder.encoder_id, "encoder_int8": encoder.encoder_id, "rows": rows,
-            "delta_map@100": round(delta, 5), "int8_within_tolerance": abs(delta) <= 0.001}
+            "delta_map@100": round(delta, 5), "int8_within_tolerance": abs(delta) <= 0.001,
+            "paired_test": paired(ap["fp32"], ap["int8"], "AP@100, int8 against fp32 (per query)")}
 
 
-def frm_keyword_loss(dataset, queries, qrels, variant: str) -> dict:
-    """Dev pair AUC of the two FRM trainings (their own early-stopping logs) and dev reranking of BM25's top 20."""
-    from core.analysis.evaluation import evaluate_run
+def _frm_seed_folder(dataset, variant: str | None, seed: int, built_seed: int) -> Path:
+    """The built recipe's own folder for its configured seed; a training per extra seed elsewhere
+    (``var/seeds/<dataset>/frm[@variant]/seed-N``), trained here on first use and then reused."""
+    import dataclasses
+
+    from core.artifacts import load_json
+    from core.paths import artifact_dir
+    from core.registry import system_dir
+    from core.rerank import frm as F
+
+    built = system_dir(dataset.name, "frm", variant)
+    if seed == built_seed:
+        return built
+    folder = artifact_dir("seeds", dataset.name, "frm" + (f"@{variant}" if variant else ""), f"seed-{seed}")
+    if (folder / "metrics.json").is_file() and (folder / "weights.pt").is_file():
+        return folder
+    train = F.FRMTrainConfig(**load_json(built / "config.json", "frm", "python -m core build")["train"])
+    lex = load_json(built / "lexical_stats.json", "frm", "python -m core build")
+    stats = F.LexicalStats(lex["df"], int(lex["n_docs"]), float(lex["avgdl"]), float(lex["k1"]), float(lex["b"]))
+    cfg = F.model_config(variant)
+    featurizer = F.Featurizer(stats, cfg.max_keywords, load_json(built / "pos_cache.json", "frm", "python -m core build"))
+    t0 = time.perf_counter()
+    F.train_frm(dataset, cfg, dataclasses.replace(train, seed=seed), folder, featurizer=featurizer)
+    (folder / "pos_cache.json").symlink_to(built / "pos_cache.json")
+    print(f"trained frm{'@' + variant if variant else ''} seed {seed} in {time.perf_counter() - t0:.0f}s", flush=True)
+    return folder
+
+
+def frm_keyword_loss(dataset, queries, qrels, variant: str, seeds: list[int]) -> dict:
+    """Dev pair AUC of the two FRM recipes (their own early-stopping logs) and dev reranking of BM25's top 20, each
+    recipe trained once per seed; paired test on per-query RR@20 (mean over seeds)."""
+    from core.analysis.evaluation import evaluate_run, per_query
     from core.artifacts import load_json
     from core.registry import system_dir
+    from core.rerank import frm as F
     from core.serving.loader import FIRST_STAGE, RERANK_DEPTH, load
     from core.serving.runner import SystemChoice, rank_many
 
     first = load(FIRST_STAGE, dataset).search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=True)
-    rows = {}
+    rows, rr = {}, {}
     for var in (None, variant):
-        command = f"python -m core train --system frm{' --variant ' + var if var else ''}"
-        folder = system_dir(dataset.name, "frm", var)
-        metrics = load_json(folder / "metrics.json", f"frm {var or ''}", command)
-        weight = float(load_json(folder / "config.json", f"frm {var or ''}", command)["train"]["keyword_loss"])
+        command = f"python -m core build --systems frm{'@' + var if var else ''}"
+        built = system_dir(dataset.name, "frm", var)
+        config = load_json(built / "config.json", f"frm {var or ''}", command)
+        weight = float(config["train"]["keyword_loss"])
         label = (f"with keyword-agreement loss (weight {weight:g})" if weight else "Eq. (18) only (paper loss)")
-        training = metrics.get("training", metrics)
-        run = rank_many(SystemChoice("frm", variant=var, first_stage=FIRST_STAGE), dataset, queries, k=RERANK_DEPTH,
-                        first_stage=first)
-        ranking = evaluate_run(qrels, run, ["hit_rate@1", "mrr@20"])
-        rows[label] = {"variant": var or "(default)", "dev_auc_best": training.get("best_dev"),
-                       "best_step": training.get("best_step"), "stopped": training.get("stopped"),
-                       **{f"dev_rerank_bm25_top{RERANK_DEPTH}_{m}": round(v, 4) for m, v in ranking.items()}}
-        print(json.dumps({label: rows[label]}), flush=True)
-    with_kw = next(r for label, r in rows.items() if label.startswith("with"))
-    without = next(r for label, r in rows.items() if not label.startswith("with"))
-    keep = (with_kw["dev_auc_best"] or 0) > (without["dev_auc_best"] or 0)
-    return {"rule": "keep the keyword-agreement loss only if its best dev pair AUC is higher than Eq. (18) alone",
-            "rows": rows, "keep_keyword_loss": keep}
+        per_seed: dict[str, list] = {"dev_auc_best": [], "best_step": [], "stopped": [],
+                                     f"dev_rerank_bm25_top{RERANK_DEPTH}_hit_rate@1": [],
+                                     f"dev_rerank_bm25_top{RERANK_DEPTH}_mrr@20": []}
+        rr[label] = []
+        for seed in seeds:
+            folder = _frm_seed_folder(dataset, var, seed, int(config["train"]["seed"]))
+            training = load_json(folder / "metrics.json", f"frm {var or ''}", command)
+            training = training.get("training", training)
+            reranker = F.load(dataset, var, folder=folder)
+            run = rank_many(SystemChoice("frm", variant=var, first_stage=FIRST_STAGE), dataset, queries,
+                            k=RERANK_DEPTH, first_stage=first, load=lambda *_: reranker)
+            ranking = evaluate_run(qrels, run, ["hit_rate@1", "mrr@20"])
+            rr[label].append(per_query(qrels, run, "mrr@20"))
+            per_seed["dev_auc_best"].append(training.get("best_dev"))
+            per_seed["best_step"].append(training.get("best_step"))
+            per_seed["stopped"].append(training.get("stopped"))
+            for m, v in ranking.items():
+                per_seed[f"dev_rerank_bm25_top{RERANK_DEPTH}_{m}"].append(v)
+            print(json.dumps({label: seed, "dev_auc_best": training.get("best_dev"), **ranking}), flush=True)
+        rows[label] = {"variant": f"frm@{var}" if var else "frm (default)", "seeds": seeds,
+                       "best_step": per_seed.pop("best_step"), "stopped": per_seed.pop("stopped"),
+                       **{m: spread(v) for m, v in per_seed.items()}}
+    with_kw = next(label for label in rows if label.startswith("with"))
+    without = next(label for label in rows if not label.startswith("with"))
+    keep = rows[with_kw]["dev_auc_best"]["mean"] > rows[without]["dev_auc_best"]["mean"]
+    return {"rule": "keep the keyword-agreement loss only if its best dev pair AUC (mean over seeds) is higher than "
+                    "Eq. (18) alone",
+            "rows": rows, "keep_keyword_loss": keep,
+            "paired_test": paired(_seed_mean(rr[without]), _seed_mean(rr[with_kw]),
+                                  "RR@20 over BM25's top 20, with the keyword loss against Eq. (18) alone "
+                                  "(per query, mean over seeds)")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", nargs="+", default=["tree-k", "int8", "frm-keyword-loss"])
     ap.add_argument("--frm-variant", default="kw-loss",
                     help="the FRM recipe built beside the default with the other setting of the keyword-agreement term")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15],
+                    help="k-means seeds of the tree and training seeds of FRM (13 is the built one)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     from core.data.datasets import load_dataset
@@ -133,15 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     for part in args.parts:
         t0 = time.perf_counter()
         if part == "tree-k":
-            result = tree_k(dataset, queries, qrels)
+            result = tree_k(dataset, queries, qrels, args.seeds)
         elif part == "int8":
             result = int8(dataset, queries, qrels)
         elif part == "frm-keyword-loss":
-            result = frm_keyword_loss(dataset, queries, qrels, args.frm_variant)
+            result = frm_keyword_loss(dataset, queries, qrels, args.frm_variant, args.seeds)
         else:
             raise SystemExit(f"unknown part {part!r}: tree-k, int8, frm-keyword-loss")
         report["decisions"][part] = {**result, "commit": _commit(), "seconds": round(time.perf_counter() - t0, 1),
-                                     "command": f".venv/bin/python -m bench.dev_decisions --parts {part}"}
+                                     "command": f".venv/bin/python -m bench.dev_decisions --parts {part} --seeds "
+                                                + " ".join(map(str, args.seeds))}
     report.update({
         "command": ".venv/bin/python -m bench.dev_decisions " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": _commit(), "machine": platform.platform(), "dataset": args.dataset, "split": SPLIT,

@@ -18,11 +18,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("system", choices=["densetrans", "sdml-cnn", "dual-encoder"])
     ap.add_argument("variant", nargs="?")
+    ap.add_argument("--variant", dest="variant_option", metavar="VARIANT",
+                    help="the variant as an option: --variant=-AllDense (a positional starting with '-' reads as a flag)")
     ap.add_argument("--profile", default="quick")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tag")
     ap.add_argument("--set", nargs="*", action="extend", default=[])
     args = ap.parse_args()
+    args.variant = args.variant_option or args.variant
     import torch
 
     torch.set_num_threads(args.threads)

@@ -173,7 +173,7 @@ def main() -> None:
     ap.add_argument("--sources", nargs="*", default=["minilm:cls", "minilm:mean", "densetrans", "densetrans:-AllDense"])
     ap.add_argument("--pair", nargs=2, default=list(PAIR), metavar=("DENSETRANS", "ALLDENSE"),
                     help="the two sources of Figure 3, e.g. densetrans:paper-objective densetrans:-AllDense#paper-objective "
-                         "(the paper's objective: [CLS], τ 1; first_stage_train.py densetrans -AllDense --tag "
+                         "(the paper's objective: [CLS], τ 1; first_stage_train.py densetrans --variant=-AllDense --tag "
                          "paper-objective --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0)")
     ap.add_argument("--out")
     args = ap.parse_args()

@@ -125,43 +125,69 @@ def default_build_table() -> list[str]:
     return out + ["", _source(r, "default_build.json"), ""]
 
 
+def _ms(value, digits: int = 4) -> str:
+    """``mean ± sd`` of a ``dev_decisions.spread`` dict (or a plain number, from a report before seeds)."""
+    if isinstance(value, dict):
+        return f"{value['mean']:.{digits}f} ± {value['sd']:.{digits}f}" if len(value["values"]) > 1 else _num(value["mean"], digits)
+    return _num(value, digits)
+
+
+def _paired_line(test: dict | None) -> list[str]:
+    """One sentence for a ``dev_decisions.paired`` result."""
+    if not test:
+        return []
+    wins, ties, losses = test["wins_ties_losses"]
+    return [f"Paired test, {test['comparison']}: mean difference {test['mean_difference']:+.5f} over "
+            f"{test['queries']:,} queries (wins / ties / losses {wins} / {ties} / {losses}); randomization p = "
+            f"{test['randomization_p']:.4f}, t-test p = {test['t_test_p']:.4f}.", ""]
+
+
 def dev_decisions_table() -> list[str]:
-    """Choices re-decided on dev (issue 20 item 5): the rule, the dev numbers, what it picks, what is served."""
+    """Choices re-decided on dev (issue 20 items 5 and 6): the rule, the dev numbers (mean ± sd over seeds), what
+    it picks, what is served, and a paired test of the margin."""
     r = _report("dev_decisions.json")
     if r is None:
         return []
     d = r["decisions"]
     out = ["### Choices re-decided on dev", "",
            f"QQP {r['split']} split, {r['queries']:,} queries against the {r['collection']:,}-question collection; "
-           f"{r['protocol']}.", ""]
+           f"{r['protocol']}. Margins below .01 need more than one run (issue 20 item 6): each number is the mean ± sd "
+           "over the seeds where the choice has a random part, and each choice has a paired test over the dev queries.", ""]
     if "tree-k" in d:
         t = d["tree-k"]
+        seeds = t["rows"][0].get("seeds")
         out += [f"**Tree K** (rule: {t['rule']}): chosen K = {t['chosen_K']}, served K = {t['served_K']}"
-                f" ({'the same' if t['served_is_chosen'] else '**differs**'}).", "",
+                f" ({'the same' if t['served_is_chosen'] else '**differs**'})"
+                + (f"; k-means seeds {', '.join(map(str, seeds))}" if seeds else "") + ".", "",
                 "| K | beam | MAP@20 | P@1 | MRR@20 | distance computations / query |", "|---|---|---|---|---|---|"]
-        out += [f"| {row['K']} | {row['beam']} | {_num(row['map@20'])} | {_num(row['precision@1'])} | "
-                f"{_num(row['mrr@20'])} | {row['distance_computations_per_query']:,} |" for row in t["rows"]]
-        out.append("")
+        for row in t["rows"]:
+            comps = row["distance_computations_per_query"]
+            comps = f"{comps['mean']:,.1f}" if isinstance(comps, dict) else f"{comps:,}"
+            out.append(f"| {row['K']} | {row['beam']} | {_ms(row['map@20'])} | {_ms(row['precision@1'])} | "
+                       f"{_ms(row['mrr@20'])} | {comps} |")
+        out += [""] + _paired_line(t.get("paired_test"))
     if "int8" in d:
         t = d["int8"]
         out += [f"**MiniLM int8** (rule: {t['rule']}): Δ MAP@100 = {t['delta_map@100']:+.5f}; int8 "
-                f"{'may be the default' if t['int8_within_tolerance'] else 'stays opt-in'}.", "",
+                f"{'may be the default' if t['int8_within_tolerance'] else 'stays opt-in'}"
+                + (f". Seeds: {t['seeds']}" if t.get("seeds") else "") + ".", "",
                 "| encoder | MAP@100 | R@100 | H@1 |", "|---|---|---|---|"]
         out += [f"| {name} | {_num(row['map@100'], 5)} | {_num(row['recall@100'], 5)} | {_num(row['hit_rate@1'], 5)} |"
                 for name, row in t["rows"].items()]
-        out.append("")
+        out += [""] + _paired_line(t.get("paired_test"))
     if "frm-keyword-loss" in d:
         t = d["frm-keyword-loss"]
         out += [f"**FRM's keyword-agreement loss** (rule: {t['rule']}): "
-                f"{'kept' if t['keep_keyword_loss'] else '**dropped**: the default becomes Eq. (18) alone'}.", "",
-                "| FRM | variant | best dev AUC (step) | stopped | dev H@1 over BM25 top 20 | dev MRR@20 |",
-                "|---|---|---|---|---|---|"]
+                f"{'kept' if t['keep_keyword_loss'] else '**dropped**: the default is Eq. (18) alone'}.", "",
+                "| FRM | served as | seeds | best dev AUC | best step | stopped | dev H@1 over BM25 top 20 | dev MRR@20 |",
+                "|---|---|---|---|---|---|---|---|"]
         for label, row in t["rows"].items():
             h1 = next(v for k, v in row.items() if k.endswith("hit_rate@1"))
             mrr = next(v for k, v in row.items() if k.endswith("mrr@20"))
-            out.append(f"| {label} | {row['variant']} | {_num(row['dev_auc_best'])} ({row['best_step']}) | "
-                       f"{row['stopped']} | {_num(h1)} | {_num(mrr)} |")
-        out.append("")
+            listed = lambda v: ", ".join(map(str, v)) if isinstance(v, list) else str(v)  # noqa: E731
+            out.append(f"| {label} | {row['variant']} | {listed(row.get('seeds', '—'))} | {_ms(row['dev_auc_best'])} | "
+                       f"{listed(row['best_step'])} | {listed(row['stopped'])} | {_ms(h1)} | {_ms(mrr)} |")
+        out += [""] + _paired_line(t.get("paired_test"))
     return out + [_source(r, "dev_decisions.json"), ""]
 
 

@@ -206,6 +206,27 @@ def tiny_frm(tmp_path_factory):
         os.environ["QRS_VAR"] = old
 
 
+def test_another_seed_trains_beside_the_build_and_loads_from_its_folder(tiny_frm):
+    """bench/dev_decisions.py's extra seeds: the built recipe's settings with another seed, trained into
+    var/seeds (never over the build), reused on the next call, and served by ``load(folder=...)``."""
+    import json
+
+    from bench.dev_decisions import _frm_seed_folder
+    from core.rerank import frm as F
+
+    ds, built = tiny_frm
+    assert _frm_seed_folder(ds, None, 13, 13) == F._folder(ds, None)
+    folder = _frm_seed_folder(ds, None, 14, 13)
+    assert folder != F._folder(ds, None) and "seeds" in folder.parts
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    assert config["train"]["seed"] == 14 and config["train"]["max_epochs"] == 1
+    stamp = (folder / "weights.pt").stat().st_mtime_ns
+    assert _frm_seed_folder(ds, None, 14, 13) == folder and (folder / "weights.pt").stat().st_mtime_ns == stamp
+    other = F.load(ds, folder=folder)
+    q, d = ["How can I stop my depression ?"] * 2, ["How do I overcome depression ?", "Which phone should I buy ?"]
+    assert not np.allclose(other.score_pairs(q, d), built.score_pairs(q, d))
+
+
 def test_missing_frm_names_build_command(tmp_path, monkeypatch):
     from core.data.datasets import dataset_from_pairs
     from core.errors import MissingArtifactError

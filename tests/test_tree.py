@@ -213,3 +213,31 @@ def test_tree_cross_counts_pairs_respects_budget_and_is_exact_when_wide(vectors)
     assert all(len(r.doc_ids) == 20 for r in out.values())  # node representatives are candidates too
     with pytest.raises(ValueError):
         narrow.set_params(reps=6)
+
+
+def test_load_tree_rebuilds_for_another_kmeans_seed(tmp_path, monkeypatch, vectors):
+    """``seed`` is a load option (bench/dev_decisions.py runs K over three k-means seeds): the saved seed serves the
+    saved tree; another seed rebuilds it in memory, deterministically, with different clusters."""
+    monkeypatch.setenv("QRS_VAR", str(tmp_path))
+    from core.artifacts import save_json
+    from core.data.datasets import dataset_from_pairs
+    from core.data.pipeline import stamped
+    from core.retrieval import tree as T
+
+    ds = dataset_from_pairs("toy", "toy", [(1, f"question {2 * i}", f"question {2 * i + 1}", str(i)) for i in range(150)])
+    n = len(ds.corpus)
+    config = T.TreeBertConfig(branching=5)
+    saved = KMeansTree.build(vectors[:n], config.tree_config())
+    folder = T._folder(ds)
+    saved.save(folder)
+    save_json(folder / "doc_ids.json", list(ds.corpus))
+    save_json(folder / "config.json", stamped(config))
+
+    same, same_config, _ = T.load_tree(ds)
+    assert same_config.seed == config.seed and np.array_equal(same.centroids, saved.centroids)
+    other, other_config, _ = T.load_tree(ds, seed=config.seed + 1)
+    again, _, _ = T.load_tree(ds, seed=config.seed + 1)
+    assert other_config.seed == config.seed + 1
+    assert np.array_equal(other.centroids, again.centroids)
+    assert other.centroids.shape != saved.centroids.shape or not np.allclose(other.centroids, saved.centroids)
+    assert T.load(ds, seed=config.seed + 1).name.endswith(f"seed={config.seed + 1})")

@@ -769,9 +769,10 @@ def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     return is_current(folder / "config.json") and all((folder / n).is_file() for n in ("weights.pt", "lexical_stats.json"))
 
 
-def load(dataset: Dataset, variant: str | None = None, **options) -> FRMReranker:
-    """Load a trained FRM (``MissingArtifactError`` with the build command when missing or corrupt)."""
-    folder = _folder(dataset, variant)
+def load(dataset: Dataset, variant: str | None = None, folder: Path | None = None, **options) -> FRMReranker:
+    """Load a trained FRM (``MissingArtifactError`` with the build command when missing or corrupt); ``folder``
+    reads a training written elsewhere (bench/dev_decisions.py's extra seeds) instead of the variant's folder."""
+    folder = Path(folder) if folder is not None else _folder(dataset, variant)
     command = build_command("frm", dataset.name, None if variant in (None, "full") else variant)
     conf = load_json(folder / "config.json", "the FRM model", command)
     check_stamp(conf, "the FRM model", command)

@@ -145,7 +145,8 @@ def saved_config(dataset: Dataset) -> TreeBertConfig | None:
 
 
 def load_tree(dataset: Dataset, **options) -> tuple[KMeansTree, TreeBertConfig, list[str]]:
-    """The saved tree, rebuilt in memory when ``K``/``leaf_size``/``balanced`` differ from the saved one."""
+    """The saved tree, rebuilt in memory when ``K``/``leaf_size``/``balanced``/``seed`` (k-means init) differ from
+    the saved one."""
     folder = _folder(dataset)
     command = build_command("tree-bert", dataset.name)
     raw = load_json(folder / "config.json", "the tree-bert tree", command)
@@ -162,6 +163,7 @@ def load_tree(dataset: Dataset, **options) -> tuple[KMeansTree, TreeBertConfig, 
         balanced=_flag(options.get("balanced", saved.balanced)),
         beam=int(options.get("beam", saved.beam)),
         probes=int(options.get("probes", saved.probes) or 0),
+        seed=int(options.get("seed", saved.seed)),
     )
     if wanted.tree_config() != saved.tree_config():
         tree = KMeansTree.build(tree.vectors, wanted.tree_config())
@@ -169,7 +171,7 @@ def load_tree(dataset: Dataset, **options) -> tuple[KMeansTree, TreeBertConfig, 
 
 
 def load(dataset: Dataset, variant: str | None = None, **options) -> TreeRetriever:
-    """Options: ``K`` (branching), ``beam``, ``probes``, ``leaf_size``, ``balanced``."""
+    """Options: ``K`` (branching), ``beam``, ``probes``, ``leaf_size``, ``balanced``, ``seed`` (k-means)."""
     from core.retrieval import bert
 
     tree, config, doc_ids = load_tree(dataset, **options)
@@ -177,7 +179,8 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> TreeRetriev
         f"tree-bert(K={config.branching},beam={config.beam}"
         + (f",probes={config.probes}" if config.probes else "")
         + (f",leaf={config.leaf_size}" if config.leaf_size else "")
-        + (",balanced" if config.balanced else "") + ")"
+        + (",balanced" if config.balanced else "")
+        + (f",seed={config.seed}" if "seed" in options else "") + ")"
     )
     return TreeRetriever(tree, doc_ids, [dataset.corpus[d] for d in doc_ids],
                          lambda: bert.load_encoder(dataset, config.encoder_variant),

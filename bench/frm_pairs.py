@@ -1,0 +1,150 @@
+"""FRM on QQP's held-out test pairs (frm-multiview-chong.md Table 4: Acc and AUC on Quora pairs) and its keyword
+importance w(k, q) (Eq. 7) against IDF, for both recipes and every trained seed, with the references beside them.
+
+- ``frm``: Eq. (18) alone (the paper's loss, the default); ``frm@kw-loss``: Eq. (18) plus the project's
+  keyword-agreement loss. Seeds: 13 is the built model (``var/systems``); other seeds are the trainings
+  ``bench/dev_decisions.py --parts frm-keyword-loss --seeds ...`` wrote under ``var/seeds`` (a missing seed is
+  listed with that command, never trained here). Acc at threshold 0.5 (§3.3.3), ROC AUC by sklearn.
+- References: the zero-shot all-MiniLM-L6-v2 cosine (AUC; it has no 0.5 threshold; pre-trained on data that
+  includes Quora duplicates) and the built cross-encoder.
+- Paired bootstrap over the test pairs (2,000 resamples) of the AUC difference, on the seed-mean probabilities:
+  Eq. (18) against the keyword loss, and each against zero-shot MiniLM.
+- Keyword importance on the test questions (``core.rerank.frm.importance_report``): Spearman of w(k, q) with IDF
+  pooled over keywords and per question, mean w of stop words and content words.
+
+    .venv/bin/python -m bench.frm_pairs [--seeds 13 14 15] [--out bench/reports/frm_pairs.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "reports" / "frm_pairs.json"
+RECIPES = {"frm": None, "frm@kw-loss": "kw-loss"}
+
+
+def _commit() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def seed_folder(dataset_name: str, variant: str | None, seed: int) -> Path:
+    """Where the training of ``seed`` lives: the built folder for its configured seed, else ``var/seeds``."""
+    from core.artifacts import load_json
+    from core.paths import var_dir
+    from core.registry import system_path
+
+    built = system_path(dataset_name, "frm", variant)
+    config = load_json(built / "config.json", "frm", "python -m core build --systems frm")
+    if int(config["train"]["seed"]) == seed:
+        return built
+    return var_dir() / "seeds" / dataset_name / ("frm" + (f"@{variant}" if variant else "")) / f"seed-{seed}"
+
+
+def spread(values: list[float]) -> dict:
+    arr = np.asarray(values, dtype=float)
+    return {"mean": round(float(arr.mean()), 5), "sd": round(float(arr.std(ddof=1)) if arr.size > 1 else 0.0, 5),
+            "values": [round(float(v), 5) for v in arr]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15])
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    import torch
+
+    from bench.rerank_ablations import paired_bootstrap_auc
+    from core.artifacts import load_json
+    from core.data.datasets import load_dataset
+    from core.registry import system_path
+    from core.rerank import frm as F
+    from core.training import device
+
+    started = time.perf_counter()
+    ds = load_dataset(args.dataset)
+    pairs = ds.pairs["test"]
+    queries = [ds.corpus[p.id1] for p in pairs]
+    docs = [ds.corpus[p.id2] for p in pairs]
+    labels = np.array([int(p.label > 0) for p in pairs])
+    questions = list(dict.fromkeys(queries + docs))
+    report: dict = {"dataset": ds.name, "split": "test", "pairs": len(pairs), "positives": int(labels.sum()),
+                    "questions": len(questions), "seeds": args.seeds, "systems": {}, "references": {}, "paired": {}}
+    probs: dict[str, np.ndarray] = {}
+    for name, variant in RECIPES.items():
+        rows, per_seed = [], []
+        for seed in args.seeds:
+            folder = seed_folder(ds.name, variant, seed)
+            if not (folder / "weights.pt").is_file():
+                rows.append({"seed": seed, "not_trained": f".venv/bin/python -m bench.dev_decisions --parts "
+                                                          f"frm-keyword-loss --seeds {seed}"})
+                print(json.dumps({name: rows[-1]}), flush=True)
+                continue
+            reranker = F.load(ds, variant, folder=folder)
+            t0 = time.perf_counter()
+            p = reranker.score_pairs(queries, docs)
+            metrics = F.accuracy_auc(labels, p)
+            store = reranker.store or F.VectorStore.for_encoder(reranker.model.cfg.max_keywords)
+            feats = reranker.featurizer.features(questions)
+            store.ensure(reranker.featurizer, feats)
+            importance = F.importance_report(reranker.model, feats, store, device())
+            training = load_json(folder / "metrics.json", name, "python -m core build")
+            training = training.get("training", training)
+            rows.append({"seed": seed, "folder": os.path.relpath(folder, ROOT), **{k: round(v, 5) for k, v in metrics.items()},
+                         "best_dev_auc": round(training.get("best_dev"), 5), "best_step": training.get("best_step"),
+                         "stopped": training.get("stopped"),
+                         "importance_test": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in importance.items()},
+                         "seconds": round(time.perf_counter() - t0, 1)})
+            per_seed.append(p)
+            print(json.dumps({name: {k: v for k, v in rows[-1].items() if k != "importance_test"}}), flush=True)
+        done = [r for r in rows if "auc" in r]
+        keyword = load_json(system_path(ds.name, "frm", variant) / "config.json", name, "python -m core build")
+        report["systems"][name] = {
+            "keyword_loss_weight": float(keyword["train"]["keyword_loss"]), "runs": rows,
+            "seeds_trained": [r["seed"] for r in done],
+            **({"acc": spread([r["acc"] for r in done]), "auc": spread([r["auc"] for r in done]),
+                "spearman_idf": spread([r["importance_test"]["spearman_idf"] for r in done]),
+                "spearman_idf_per_question": spread([r["importance_test"]["spearman_idf_per_question"] for r in done]),
+                "mean_w_stop": spread([r["importance_test"]["mean_stop"] for r in done]),
+                "mean_w_content": spread([r["importance_test"]["mean_content"] for r in done])} if done else {})}
+        if per_seed:
+            probs[name] = np.mean(per_seed, axis=0)
+    reranker = F.load(ds)
+    zero_shot = F.minilm_cosine_scores(reranker.featurizer, ds.corpus, pairs)
+    report["references"]["minilm zero-shot cosine"] = {
+        "auc": round(F.accuracy_auc(labels, zero_shot)["auc"], 5),
+        "note": "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates (its QQP numbers are not zero-shot)"}
+    cross = system_path(ds.name, "cross-encoder") / "metrics.json"
+    if cross.is_file():
+        m = json.loads(cross.read_text(encoding="utf-8"))
+        report["references"]["cross-encoder (built)"] = {"auc": m.get("test_roc_auc"), "note": "fine-tuned MiniLM "
+                                                         "cross-encoder of the default build (its own metrics.json)"}
+    probs["minilm zero-shot cosine"] = zero_shot
+    for a, b in (("frm", "frm@kw-loss"), ("frm", "minilm zero-shot cosine"), ("frm@kw-loss", "minilm zero-shot cosine")):
+        if a in probs and b in probs:
+            test = paired_bootstrap_auc(labels, probs[a], probs[b])
+            report["paired"][f"{a} - {b}"] = {k: (round(v, 5) if isinstance(v, float) else
+                                               [round(x, 5) for x in v] if isinstance(v, list) else v)
+                                              for k, v in test.items()}
+    report.update({"command": ".venv/bin/python -m bench.frm_pairs " + " ".join(argv if argv is not None else sys.argv[1:]),
+                   "commit": _commit(), "machine": platform.platform(), "threads": torch.get_num_threads(),
+                   "protocol": "QQP held-out test pairs (cluster-disjoint from training); Acc at 0.5 (§3.3.3) and "
+                               "ROC AUC (sklearn); the paired bootstrap uses each recipe's seed-mean probability",
+                   "seconds": round(time.perf_counter() - started, 1)})
+    out = Path(args.out)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
