@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_SYSTEMS = ["bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "densetrans@paper-objective",
-                   "sdml-cnn", "tree-bert", "frm", "frm@kw-loss", "cnn-rerank", "cross-encoder", "minilm-pairs"]
+                   "densetrans@-AllDense", "sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "tree-bert", "frm",
+                   "frm@kw-loss", "cnn-rerank", "cross-encoder", "minilm-pairs"]
 METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 

@@ -204,20 +204,25 @@ def layers_table() -> list[str]:
                    "Per-layer AUC P(cos⁺ > cos⁻) and the paper's mean |log cos⁺ − log cos⁻| over triples whose cosines "
                    "are both positive (the others excluded and counted, never clipped); paired bootstrap 95% CIs of "
                    "DenseTrans − (−AllDense) at the last layer. Verdict rule: reproduced = −AllDense falls with depth, "
-                   "DenseTrans rises and the last-layer CI lies above 0.", "",
+                   "DenseTrans rises and the last-layer CI lies above 0; partly reproduced = the last-layer CI lies above 0 "
+                   "without both trends; not reproduced = the last-layer CI does not lie above 0. The trends are in "
+                   "the columns on the right (layer 0 → last layer).", "",
                    "| recipe | negatives | triples | measure | last-layer difference [95% CI] | verdict | "
-                   "excluded at the last layer (DenseTrans / −AllDense) |", "|---|---|---|---|---|---|---|"]
+                   "excluded at the last layer (DenseTrans / −AllDense) | DenseTrans rises | −AllDense falls |",
+                   "|---|---|---|---|---|---|---|---|---|"]
         pair = r.get("figure3_pair", ["densetrans", "densetrans:-AllDense"])
         for negatives, block in r["by_negatives"].items():
             f3 = block["figure3"]
             if "verdict" in f3:
-                out.append(f"| {recipe} | {negatives} | {block['triples']} | — | — | {f3['verdict']} | — |")
+                out.append(f"| {recipe} | {negatives} | {block['triples']} | — | — | {f3['verdict']} | — | — | — |")
                 continue
             a, b = block["curves"][pair[0]], block["curves"][pair[1]]
             for m, v in f3.items():
                 d = v["last_layer_difference"]
                 out.append(f"| {recipe} | {negatives} | {block['triples']} | {m} | {_num(d[0])} [{_num(d[1])}, "
-                           f"{_num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} |")
+                           f"{_num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} | "
+                           f"{'yes' if v['densetrans_rises_with_depth'] else 'no'} | "
+                           f"{'yes' if v['allDense_falls_with_depth'] else 'no'} |")
         out += ["", _source(r, file), ""]
     return out
 
