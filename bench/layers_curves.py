@@ -51,6 +51,30 @@ def layer_fn(name: str, variant: str | None, tag: str | None, ds):
     return densetrans.load(ds, variant=variant, index="flat", tag=tag).layer_embeddings
 
 
+def pair_model(source: str, ds) -> dict:
+    """What a DenseTrans source of the Figure 3 pair is: its recipe (pooling, τ, dropout, width) and where its
+    training stopped (the served checkpoint is the best dev step; step 0 = the untrained model)."""
+    import json as _json
+
+    from core.retrieval import densetrans
+
+    base, _, tag = source.partition("#")
+    name, _, variant = base.partition(":")
+    if name != "densetrans":
+        return {}
+    folder = densetrans._folder(ds, variant or None, tag or None, create=False)
+    try:
+        config = _json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        training = _json.loads((folder / "metrics.json").read_text(encoding="utf-8")).get("training", {})
+    except (OSError, ValueError):
+        return {"folder": os.path.relpath(folder, ROOT), "built": False}
+    return {"folder": os.path.relpath(folder, ROOT), "pooling": config.get("pooling"),
+            "temperature": config.get("plan", {}).get("temperature"), "dropout": config.get("dropout"),
+            "d_model": config.get("d_model"), "best_step": training.get("best_step"),
+            "stopped": training.get("stopped"), "best_dev": training.get("best_dev"),
+            "dev_metric": training.get("dev_metric"), "untrained": training.get("best_step") == 0}
+
+
 def _r(values, digits: int = 4) -> list:
     return [None if v is None or not np.isfinite(v) else round(float(v), digits) for v in np.asarray(values, float)]
 
@@ -193,7 +217,7 @@ def main() -> None:
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "core/analysis/layers.py", "bench/layers_curves.py"],
                            capture_output=True, text=True, cwd=ROOT).stdout.strip()
     ds = load_dataset(args.dataset)
-    out = {"command": "nice -n 10 .venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv),
+    out = {"command": ".venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv),
            "commit": commit + (" (with uncommitted changes to the measure code)" if dirty else ""),
            "machine": machine(), "dataset": ds.name, "split": "test", "queries": args.queries, "seed": args.seed,
            "artifacts": os.environ.get("QRS_VAR", "var/"),
@@ -205,7 +229,8 @@ def main() -> None:
            "auc_definition": "ROC AUC of the cosine separating the sample's positive pairs (q, q+) from its negative "
                              "pairs (q, q-): P(cos+ > cos-) over all (positive, negative) combinations, ties 1/2 "
                              "(Mann-Whitney with scipy.stats.rankdata; equal to sklearn roc_auc_score)",
-           "representations": "densetrans = the default (quick-profile) build: mean pooling of the words at every "
+           "representations": "(see figure3_pair_models for the recipe and training stop of the pair's two "
+                              "models) densetrans = the default (quick-profile) build: mean pooling of the words at every "
                               "layer, τ 0.05, GloVe-50d inputs, 3 layers (the paper: [CLS], τ 1, FastText-300); "
                               "densetrans:-AllDense = the same recipe without dense connections (§4.4.1); layer ℓ "
                               "of DenseTrans is the concatenation the next layer reads (widths d, d, 2d, 4d). "
@@ -213,6 +238,7 @@ def main() -> None:
                               "data that includes Quora duplicates). QQP: every query is in the collection; the "
                               "sampler never uses a query's own id as q+ or q-.",
            "figure3_pair": list(PAIR),
+           "figure3_pair_models": {source: pair_model(source, ds) for source in PAIR},
            "by_negatives": {}}
     bm25 = load_system("bm25", ds) if "bm25" in args.negatives else None
     loaded: dict = {}

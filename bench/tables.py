@@ -223,6 +223,13 @@ def layers_table() -> list[str]:
                            f"{_num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} | "
                            f"{'yes' if v['densetrans_rises_with_depth'] else 'no'} | "
                            f"{'yes' if v['allDense_falls_with_depth'] else 'no'} |")
+        models = r.get("figure3_pair_models") or {}
+        described = [f"`{source}`: {m['pooling']} pooling, τ {m['temperature']:g}, dropout {m['dropout']:g}, d {m['d_model']}; "
+                     f"best dev {m['dev_metric']} {_num(m['best_dev'])} at step {m['best_step']} ({m['stopped']})"
+                     + (" — the served checkpoint is the **untrained** model" if m.get("untrained") else "")
+                     for source, m in models.items() if m.get("pooling")]
+        if described:
+            out += ["", "The pair: " + "; ".join(described) + "."]
         out += ["", _source(r, file), ""]
     return out
 
