@@ -32,7 +32,7 @@ bench: install
 
 # The default build (timed), the recipes and ablations measured beside it, every report behind BENCHMARKS.md's
 # generated tables, then the tables themselves (about an hour on 2 cores; bench/reports/*.json name their commands).
-RECIPES ?= densetrans@paper-objective,frm@kw-loss,densetrans@-AllDense,sdml-cnn@tl-ssd,sdml-cnn@tl-euc
+RECIPES ?= densetrans@paper-objective,frm@kw-loss,densetrans@-AllDense,densetrans@-TopDense,densetrans@+Concat,sdml-cnn@tl-ssd,sdml-cnn@tl-euc
 reproduce: install
 	/usr/bin/time -f "%E" -o bench/reports/.build_wall $(PY) -m core build --dataset $(DATASET) --all
 	$(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_SYSTEMS = ["bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "densetrans@paper-objective",
-                   "densetrans@-AllDense", "sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "tree-bert", "frm",
+                   "densetrans@-AllDense", "densetrans@-TopDense", "densetrans@+Concat", "sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "tree-bert", "frm",
                    "frm@kw-loss", "cnn-rerank", "cross-encoder", "minilm-pairs"]
 METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 

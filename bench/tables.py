@@ -74,17 +74,17 @@ def query_forms_table() -> list[str]:
 
 
 # the untrained or zero-shot system each learned system must beat on held-out queries (core/registry.py notes)
-REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "densetrans@paper-objective": "glove-mean",
-              "sdml-cnn": "glove-mean", "cross-encoder": "minilm-pairs", "frm": "minilm-pairs",
-              "frm@kw-loss": "minilm-pairs", "cnn-rerank": "bm25"}
+REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
+              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
 
 
 def reference_notes(rows: list[dict]) -> list[str]:
     """One line per learned system: its held-out H@1 against its reference's, computed from the rows."""
     by_name = {row["system"]: row for row in rows if "error" not in row}
     notes = []
-    for system, reference in REFERENCES.items():
-        if system not in by_name or reference not in by_name:
+    for system in by_name:  # a variant (name@variant) has its base system's reference
+        reference = REFERENCES.get(system) or REFERENCES.get(system.partition("@")[0])
+        if reference is None or reference not in by_name:
             continue
         mine, ref = by_name[system]["tokenized"]["hit_rate@1"], by_name[reference]["tokenized"]["hit_rate@1"]
         verdict = "beats" if mine > ref else "**is below**"
@@ -265,10 +265,41 @@ def milvus_parity_table() -> list[str]:
     return out + ["", _source(r, "milvus_parity.json"), ""]
 
 
+def frm_pairs_table() -> list[str]:
+    """FRM on the held-out test pairs (Table 4's Acc and AUC) and its keyword importance against IDF, per recipe
+    over its seeds, with the references and paired bootstrap AUC differences."""
+    r = _report("frm_pairs.json")
+    if r is None:
+        return []
+    out = ["### FRM on the QQP test pairs: Acc, AUC and keyword importance against IDF", "",
+           f"{r['pairs']:,} held-out test pairs ({r['positives']:,} paraphrases), {r['questions']:,} distinct questions; "
+           f"{r['protocol']}. Spearman = w(k, q) (Eq. 7) against IDF over the test questions' keywords (pooled, and "
+           "the mean per question); mean ± sd over the seeds.", "",
+           "| FRM | keyword-loss weight | seeds | Acc | AUC | Spearman(w, IDF) pooled | per question | mean w: stop words | "
+           "mean w: content words |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, row in r["systems"].items():
+        if "auc" not in row:
+            out.append(f"| {name} | {row['keyword_loss_weight']:g} | none trained | — | — | — | — | — | — |")
+            continue
+        out.append(f"| {name} | {row['keyword_loss_weight']:g} | {', '.join(map(str, row['seeds_trained']))} | "
+                   f"{_ms(row['acc'])} | {_ms(row['auc'])} | {_ms(row['spearman_idf'])} | "
+                   f"{_ms(row['spearman_idf_per_question'])} | {_ms(row['mean_w_stop'])} | {_ms(row['mean_w_content'])} |")
+    for name, ref in r["references"].items():
+        out.append(f"| {name} (reference) | — | — | — | {_num(ref['auc'])} | — | — | — | — |")
+    out.append("")
+    notes = [f"{ref['note']}" for ref in r["references"].values() if "Quora" in ref.get("note", "")]
+    out += [f"Reference note: {notes[0]}; FRM reads MiniLM's token vectors too.", ""] if notes else []
+    for label, t in r["paired"].items():
+        p = f"p < 1/{t['resamples']:,}" if t["p"] == 0 else f"p = {t['p']:.3f}"
+        out.append(f"- AUC {label}: {t['auc_diff']:+.4f} [{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] "
+                   f"(paired bootstrap over the test pairs, {t['resamples']:,} resamples, seed-mean probabilities; {p})")
+    return out + ["", _source(r, "frm_pairs.json"), ""]
+
+
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
-    lines += default_build_table() + query_forms_table() + dev_decisions_table() + determinism_table()
+    lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
     lines += layers_table() + milvus_parity_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
