@@ -49,6 +49,8 @@ reproduce: install
 	    --out bench/reports/layers_measures_qqp_paper_objective.json
 	$(PY) -m bench.milvus_parity --dataset $(DATASET)
 	$(PY) -m bench.determinism --dataset $(DATASET) --busy 2
+	$(PY) -m bench.determinism --dataset $(DATASET) --busy 1 --systems frm cnn-rerank cross-encoder \
+	    --out bench/reports/determinism_rerankers.json
 	$(PY) -m bench.text_pipeline
 	$(PY) -m bench.tables
 

@@ -6,6 +6,8 @@ built earlier on a quieter machine): every tensor of each ``model.pt``, the lear
 values; seconds differ by nature), the stop reason and the held-out test numbers the build measured.
 
     .venv/bin/python -m bench.determinism --systems dual-encoder densetrans sdml-cnn --busy 2
+    .venv/bin/python -m bench.determinism --systems frm cnn-rerank cross-encoder --busy 1 \
+        --out bench/reports/determinism_rerankers.json
 """
 from __future__ import annotations
 
@@ -40,9 +42,17 @@ def _facts(var: Path, dataset: str, system: str) -> dict:
     folder = var / "systems" / dataset / system
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
     log = metrics.get("training", {})
-    return {"test": metrics.get("test"), "stopped": log.get("stopped"), "best_step": log.get("best_step"),
-            "best_dev": log.get("best_dev"),
-            "curve": [(p.get("step"), p.get("dev")) for p in log.get("curve", [])]}
+    test = metrics.get("test") or ({"test_roc_auc": metrics["test_roc_auc"]} if "test_roc_auc" in metrics else None)
+    curve = [(p.get("step"), p.get("dev")) for p in log.get("curve", [])]
+    if not curve and "history" in metrics:  # the CNN reranker logs dev MAP per evaluation as "history"
+        curve = [tuple(sorted((k, v) for k, v in h.items() if "second" not in k)) for h in metrics["history"]]
+    return {"test": test, "stopped": log.get("stopped"), "best_step": log.get("best_step", metrics.get("best_epoch")),
+            "best_dev": log.get("best_dev", metrics.get("best_dev_map")), "curve": curve}
+
+
+def weights_file(folder: Path) -> Path:
+    """A system's trained weights: ``model.pt`` (first stages, cross-encoder) or ``weights.pt`` (FRM, CNN)."""
+    return next((folder / n for n in ("model.pt", "weights.pt") if (folder / n).is_file()), folder / "model.pt")
 
 
 def _same_weights(a: Path, b: Path) -> tuple[bool, list[str]]:
@@ -86,10 +96,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     for system in args.systems:
         first, again = _facts(reference, args.dataset, system), _facts(second, args.dataset, system)
-        same, differ = _same_weights(reference / "systems" / args.dataset / system / "model.pt",
-                                     second / "systems" / args.dataset / system / "model.pt")
+        same, differ = _same_weights(weights_file(reference / "systems" / args.dataset / system),
+                                     weights_file(second / "systems" / args.dataset / system))
         rows[system] = {"identical_weights": same, "differing_tensors": differ,
-                        "identical_test_numbers": first["test"] == again["test"],
+                        # a build that records no test number (FRM, the CNN reranker): identical weights serve
+                        # identical rankings, so the test numbers follow from the weights
+                        "identical_test_numbers": first["test"] == again["test"] if first["test"] is not None else same,
+                        "test_numbers_recorded_by_build": first["test"] is not None,
                         "identical_curve": first["curve"] == again["curve"],
                         "first": {k: first[k] for k in ("test", "stopped", "best_step", "best_dev")},
                         "second": {k: again[k] for k in ("test", "stopped", "best_step", "best_dev")}}

@@ -235,19 +235,28 @@ def layers_table() -> list[str]:
 
 
 def determinism_table() -> list[str]:
-    """Two builds of one commit, one beside CPU burners: identical weights and test numbers or not."""
-    r = _report("determinism.json")
-    if r is None:
-        return []
-    out = ["### Two builds of one commit", "", f"First: {r['first_build']}. Second: {r['second_build']}.", "",
-           "| system | identical weights | identical test numbers | identical learning curve | test R@100 (first / second) |",
-           "|---|---|---|---|---|"]
-    for system, row in r["results"].items():
-        t1, t2 = (row["first"].get("test") or {}), (row["second"].get("test") or {})
-        out.append(f"| {system} | {'yes' if row['identical_weights'] else '**no**'} | "
-                   f"{'yes' if row['identical_test_numbers'] else '**no**'} | {'yes' if row['identical_curve'] else '**no**'} | "
-                   f"{_num(t1.get('recall@100'))} / {_num(t2.get('recall@100'))} |")
-    return out + ["", _source(r, "determinism.json"), ""]
+    """Two builds of one commit, one beside CPU burners: identical weights and test numbers or not (first stages in
+    determinism.json, the trained rerankers in determinism_rerankers.json when present)."""
+    out: list[str] = []
+    for file in ("determinism.json", "determinism_rerankers.json"):
+        r = _report(file)
+        if r is None:
+            continue
+        if not out:
+            out = ["### Two builds of one commit", ""]
+        out += [f"First: {r['first_build']}. Second: {r['second_build']}.", "",
+                "| system | identical weights | identical test numbers | identical learning curve | test number (first / second) |",
+                "|---|---|---|---|---|"]
+        for system, row in r["results"].items():
+            t1, t2 = (row["first"].get("test") or {}), (row["second"].get("test") or {})
+            key = next((k for k in ("recall@100", "test_roc_auc") if k in t1), None)
+            shown = (f"{key}: {_num(t1.get(key))} / {_num(t2.get(key))}" if key else
+                     "not recorded by the build (identical weights give identical rankings)")
+            out.append(f"| {system} | {'yes' if row['identical_weights'] else '**no**'} | "
+                       f"{'yes' if row['identical_test_numbers'] else '**no**'} | "
+                       f"{'yes' if row['identical_curve'] else '**no**'} | {shown} |")
+        out += ["", _source(r, file), ""]
+    return out
 
 
 def milvus_parity_table() -> list[str]:
