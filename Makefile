@@ -40,6 +40,10 @@ reproduce: install
 	$(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
 	$(PY) bench/first_stage_train.py densetrans --variant=-AllDense --threads 2 --tag paper-objective \
 	    --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0
+	for v in full -TopDense +Concat -AllDense; do for s in 14 15; do \
+	    $(PY) bench/first_stage_train.py densetrans --variant=$$v --threads 2 --tag seed$$s --set seed=$$s || exit 1; \
+	done; done
+	$(PY) -m bench.densetrans_ablations --dataset $(DATASET) --seeds 13 14 15
 	$(PY) -m bench.query_forms --dataset $(DATASET)
 	$(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
 	$(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15

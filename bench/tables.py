@@ -305,11 +305,33 @@ def frm_pairs_table() -> list[str]:
     return out + ["", _source(r, "frm_pairs.json"), ""]
 
 
+def densetrans_ablations_table() -> list[str]:
+    """DenseTrans's Table 3 ablations on test, mean ± sd over training seeds, with paired tests between rows."""
+    r = _report("densetrans_ablations.json")
+    if r is None:
+        return []
+    out = ["### DenseTrans ablations (Table 3) over seeds", "",
+           f"QQP test split, {r['queries']:,} queries against the {r['collection']:,}-question collection; {r['protocol']}. "
+           "Mean ± sd over the trained seeds.", "",
+           "| variant | seeds | R@100 | MRR@100 | MAP@100 | NDCG@10 | H@1 |", "|---|---|---|---|---|---|---|"]
+    for variant, row in r["variants"].items():
+        if "recall@100" not in row:
+            out.append(f"| {variant} | none trained | — | — | — | — | — |")
+            continue
+        out.append(f"| {variant} | {', '.join(map(str, row['seeds_trained']))} | {_ms(row['recall@100'])} | "
+                   f"{_ms(row['mrr@100'])} | {_ms(row['map@100'])} | {_ms(row['ndcg@10'])} | {_ms(row['hit_rate@1'])} |")
+    missing = [f"{v} seed {run['seed']}" for v, row in r["variants"].items() for run in row["runs"] if "not_trained" in run]
+    out += ["", *([f"Not trained (listed with their commands in the report): {', '.join(missing)}.", ""] if missing else [])]
+    for test in r["paired"].values():
+        out += _paired_line(test)[:1]
+    return out + ["", _source(r, "densetrans_ablations.json"), ""]
+
+
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
     lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
-    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
+    lines += densetrans_ablations_table() + layers_table() + milvus_parity_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

@@ -19,7 +19,7 @@ def test_bench_script_compiles(path, tmp_path):
 
 
 @pytest.mark.parametrize("command", [
-    ["bench/layers_curves.py"], ["bench/first_stage_train.py"], ["-m", "bench.dev_decisions"], ["-m", "bench.frm_pairs"],
+    ["bench/layers_curves.py"], ["bench/first_stage_train.py"], ["-m", "bench.dev_decisions"], ["-m", "bench.frm_pairs"], ["-m", "bench.densetrans_ablations"],
     ["-m", "bench.query_forms"], ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"],
 ])
 def test_reproduce_steps_answer_help(command):
