@@ -49,12 +49,6 @@ def seed_folder(dataset_name: str, variant: str | None, seed: int) -> Path:
     return var_dir() / "seeds" / dataset_name / ("frm" + (f"@{variant}" if variant else "")) / f"seed-{seed}"
 
 
-def spread(values: list[float]) -> dict:
-    arr = np.asarray(values, dtype=float)
-    return {"mean": round(float(arr.mean()), 5), "sd": round(float(arr.std(ddof=1)) if arr.size > 1 else 0.0, 5),
-            "values": [round(float(v), 5) for v in arr]}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
@@ -63,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
+    from bench.dev_decisions import spread
     from bench.rerank_ablations import paired_bootstrap_auc
     from core.artifacts import load_json
     from core.data.datasets import load_dataset
