@@ -570,6 +570,24 @@ def _dev_metric(labels: np.ndarray, probs: np.ndarray) -> float:
 def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Path,
               progress: ProgressFn = _no_progress, stats: LexicalStats | None = None, resume: bool = True,
               featurizer: Featurizer | None = None) -> dict:
+    """Train FRM (Eq. 18) with one intra-op thread on CPU, then restore the caller's thread count.
+
+    Measured (bench/frm_threads.py): with two intra-op threads the same seed gives different weights from run to
+    run (the curves part after ~20 steps), with one thread they are bit-identical; a commit and a seed must give
+    one model (issue 20 item 6), so FRM trains single-threaded on CPU.
+    """
+    threads = torch.get_num_threads()
+    if device().type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        return _train_frm(dataset, cfg, tcfg, folder, progress, stats, resume, featurizer)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Path,
+               progress: ProgressFn = _no_progress, stats: LexicalStats | None = None, resume: bool = True,
+               featurizer: Featurizer | None = None) -> dict:
     """Train FRM (Eq. 18) on ``dataset.pairs['train']`` until dev ROC AUC stops improving; save the best.
 
     The learning curve (dev AUC against steps and seconds) goes to ``metrics["training"]``
