@@ -227,6 +227,29 @@ def test_another_seed_trains_beside_the_build_and_loads_from_its_folder(tiny_frm
     assert not np.allclose(other.score_pairs(q, d), built.score_pairs(q, d))
 
 
+def test_frm_trains_single_threaded_on_cpu_and_restores_threads(monkeypatch):
+    """Two intra-op threads made FRM's weights differ run to run (bench/reports/frm_threads.json): train_frm runs
+    the loop with one thread on CPU and gives the caller its thread count back, also when training fails."""
+    from core.rerank import frm as F
+
+    seen = []
+
+    def fake(*args):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(F, "_train_frm", fake)
+    monkeypatch.setattr(F, "device", lambda: torch.device("cpu"))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="stop"):
+            F.train_frm(None, None, None, None)
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_missing_frm_names_build_command(tmp_path, monkeypatch):
     from core.data.datasets import dataset_from_pairs
     from core.errors import MissingArtifactError
