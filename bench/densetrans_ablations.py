@@ -9,7 +9,7 @@ Seed 13 is the built model (``var/systems/<dataset>/densetrans[@variant]``, the 
 (folders ``densetrans@-TopDense+seed14``; a missing one is listed with that command, never trained here). Every
 model ranks the test queries through the one runner (exact search, each query dropped from its own ranking);
 the paired tests use each query's R@100 averaged over the seeds (randomization test, 10,000 sign flips, and
-Student's t; ``bench.dev_decisions.paired``).
+Student's t; ``bench.seed_stats.paired``).
 
     .venv/bin/python -m bench.densetrans_ablations [--seeds 13 14 15] [--out bench/reports/densetrans_ablations.json]
 """
@@ -19,22 +19,18 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from bench.reporting import head_commit, write_report
+from bench.seed_stats import paired, seed_mean, spread
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "reports" / "densetrans_ablations.json"
 VARIANTS = ("full", "-TopDense", "+Concat", "-AllDense")  # Table 3's order (the paper's values fall down the rows)
 METRICS = ["recall@100", "mrr@100", "map@100", "ndcg@10", "hit_rate@1"]
 BUILT_SEED = 13
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def seed_command(variant: str, seed: int) -> str:
@@ -51,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15])
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    from bench.dev_decisions import _seed_mean, paired, spread
     from core.analysis.evaluation import evaluate_run, per_query
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
@@ -97,18 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     order = [v for v in VARIANTS if recall[v]]
     for a, b in [*zip(order, order[1:]), ("full", "-AllDense")]:
         if recall.get(a) and recall.get(b):
-            tests[f"{a} vs {b}"] = paired(_seed_mean(recall[b]), _seed_mean(recall[a]),
+            tests[f"{a} vs {b}"] = paired(seed_mean(recall[b]), seed_mean(recall[a]),
                                           f"R@100, {a} against {b} (per query, mean over seeds)")
     report = {"command": ".venv/bin/python -m bench.densetrans_ablations " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "commit": _commit(), "machine": platform.platform(), "dataset": ds.name, "split": "test",
+              "commit": head_commit(), "machine": platform.platform(), "dataset": ds.name, "split": "test",
               "queries": len(queries), "collection": len(ds.corpus), "seeds": args.seeds,
               "protocol": "QQP test queries against the whole collection, each dropped from its own ranking, exact "
                           "search, ranx metrics; the project's recipe for every row (mean pooling, τ 0.05, d 60 on "
                           "GloVe 6B-50d, 600-step cap, dev R@100 early stopping); only the architecture differs "
                           "(models/densetrans.py VARIANTS)",
               "variants": rows, "paired": tests, "seconds": round(time.perf_counter() - started, 1)}
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

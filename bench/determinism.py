@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.reporting import head_commit, write_report
+
 ROOT = Path(__file__).resolve().parent.parent
 BURN = "import time\nwhile True:\n    pass\n"
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
 def _shown(path: Path) -> str:
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({system: {k: rows[system][k] for k in ("identical_weights", "identical_test_numbers")}}))
     report = {
         "command": ".venv/bin/python -m bench.determinism " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(), "machine": platform.platform(), "cpus": os.cpu_count(), "dataset": args.dataset,
+        "commit": head_commit(), "machine": platform.platform(), "cpus": os.cpu_count(), "dataset": args.dataset,
         "first_build": f"the build in {_shown(reference)} (the default build of this commit)",
         "second_build": (f"a fresh artifacts folder, `python -m core build --systems bm25 {' '.join(args.systems)}`, "
                          f"beside {args.busy} CPU-burning processes; {seconds:.0f} s; load average "
@@ -117,9 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         "results": rows,
         "all_identical": all(r["identical_weights"] and r["identical_test_numbers"] for r in rows.values()),
     }
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_report(args.out, report)
     shutil.rmtree(second, ignore_errors=True)
-    print(f"wrote {args.out}")
     return 0 if report["all_identical"] else 1
 
 

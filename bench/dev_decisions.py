@@ -25,49 +25,18 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.reporting import head_commit, write_report
+from bench.seed_stats import paired, seed_mean, spread
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "reports" / "dev_decisions.json"
 SPLIT = "dev"
-
-
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-
-def spread(values: list[float]) -> dict:
-    """Mean ± sample sd over seeds (sd 0 for a single value)."""
-    arr = np.asarray(values, dtype=float)
-    return {"mean": round(float(arr.mean()), 5), "sd": round(float(arr.std(ddof=1)) if arr.size > 1 else 0.0, 5),
-            "values": [round(float(v), 5) for v in arr]}
-
-
-def paired(control: dict[str, float], treatment: dict[str, float], label: str) -> dict:
-    """Paired tests over the queries both score: randomization (10,000 sign flips, seed 42) and Student's t."""
-    from scipy.stats import ttest_rel
-
-    from core.analysis.error_analysis import randomization_test
-
-    qids = sorted(set(control) & set(treatment))
-    a = np.array([control[q] for q in qids])
-    b = np.array([treatment[q] for q in qids])
-    t = ttest_rel(b, a)
-    return {"comparison": label, "queries": len(qids), "mean_difference": round(float((b - a).mean()), 5),
-            "randomization_p": round(randomization_test(a, b, n_permutations=10_000), 4),
-            "t_test_p": round(float(t.pvalue), 4) if np.isfinite(t.pvalue) else 1.0,
-            "wins_ties_losses": [int((b > a).sum()), int((b == a).sum()), int((b < a).sum())]}
-
-
-def _seed_mean(per_seed: list[dict[str, float]]) -> dict[str, float]:
-    """Each query's metric averaged over the seeds' runs."""
-    qids = set().union(*per_seed)
-    return {q: float(np.mean([run.get(q, 0.0) for run in per_seed])) for q in qids}
 
 
 def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
@@ -98,7 +67,7 @@ def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
     served = TreeBertConfig().branching
     return {"rule": "highest dev MAP@20 (mean over k-means seeds) among K = 5, 8, 10 at beam N = 20 (the paper's values)",
             "rows": rows, "chosen_K": best, "served_K": served, "served_is_chosen": best == served,
-            "paired_test": paired(_seed_mean(ap[runner_up]), _seed_mean(ap[best]),
+            "paired_test": paired(seed_mean(ap[runner_up]), seed_mean(ap[best]),
                                   f"AP@20, K = {best} against K = {runner_up} (per query, mean over seeds)")}
 
 
@@ -131,22 +100,30 @@ def int8(dataset, queries, qrels) -> dict:
             "paired_test": paired(ap["fp32"], ap["int8"], "AP@100, int8 against fp32 (per query)")}
 
 
+def frm_seed_path(dataset_name: str, variant: str | None, seed: int, built_seed: int) -> Path:
+    """Where FRM's training of ``seed`` lives: the built recipe's own folder for its configured seed
+    (``built_seed``), ``var/seeds/<dataset>/frm[@variant]/seed-N`` for another (nothing is created)."""
+    from core.paths import var_dir
+    from core.registry import system_path
+
+    if seed == built_seed:
+        return system_path(dataset_name, "frm", variant)
+    return var_dir() / "seeds" / dataset_name / ("frm" + (f"@{variant}" if variant else "")) / f"seed-{seed}"
+
+
 def _frm_seed_folder(dataset, variant: str | None, seed: int, built_seed: int) -> Path:
-    """The built recipe's own folder for its configured seed; a training per extra seed elsewhere
-    (``var/seeds/<dataset>/frm[@variant]/seed-N``), trained here on first use and then reused."""
+    """:func:`frm_seed_path`, trained here on first use (the built recipe with only the seed changed), then reused."""
     import dataclasses
 
     from core.artifacts import load_json
-    from core.paths import artifact_dir
     from core.registry import system_dir
     from core.rerank import frm as F
 
     built = system_dir(dataset.name, "frm", variant)
-    if seed == built_seed:
-        return built
-    folder = artifact_dir("seeds", dataset.name, "frm" + (f"@{variant}" if variant else ""), f"seed-{seed}")
-    if (folder / "metrics.json").is_file() and (folder / "weights.pt").is_file():
+    folder = frm_seed_path(dataset.name, variant, seed, built_seed)
+    if seed == built_seed or ((folder / "metrics.json").is_file() and (folder / "weights.pt").is_file()):
         return folder
+    folder.mkdir(parents=True, exist_ok=True)
     train = F.FRMTrainConfig(**load_json(built / "config.json", "frm", "python -m core build")["train"])
     lex = load_json(built / "lexical_stats.json", "frm", "python -m core build")
     stats = F.LexicalStats(lex["df"], int(lex["n_docs"]), float(lex["avgdl"]), float(lex["k1"]), float(lex["b"]))
@@ -205,7 +182,7 @@ def frm_keyword_loss(dataset, queries, qrels, variant: str, seeds: list[int]) ->
     return {"rule": "keep the keyword-agreement loss only if its best dev pair AUC (mean over seeds) is higher than "
                     "Eq. (18) alone",
             "rows": rows, "keep_keyword_loss": keep,
-            "paired_test": paired(_seed_mean(rr[without]), _seed_mean(rr[with_kw]),
+            "paired_test": paired(seed_mean(rr[without]), seed_mean(rr[with_kw]),
                                   "RR@20 over BM25's top 20, with the keyword loss against Eq. (18) alone "
                                   "(per query, mean over seeds)")}
 
@@ -238,19 +215,18 @@ def main(argv: list[str] | None = None) -> int:
             result = frm_keyword_loss(dataset, queries, qrels, args.frm_variant, args.seeds)
         else:
             raise SystemExit(f"unknown part {part!r}: tree-k, int8, frm-keyword-loss")
-        report["decisions"][part] = {**result, "commit": _commit(), "seconds": round(time.perf_counter() - t0, 1),
+        report["decisions"][part] = {**result, "commit": head_commit(), "seconds": round(time.perf_counter() - t0, 1),
                                      "command": f".venv/bin/python -m bench.dev_decisions --parts {part} --seeds "
                                                 + " ".join(map(str, args.seeds))}
     report.update({
         "command": ".venv/bin/python -m bench.dev_decisions " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": _commit(), "machine": platform.platform(), "dataset": args.dataset, "split": SPLIT,
+        "commit": head_commit(), "machine": platform.platform(), "dataset": args.dataset, "split": SPLIT,
         "queries": len(queries), "collection": len(dataset.corpus),
         "protocol": "dev queries against the full collection, each dropped from its own ranking, exact serving; "
                     "test queries are not read by this script",
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "seconds_this_run": round(time.perf_counter() - started, 1)})
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    write_report(out, report)
     return 0
 
 

@@ -20,33 +20,28 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.dev_decisions import frm_seed_path
+from bench.reporting import head_commit, write_report
+from bench.seed_stats import spread
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "reports" / "frm_pairs.json"
 RECIPES = {"frm": None, "frm@kw-loss": "kw-loss"}
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-
 def seed_folder(dataset_name: str, variant: str | None, seed: int) -> Path:
-    """Where the training of ``seed`` lives: the built folder for its configured seed, else ``var/seeds``."""
+    """Where the training of ``seed`` lives (``bench.dev_decisions.frm_seed_path`` with the built seed)."""
     from core.artifacts import load_json
-    from core.paths import var_dir
     from core.registry import system_path
 
-    built = system_path(dataset_name, "frm", variant)
-    config = load_json(built / "config.json", "frm", "python -m core build --systems frm")
-    if int(config["train"]["seed"]) == seed:
-        return built
-    return var_dir() / "seeds" / dataset_name / ("frm" + (f"@{variant}" if variant else "")) / f"seed-{seed}"
+    config = load_json(system_path(dataset_name, "frm", variant) / "config.json", "frm", "python -m core build --systems frm")
+    return frm_seed_path(dataset_name, variant, seed, int(config["train"]["seed"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from bench.dev_decisions import spread
     from bench.rerank_ablations import paired_bootstrap_auc
     from core.artifacts import load_json
     from core.data.datasets import load_dataset
@@ -131,13 +125,11 @@ def main(argv: list[str] | None = None) -> int:
                                                [round(x, 5) for x in v] if isinstance(v, list) else v)
                                               for k, v in test.items()}
     report.update({"command": ".venv/bin/python -m bench.frm_pairs " + " ".join(argv if argv is not None else sys.argv[1:]),
-                   "commit": _commit(), "machine": platform.platform(), "threads": torch.get_num_threads(),
+                   "commit": head_commit(), "machine": platform.platform(), "threads": torch.get_num_threads(),
                    "protocol": "QQP held-out test pairs (cluster-disjoint from training); Acc at 0.5 (§3.3.3) and "
                                "ROC AUC (sklearn); the paired bootstrap uses each recipe's seed-mean probability",
                    "seconds": round(time.perf_counter() - started, 1)})
-    out = Path(args.out)
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.reporting import head_commit, write_report
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -78,13 +80,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"setting": label, "threads": threads, "runs": args.runs, "identical_weights": identical,
                          "identical_curves": all(c == curves[0] for c in curves[1:]), "curves": curves})
             print(json.dumps({label: identical}), flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     report = {"command": ".venv/bin/python -m bench.frm_threads " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "commit": commit, "machine": platform.platform(), "rows": rows,
+              "commit": head_commit(), "machine": platform.platform(), "rows": rows,
               "protocol": "each run a separate process; 2,000 train pairs, 1 epoch (32 steps), dev AUC every 10 "
                           "steps over 300 dev pairs, seed 13, the built FRM's lexical statistics and POS cache"}
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 
