@@ -38,6 +38,7 @@ reproduce: install
 	$(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \
 	    --load-note "make reproduce: nothing else scheduled"
 	$(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
+	$(PY) -m bench.default_build_report --dataset $(DATASET) --variants-only
 	$(PY) bench/first_stage_train.py densetrans --variant=-AllDense --threads 2 --tag paper-objective \
 	    --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0
 	for v in full -TopDense +Concat -AllDense; do for s in 14 15; do \

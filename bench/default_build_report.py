@@ -5,21 +5,24 @@ Reads the build's status files (``var/build/<dataset>/*.json``) and each system'
 nothing. Usage (after ``python -m core build --all``):
 
     QRS_VAR=... python -m bench.default_build_report [--dataset qqp-bimpm] [--out bench/reports/default_build.json]
+    python -m bench.default_build_report --variants-only   # after building recipes and ablations beside it
 """
 from __future__ import annotations
 
 import argparse
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.reporting import head_commit, write_report  # noqa: E402
 
-def system_rows(dataset_name: str, recipes: bool = False) -> list[dict]:
-    """One row per system of the default build, in build order (``recipes``: the recipe variants built beside it)."""
+
+def system_rows(dataset_name: str, variants: bool = False) -> list[dict]:
+    """One row per system of the default build, in build order (``variants``: the registered variants, the papers'
+    recipes and the ablations, built beside it)."""
     from core.data.datasets import load_dataset
     from core.models_info import below_reference, metrics_file, training_log
     from core.paths import var_dir
@@ -28,9 +31,10 @@ def system_rows(dataset_name: str, recipes: bool = False) -> list[dict]:
     ds = load_dataset(dataset_name)
     rows = []
     targets = [(spec, None) for spec in list_systems() if default_build(spec, ds)]
-    if recipes:  # the papers' recipes built beside the defaults (registry.Recipe), where built
-        targets = [(spec, r.variant) for spec in list_systems() for r in spec.recipes
-                   if (var_dir() / "build" / slug(ds.name) / f"{spec.name}@{slug(r.variant)}.json").is_file()]
+    if variants:  # recipes (registry.Recipe) and ablations built beside the defaults, where built
+        targets = [(spec, v) for spec in list_systems()
+                   for v in dict.fromkeys([*spec.variants, *(r.variant for r in spec.recipes)])
+                   if (var_dir() / "build" / slug(ds.name) / f"{spec.name}@{slug(v)}.json").is_file()]
     for spec, variant in targets:
         leaf = spec.name + (f"@{slug(variant)}" if variant else "")
         status_path = var_dir() / "build" / slug(ds.name) / f"{leaf}.json"
@@ -72,22 +76,30 @@ def main() -> None:
     ap.add_argument("--out", default="bench/reports/default_build.json")
     ap.add_argument("--wall", help="the build's wall time as measured by /usr/bin/time (e.g. 27:41)")
     ap.add_argument("--load-note", default="", help="what else ran on the machine during the build")
+    ap.add_argument("--variants-only", action="store_true",
+                    help="refresh only the rows of the variants built since (the build's rows, wall and commit stay)")
     args = ap.parse_args()
     from core.data.pipeline import PIPELINE_VERSION
 
+    out = Path(args.out)
+    if args.variants_only:  # the variants built after the timed build: their rows only, the build's own kept
+        report = json.loads(out.read_text(encoding="utf-8"))
+        report.update({"variants": system_rows(args.dataset, variants=True),
+                       "variants_command": "python -m bench.default_build_report --variants-only",
+                       "variants_commit": head_commit()})
+        write_report(out, report)
+        return
     rows = system_rows(args.dataset)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {"command": "python -m core build --dataset " + args.dataset + " --all; python -m bench.default_build_report",
-              "commit": commit, "machine": platform.platform(), "text_pipeline": PIPELINE_VERSION,
+              "commit": head_commit(), "machine": platform.platform(), "text_pipeline": PIPELINE_VERSION,
               "wall": args.wall, "load": args.load_note or "not stated", "systems": rows,
-              "recipes": system_rows(args.dataset, recipes=True)}
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+              "variants": system_rows(args.dataset, variants=True)}
+    write_report(out, report)
     for r in rows:
         t = r.get("training") or {}
         print(f"{r['system']:16s} {r['state']:8s} {r['build_seconds'] or 0:7.1f}s  "
               + (f"best dev {t['best_dev']:.4f} vs {t['reference']} {t['reference_dev']:.4f} ({t['stopped']})"
                  if t.get("best_dev") is not None and isinstance(t.get("reference_dev"), (int, float)) else ""))
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -99,11 +99,12 @@ def default_build_table() -> list[str]:
         return []
     out = ["### The default build: time, how training stopped, best dev against the reference", "",
            f"Wall time {r.get('wall') or 'not recorded'}; text pipeline `{r['text_pipeline']}`; machine load: {r['load']}. "
-           "Rows marked (recipe) are the papers' recipes built afterwards beside other work: not part of the wall time.", "",
+           "Rows marked (variant) are the papers' recipes and the ablations, built afterwards beside other work: not part "
+           "of the wall time.", "",
            "| system | state | build s | dev metric | best dev (step) | reference | reference dev | stopped | "
            "below reference on dev | held-out test H@1 vs reference | below reference on held-out |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    rows = r["systems"] + [{**row, "system": f"{row['system']} (recipe)"} for row in r.get("recipes", [])]
+    rows = r["systems"] + [{**row, "system": f"{row['system']} (variant)"} for row in r.get("variants", [])]
     for row in rows:
         t = row.get("training") or {}
         h = row.get("held_out") or {}
@@ -115,10 +116,10 @@ def default_build_table() -> list[str]:
                    f"{'**yes**' if t.get('below_reference') else ('no' if t else '—')} | {held} | "
                    f"{'**yes**' if h.get('below_reference') else ('no' if h else '—')} |")
     out.append("")
-    for row in r.get("recipes", []):
+    for row in r.get("variants", []):
         curve = (row.get("training") or {}).get("curve") or []
         if curve:
-            out.append(f"- {row['system']} (recipe) dev curve (step, {row['training']['dev_metric']}): "
+            out.append(f"- {row['system']} (variant) dev curve (step, {row['training']['dev_metric']}): "
                        + ", ".join(f"({step}, {_num(dev)})" for step, dev in curve))
     notes = sorted({row["note"] for row in r["systems"] if row.get("note")})
     out += [""] + [f"- {n}" for n in notes]
