@@ -24,7 +24,7 @@ def system_rows(dataset_name: str, variants: bool = False) -> list[dict]:
     """One row per system of the default build, in build order (``variants``: the registered variants, the papers'
     recipes and the ablations, built beside it)."""
     from core.data.datasets import load_dataset
-    from core.models_info import below_reference, metrics_file, training_log
+    from core.model_cards import below_reference, metrics_file, training_log
     from core.paths import var_dir
     from core.registry import contamination_note, default_build, list_systems, slug
 

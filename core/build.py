@@ -125,7 +125,7 @@ def build_system(
     module = system_module(name)
     if needs_training(get_spec(name), variant) and not dataset.pairs.get("train"):
         from core.errors import StudioError
-        from core.usertrain import training_data
+        from core.training_data import training_data
 
         try:  # imported data: its labels as pairs with a deterministic split, the same trainers (issue 15)
             dataset = training_data(dataset).dataset

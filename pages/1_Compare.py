@@ -29,7 +29,7 @@ from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.judging.judgments import default_url
-from core.portable import system_choices
+from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note
 from core.serving.loader import serving_defaults
@@ -60,7 +60,7 @@ if fresh:
         st.session_state["dataset"] = ds_name = wanted
 ds = page_dataset(ds_name)
 
-# every applicable system, models trained on another dataset as SYSTEM@TRAINED_ON (core.portable)
+# every applicable system, models trained on another dataset as SYSTEM@TRAINED_ON (core.transfer)
 retrievers = system_choices(ds, "retriever")
 rerankers = system_choices(ds, "reranker")
 if ds.candidates:

@@ -9,7 +9,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from core.build import build_log_tail, build_running, read_status, start_background_build
-from core.models_info import (
+from core.model_cards import (
     artifact_size,
     below_reference,
     convergence_note,
@@ -21,7 +21,7 @@ from core.models_info import (
 )
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
-from core.portable import listing as portable_listing
+from core.transfer import listing as portable_listing
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
 
@@ -103,7 +103,7 @@ else:
     st.caption("No trained model yet.")
 if not ds.pairs.get("train") and ds.qrels:  # imported data: "Build one system" trains on its labels
     sizes = ", ".join(f"{k} {len(v):,}" for k, v in ds.query_splits.items())
-    st.caption(f"Training here uses the dataset's labels (core.usertrain), queries split by a stable hash: {sizes}.")
+    st.caption(f"Training here uses the dataset's labels (core.training_data), queries split by a stable hash: {sizes}.")
 
 # ----------------------------------------------------------------------------- learned models (issue 12)
 def _learned() -> list[tuple]:

@@ -125,7 +125,7 @@ def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
 # ----------------------------------------------------------------------------- training data
 def test_training_views_and_deterministic_splits(byod):
     from core.data.datasets import load_dataset
-    from core.usertrain import training_data
+    from core.training_data import training_data
 
     cqa, answers = byod
     a, b = training_data(cqa), training_data(cqa)
@@ -152,7 +152,7 @@ def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
     """The generic path feeds the CNN exactly the examples the bespoke TrecQA code built (same order)."""
     from core.data.datasets import load_dataset
     from core.rerank.cnn import CNNTrainConfig, dev_candidates, training_examples
-    from core.usertrain import training_data
+    from core.training_data import training_data
 
     ds = load_dataset("trecqa")
     qids = ds.query_splits["train"]  # the removed bespoke construction, verbatim
@@ -173,7 +173,7 @@ def test_cnn_generic_training_examples_equal_the_bespoke_trecqa_ones():
 # ----------------------------------------------------------------------------- import -> train -> eval -> portable
 def test_workflow_train_eval_and_apply_zero_shot(byod, tmp_path):
     from core.data.datasets import load_dataset
-    from core.portable import applicable_systems, listing
+    from core.transfer import applicable_systems, listing
     from core.serving.loader import load as load_system
     from core.retrieval.base import Reranker
 
@@ -199,7 +199,7 @@ def test_workflow_train_eval_and_apply_zero_shot(byod, tmp_path):
 
     # a trained bi-encoder (dual-encoder, tiny plan) on the BEIR labels, applied to the candidate list
     from core.retrieval import dual_encoder
-    from core.usertrain import training_data
+    from core.training_data import training_data
 
     view = training_data(cqa).dataset
     dual_encoder.build(view, config=dual_encoder.make_config("quick", max_steps=12, eval_every=4, patience=2))

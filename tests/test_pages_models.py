@@ -30,7 +30,7 @@ def models_var(built):
 
 
 def test_models_page_curve_reference_and_longer_run(models_var, monkeypatch):
-    import core.models_info as info
+    import core.model_cards as info
 
     at = app_test("pages/6_Models.py").run()
     assert not at.exception, at.exception
@@ -59,7 +59,7 @@ def test_models_page_curve_reference_and_longer_run(models_var, monkeypatch):
 
 
 def test_longer_run_command_is_the_full_profile():
-    from core.models_info import longer_run_command
+    from core.model_cards import longer_run_command
 
     cmd = longer_run_command("qqp-bimpm", "densetrans", "-AllDense")
     assert cmd[1:] == ["-m", "core", "train", "--dataset", "qqp-bimpm", "--system", "densetrans", "--profile", "full",
@@ -67,7 +67,7 @@ def test_longer_run_command_is_the_full_profile():
 
 
 def test_training_log_ignores_broken_points(models_var):
-    from core.models_info import convergence_note, training_log
+    from core.model_cards import convergence_note, training_log
 
     log = training_log("qqp-bimpm", "dual-encoder", None, {"training": {"dev_metric": "m", "stopped": "cap",
                                                                          "curve": [{"step": 1, "dev": "x"}, {"step": 2, "dev": 0.5}]}})
@@ -78,7 +78,7 @@ def test_training_log_ignores_broken_points(models_var):
 
 def test_a_model_below_its_reference_says_so_on_the_page_and_in_the_trainer_output(built):
     """Issue 19: FRM on an imported list ended at dev AUC .820 under zero-shot MiniLM's .851 and said nothing."""
-    from core.models_info import below_reference
+    from core.model_cards import below_reference
 
     folder = built / "systems" / "qqp-bimpm" / "frm"
     folder.mkdir(parents=True, exist_ok=True)

@@ -145,7 +145,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_loader_runner_and_data_modules_import_no_circle():
     files = [ROOT / p for p in SERVING_MODULES] + sorted((ROOT / "core" / "data").glob("*.py")) + [
-        ROOT / "core" / "registry.py", ROOT / "core" / "portable.py"]
+        ROOT / "core" / "registry.py", ROOT / "core" / "transfer.py"]
     names = {_module_name(f): f for f in files}
     graph = {name: {m for m in _imports(path) if m in names and m != name} for name, path in names.items()}
 
@@ -168,9 +168,9 @@ def test_the_old_second_paths_are_gone():
 
     assert not hasattr(registry, "load_system") and not hasattr(candidates, "rank")
     assert not hasattr(compare, "run_system") and not hasattr(error_analysis, "run_system")
-    import core.portable as portable
+    import core.transfer as transfer
 
-    assert not hasattr(portable, "load_named") and not hasattr(portable, "ensure_cheap")
+    assert not hasattr(transfer, "load_named") and not hasattr(transfer, "ensure_cheap")
 
 
 def test_the_server_watches_no_files():

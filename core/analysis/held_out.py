@@ -2,7 +2,7 @@
 
 A model is "done" when it beats its reference on held-out queries; when it does not, every place that
 shows it says so (the build's output, Models, Compare, Error Analysis, ``core eval``). The dev check of
-``core.models_info.below_reference`` reads the trainer's own dev metric (pair AUC for the rerankers);
+``core.model_cards.below_reference`` reads the trainer's own dev metric (pair AUC for the rerankers);
 this module checks the task the app serves: the ranking of the held-out split's queries (QQP: the 1,781
 test queries, each dropped from its own ranking; rerankers over BM25's top 20), H@1 and MRR@100, from the
 build's stored runs (``core.analysis.runs``), through the same evaluation module as every table.

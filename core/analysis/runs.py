@@ -284,7 +284,7 @@ class _Name:
 
 def _parse(name: str, dataset_name: str = "") -> _Name:
     """``SYSTEM``, ``SYSTEM@VARIANT`` or ``SYSTEM[@VARIANT]@TRAINED_ON`` (a model applied zero-shot,
-    ``core.portable``: never stored, always computed); unknown names raise with the known ones."""
+    ``core.transfer``: never stored, always computed); unknown names raise with the known ones."""
     from core.registry import parse_name
 
     parsed = parse_name(name)

@@ -76,7 +76,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_systems(args: argparse.Namespace) -> int:
     from core.build import read_status
-    from core.portable import trained_datasets
+    from core.transfer import trained_datasets
     from core.registry import display_name, list_systems, needs_training, supports
 
     ds = load_dataset(args.dataset)
@@ -126,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset)
     name = parse_name(args.system, args.variant)
     if name.trained_on and name.trained_on != ds.name:  # a portable model: build its vectors/index here
-        from core.portable import prepare
+        from core.transfer import prepare
 
         bar = TqdmProgress(f"prepare {name} on {ds.name}")
         try:
@@ -143,10 +143,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"{args.system} is already built for {ds.name}; use --force to retrain")
         return 0
     # Same code path as the background build (status file included), with a tqdm bar on top; trained
-    # systems go through core.usertrain (labelled pairs + deterministic split of any labelled dataset).
+    # systems go through core.training_data (labelled pairs + deterministic split of any labelled dataset).
     try:
         if needs_training(get_spec(args.system), args.variant):
-            from core.usertrain import train, training_data
+            from core.training_data import train, training_data
 
             print(training_data(ds).summary(), file=sys.stderr)
             status = train(ds, args.system, variant=args.variant, profile=args.profile, force=True, progress=bar)
@@ -168,7 +168,7 @@ def _say_below_reference(dataset_name: str, system: str, variant: str | None, me
     """Print one line when a trained model ended below its untrained or zero-shot reference: on its dev
     metric (the trainer's log) and, with ``held_out``, on the held-out queries' ranking (core.analysis.held_out;
     ``build`` prints that one itself)."""
-    from core.models_info import below_reference, training_log
+    from core.model_cards import below_reference, training_log
 
     label = f"{system}{'@' + variant if variant else ''}"
     line = below_reference(training_log(dataset_name, system, variant, metrics))

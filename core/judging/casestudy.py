@@ -75,7 +75,7 @@ class StateOptions:
     @classmethod
     def for_dataset(cls, dataset: Any, datasets: Iterable[str]) -> StateOptions:
         """Options for a loaded ``core.data.datasets.Dataset`` (systems that support it, its query ids)."""
-        from core.portable import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
+        from core.transfer import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
 
         return cls(
             dataset=dataset.name,

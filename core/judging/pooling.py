@@ -66,9 +66,9 @@ def build_pool(
 
 def available_systems(dataset: Dataset) -> list[str]:
     """Systems that can rank the dataset now, trained models from other datasets included
-    (``SYSTEM@TRAINED_ON``, see ``core.portable.applicable_systems``)."""
+    (``SYSTEM@TRAINED_ON``, see ``core.transfer.applicable_systems``)."""
     from core.retrieval.fusion import DEFAULT_VARIANT, built_variants
-    from core.portable import applicable_systems
+    from core.transfer import applicable_systems
 
     names = applicable_systems(dataset)
     # every built fusion joins as fusion@PART+PART:METHOD (the default one is plain "fusion")

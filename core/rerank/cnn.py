@@ -1,6 +1,6 @@
 """System ``cnn-rerank``: Severyn & Moschitti CNN reranker (cnn-rerank-severyn2015.md §3-5).
 
-One generic path for every dataset with labels (``core.usertrain.training_data``): the training
+One generic path for every dataset with labels (``core.training_data.training_data``): the training
 split's labelled pairs (TrecQA: TRAIN's candidates, TRAIN-ALL is not available; QQP and pairs TSVs:
 the cluster-disjoint training pairs; BEIR: qrels positives + BM25 negatives; candidate lists: their
 labels, split by query). Convergence rule (§4.1): ≤ 25 epochs, early stopping with patience 5 epochs
@@ -36,7 +36,7 @@ from core.data.pipeline import check_stamp, is_current, stamp
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
 from core.training import EarlyStopping, check_profile, device, set_seed
-from core.usertrain import training_data
+from core.training_data import training_data
 from models.cnn_reranker import CNNConfig, CNNPairReranker, cnn_loss
 
 VARIANTS = ("no-features",)
@@ -126,7 +126,7 @@ class CNNReranker(Reranker):
 
 # ----------------------------------------------------------------------------- data
 def training_examples(dataset: Dataset) -> tuple[list[str], list[str], np.ndarray]:
-    """(queries, docs, labels) of the training split of a ``core.usertrain`` view (labelled pairs)."""
+    """(queries, docs, labels) of the training split of a ``core.training_data`` view (labelled pairs)."""
     pairs = dataset.pairs["train"]
     return ([dataset.corpus[p.id1] for p in pairs], [dataset.corpus[p.id2] for p in pairs],
             np.array([int(p.label > 0) for p in pairs]))

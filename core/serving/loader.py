@@ -5,7 +5,7 @@ Every page, the CLI, the stored runs, pooling and bench/ load systems through :f
 - ``SYSTEM`` / ``SYSTEM@VARIANT``: the registered system (``core.registry``) built on the dataset; a
   missing cheap index (BM25, glove-mean: seconds) is built first with a one-line ``notice``;
 - ``SYSTEM[@VARIANT]@TRAINED_ON``: a model trained on another dataset applied zero-shot
-  (``core.portable`` keeps where it was trained and the cached target vectors);
+  (``core.transfer`` keeps where it was trained and the cached target vectors);
 - on a candidate-list dataset every system comes back as a ``Reranker`` of each query's own candidates.
 
 :func:`serving_defaults` says how a system serves when nothing is asked (index, tree beam and K, a
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
 from core.data.datasets import Dataset, load_dataset
 from core.errors import StudioError
-from core.portable import (CHEAP, FLAT_BELOW, check_source, portable_folder, prepare_command)
+from core.transfer import (CHEAP, FLAT_BELOW, check_source, portable_folder, prepare_command)
 from core.registry import SystemName, get_spec, needs_training, parse_name, supports, system_module
 from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
 
