@@ -13,23 +13,26 @@ import core  # noqa: F401  (offline guards)
 from core.errors import StudioError
 from ui.auth import gate
 from ui.cache import dataset, warm_evaluation
-from ui.nav import GROUPS, HOME, PageSpec
+from ui.nav import GROUPS, HOME, PageSpec, visible_pages
 from ui.state import current_dataset
 
 st.set_page_config(page_title="Question Retrieval Studio", page_icon="🔎", layout="wide")
 
 ROOT = Path(__file__).resolve().parent
-gate(show_user=True)  # login configured and nobody logged in: the login page and nothing else (ui/auth.py)
+identity = gate(show_user=True)  # login configured and nobody logged in: the login page, no page names (ui/auth.py)
+allowed = [p for p in visible_pages(identity) if (ROOT / p.path).exists()]  # annotators: Annotate only (ui/nav.py)
+first = HOME if HOME in allowed else allowed[0]
 
 
-def _page(spec: PageSpec, default: bool = False):
+def _page(spec: PageSpec):
     return st.Page(spec.path, title=spec.title, icon=spec.icon, url_path=spec.url_path or None,
-                   default=default)
+                   default=spec == first)
 
 
-navigation = {"": [_page(HOME, default=True)]}
+navigation = {"": [_page(HOME)]} if HOME in allowed else {}
 for group, pages in GROUPS.items():
-    navigation[group] = [_page(p) for p in pages if (ROOT / p.path).exists()]
+    if shown := [_page(p) for p in pages if p in allowed]:
+        navigation[group] = shown
 page = st.navigation(navigation)
 try:  # once per server process: compile ranx's numba code in the background (Error Analysis's first view)
     ds = dataset(current_dataset())

@@ -11,8 +11,13 @@ Configuration (nothing configured = today's single-user tool on 127.0.0.1, no lo
   when configured; a request without the header is refused.
 - **Owners**: ``QRS_OWNERS=a@lab,b@lab`` or ``owners = [...]`` under ``[qrs]``. Owners create campaigns,
   edit guidelines, adjudicate and export.
+- **Researchers**: ``QRS_RESEARCHERS=...`` or ``researchers = [...]`` under ``[qrs]``: with login on, they and
+  the owners see the pages that reveal systems' rankings (``ui.nav``); everyone else logged in is an
+  annotator and sees Annotate only.
 
-With login on, a visitor who is not logged in sees the login page and nothing else (``gate``).
+Names are compared in their canonical form (``core.judging.identity.canonical_identity``: e-mail
+addresses lower-cased). With login on, a visitor who is not logged in sees the login page and nothing
+else (``gate``), not even page names in the sidebar.
 """
 from __future__ import annotations
 
@@ -23,7 +28,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-HEADER_ENV, OWNERS_ENV = "QRS_TRUSTED_HEADER", "QRS_OWNERS"
+from core.judging.identity import OWNERS_ENV, RESEARCHERS_ENV, canonical_identity, identity_set
+
+HEADER_ENV = "QRS_TRUSTED_HEADER"
 NONE, OIDC, HEADER = "none", "oidc", "header"
 
 
@@ -34,6 +41,7 @@ class AuthConfig:
     mode: str
     header: str | None = None
     owners: frozenset[str] = frozenset()
+    researchers: frozenset[str] = frozenset()
     identity_claim: str = "email"
     provider: str | None = None  # the [auth.NAME] provider st.login uses, when there are several
 
@@ -49,10 +57,17 @@ class Identity:
     name: str | None
     mode: str
     is_owner: bool
+    is_researcher: bool = False
 
     @property
     def authenticated(self) -> bool:
         return self.mode == NONE or self.name is not None
+
+    @property
+    def sees_rankings(self) -> bool:
+        """Whether the pages that reveal systems' rankings are open to this user (owners and researchers;
+        everyone in single-user mode). An annotator judging blind must not see them."""
+        return self.mode == NONE or (self.name is not None and (self.is_owner or self.is_researcher))
 
 
 def _section(name: str) -> Mapping:
@@ -66,22 +81,19 @@ def _section(name: str) -> Mapping:
         return {}
 
 
-def _names(value) -> frozenset[str]:  # noqa: ANN001 - a comma list or a TOML array
-    items = value.split(",") if isinstance(value, str) else list(value or [])
-    return frozenset(" ".join(str(v).split()) for v in items if str(v).strip())
-
-
 def auth_config() -> AuthConfig:
     """Read the configuration (environment first, then ``[qrs]`` / ``[auth]`` in the secrets)."""
     qrs = _section("qrs")
-    owners = _names(os.environ.get(OWNERS_ENV) or qrs.get("owners"))
+    owners = identity_set(os.environ.get(OWNERS_ENV) or qrs.get("owners"))
+    researchers = identity_set(os.environ.get(RESEARCHERS_ENV) or qrs.get("researchers"))
     header = (os.environ.get(HEADER_ENV) or str(qrs.get("trusted_header") or "")).strip()
     claim = str(qrs.get("identity_claim") or "email")
     if header:
-        return AuthConfig(HEADER, header=header, owners=owners, identity_claim=claim)
+        return AuthConfig(HEADER, header=header, owners=owners, researchers=researchers, identity_claim=claim)
     if _section("auth"):
-        return AuthConfig(OIDC, owners=owners, identity_claim=claim, provider=qrs.get("provider") or None)
-    return AuthConfig(NONE, owners=owners, identity_claim=claim)
+        return AuthConfig(OIDC, owners=owners, researchers=researchers, identity_claim=claim,
+                          provider=qrs.get("provider") or None)
+    return AuthConfig(NONE, owners=owners, researchers=researchers, identity_claim=claim)
 
 
 def local_user() -> str:
@@ -105,13 +117,18 @@ def current_identity(config: AuthConfig | None = None) -> Identity:
     name = None
     if config.mode == HEADER:
         value = request_headers().get(config.header) if config.header else None
-        name = " ".join(str(value).split())[:80] or None if value else None
+        name = canonical_identity(value)[:80] or None if value else None
     else:
         user = st.user
         if user.get("is_logged_in", False):
             raw = user.get(config.identity_claim) or user.get("sub")
-            name = " ".join(str(raw).split())[:80] or None if raw else None
-    return Identity(name, config.mode, name is not None and name in config.owners)
+            name = canonical_identity(raw)[:80] or None if raw else None
+    return Identity(name, config.mode, name is not None and name in config.owners,
+                    name is not None and name in config.researchers)
+
+
+def _login_page() -> None:  # pragma: no cover - never run: gate() draws the login page and stops
+    return None
 
 
 def gate(show_user: bool = False) -> Identity:
@@ -130,6 +147,8 @@ def gate(show_user: bool = False) -> Identity:
                 st.text(ident.name)
                 st.button("Log out", key="auth.logout", on_click=st.logout)
         return ident
+    if show_user:  # the entry: a navigation of one hidden page, so the sidebar lists no page names
+        st.navigation([st.Page(_login_page, title="Log in", url_path="login")], position="hidden")
     st.title("Question Retrieval Studio")
     if config.mode == HEADER:
         st.error(f"Not authenticated: the request has no {config.header} header from the lab's login proxy.",

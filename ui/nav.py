@@ -17,6 +17,7 @@ class PageSpec:
     icon: str
     url_path: str
     what: str  # one line for the home page
+    annotators: bool = False  # open to annotators (blind judging); False: owners and researchers only
 
 
 HOME = PageSpec("pages/0_Home.py", "Home", ":material/home:", "", "dataset, statistics, systems and build status")
@@ -31,7 +32,7 @@ GROUPS: dict[str, list[PageSpec]] = {
     ],
     "Judge": [
         PageSpec("pages/4_Annotate.py", "Annotate", ":material/rate_review:", "Annotate",
-                 "judge pooled, blind results with the keyboard; labels go to SQLite"),
+                 "judge pooled, blind results with the keyboard; labels go to SQLite", annotators=True),
         PageSpec("pages/5_Error_Analysis.py", "Error Analysis", ":material/troubleshoot:", "Error_Analysis",
                  "metrics, significance, per-query wins and losses from stored runs"),
         PageSpec("pages/7_Case_Studies.py", "Case Studies", ":material/menu_book:", "Case_Studies",
@@ -51,6 +52,26 @@ def all_pages() -> list[PageSpec]:
     return [HOME] + [p for pages in GROUPS.values() for p in pages]
 
 
+def visible_pages(identity) -> list[PageSpec]:  # noqa: ANN001 - ui.auth.Identity (imported lazily)
+    """The pages ``identity`` may open: all (single-user mode, owners, researchers), the annotators' pages
+    (any other logged-in user), or none (not logged in)."""
+    if not identity.authenticated:
+        return []
+    if identity.sees_rankings:
+        return all_pages()
+    return [p for p in all_pages() if p.annotators]
+
+
+def page_for(path: str | None) -> PageSpec | None:
+    """The page whose script is ``path`` (absolute or relative to the repository root), if any."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    name = Path(path).name
+    return next((p for p in all_pages() if Path(p.path).name == name), None)
+
+
 def ensure_navigation() -> None:
     """Route through ``app.py``'s navigation even when the server's first visit was a deep link.
 
@@ -60,6 +81,8 @@ def ensure_navigation() -> None:
     that mode it switches to the app's navigation and reruns the same page. No-op elsewhere (AppTest
     runs a page file alone without the legacy mode).
     """
+    import sys
+
     import streamlit as st
     from streamlit.runtime.pages_manager import PagesManager
 
@@ -68,4 +91,10 @@ def ensure_navigation() -> None:
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
-    gate()  # with login configured, a visitor who is not logged in gets the login page and nothing else
+    identity = gate()  # with login configured, a visitor who is not logged in gets the login page and nothing else
+    spec = page_for(sys._getframe(1).f_globals.get("__file__"))  # the page script that called
+    if spec is not None and spec not in visible_pages(identity):
+        st.title(spec.title)
+        st.info(f"{spec.title} is for the lab's owners and researchers (named in the configuration): it shows "
+                "systems' rankings and results. As an annotator you judge blind on the Annotate page.", icon="🔒")
+        st.stop()
