@@ -100,28 +100,56 @@ with assign:
         except StudioError as exc:
             error(exc)
 
+def _decide(item_id: int) -> None:
+    """Save callback: the owner's decision (refused without a choice), before the page is drawn again."""
+    pick = st.session_state.get(f"campaigns.decide.{item_id}")
+    if pick is None:
+        st.session_state["campaigns.adjudicate.error"] = (f"Item {item_id}: choose a label before saving; "
+                                                          "nothing was saved.")
+        return
+    why = st.session_state.get(f"campaigns.why.{item_id}") or None
+    try:
+        cs.adjudicate(actor, name, item_id, int(pick), rationale=why)
+        st.toast(f"Item {item_id}: adjudicated {pick}")
+    except StudioError as exc:
+        st.session_state["campaigns.adjudicate.error"] = str(exc)
+
+
 with adjudicate:
+    if st.session_state.get("campaigns.adjudicate.error"):
+        st.error(st.session_state.pop("campaigns.adjudicate.error"), icon="⚠️")
     conflicts = cs.conflicts(actor, name)
-    st.caption(f"{len(conflicts)} item(s) where the annotators disagree; only these are listed.")
-    for k in conflicts:
+    decisions = {a.item_id: a for a in cs.adjudications(actor, name)}
+    reasons: dict[int, dict[str, str]] = {}
+    for lab in cs.labels(actor, name):
+        if lab.rationale:
+            reasons.setdefault(lab.item_id, {})[lab.annotator] = lab.rationale
+    undecided = [k for k in conflicts if k.adjudicated is None]
+    shown = st.radio("Show", ["undecided", "all"], horizontal=True, key="campaigns.adjudicate.filter",
+                     format_func={"undecided": f"undecided ({len(undecided)})",
+                                  "all": f"all conflicts ({len(conflicts)})"}.get)
+    st.caption(f"{len(conflicts)} item(s) where the annotators disagree; only these are listed; "
+               f"{len(conflicts) - len(undecided)} decided.")
+    for k in undecided if shown == "undecided" else conflicts:
+        saved = decisions.get(k.item_id)
         with st.container(border=True):
             st.caption(f"Query {k.query_id} · item {k.item_id}")
             st.text(k.query)
             st.text(k.doc_text)
-            st.dataframe(pd.DataFrame([{"annotator": a, "label": v} for a, v in k.labels.items()]), hide_index=True,
+            st.dataframe(pd.DataFrame([{"annotator": a, "label": v, "rationale": reasons.get(k.item_id, {}).get(a, "")}
+                                       for a, v in k.labels.items()]), hide_index=True,
                          key=f"campaigns.conflict.{k.item_id}")
             cols = st.columns([2, 3, 1])
-            pick = cols[0].selectbox("Decision", list(range(c.max_label + 1)), key=f"campaigns.decide.{k.item_id}",
-                                     index=k.adjudicated if k.adjudicated is not None else 0)
-            why = cols[1].text_input("Rationale (optional)", key=f"campaigns.why.{k.item_id}", max_chars=4000)
-            if cols[2].button("Save", key=f"campaigns.save.{k.item_id}"):
-                try:
-                    cs.adjudicate(actor, name, k.item_id, int(pick), rationale=why or None)
-                    st.toast(f"Item {k.item_id}: adjudicated {pick}")
-                except StudioError as exc:
-                    error(exc)
-            if k.adjudicated is not None:
-                st.caption(f"adjudicated: {k.adjudicated}")
+            cols[0].selectbox("Decision", list(range(c.max_label + 1)), key=f"campaigns.decide.{k.item_id}",
+                              index=k.adjudicated, placeholder="undecided: choose a label")
+            cols[1].text_input("Rationale (optional)", key=f"campaigns.why.{k.item_id}", max_chars=4000,
+                               value=(saved.rationale or "") if saved is not None else "")
+            cols[2].button("Save", key=f"campaigns.save.{k.item_id}", on_click=_decide, args=(k.item_id,))
+            if saved is not None:
+                st.caption(f"adjudicated: {saved.label}")
+                if saved.rationale:
+                    st.caption("saved rationale")
+                    st.text(saved.rationale)
 
 with agreement:
     res = cs.agreement(actor, name)
@@ -143,7 +171,8 @@ with agreement:
 
 with export:
     rule = st.selectbox("Aggregation rule", RULES, key="campaigns.rule")
-    threshold = st.number_input("Threshold (mean rule)", 0.0, float(c.max_label), 1.0, 0.5, key="campaigns.threshold")
+    threshold = (st.number_input("Threshold (mean rule)", 0.0, float(c.max_label), 1.0, 0.5, key="campaigns.threshold")
+                 if rule == "mean" else 1.0)  # only the mean rule has a threshold
     qrels, skipped = cs.qrels(actor, name, rule, threshold)
     st.caption(f"Rule {rule_description(rule, threshold)}. {sum(len(v) for v in qrels.values())} labels on "
                f"{len(qrels)} queries; {skipped} item(s) without a usable label left out.")
