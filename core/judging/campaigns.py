@@ -19,7 +19,9 @@ The queue lives in the database: ``next_item`` is the first item assigned to the
 have not labelled yet, so an annotator resumes in any browser. Annotators see no system names and no
 one else's labels (``QueueItem`` carries neither).
 
-Authorisation is checked here, not only in the pages: writing an item not assigned to you, or another
+People are named in their canonical form (``core.judging.identity.canonical_identity``: e-mail addresses
+lower-cased), so ``Bob@Lab.Example`` given to the CLI and ``bob@lab.example`` from the identity provider
+are one annotator. Authorisation is checked here, not only in the pages: writing an item not assigned to you, or another
 annotator's label, raises ``CampaignAuthError`` (one line; nothing written); only owners assign,
 adjudicate, edit the guidelines, read everyone's labels, progress, agreement and exports.
 """
@@ -35,6 +37,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.judging.identity import canonical_identity
 from core.judging.judgments import MAX_NOTE_CHARS, JudgmentError, JudgmentStore, LabelResult, query_key
 from core.judging.schema import (MAX_NAME_CHARS, Annotator, CampaignAdjudicationRow, CampaignHistoryRow,
                                  CampaignItemRow, CampaignLabelRow, CampaignMemberRow, CampaignRow, CampaignSlotRow,
@@ -299,7 +302,10 @@ class CampaignStore:
     # -- helpers
     @staticmethod
     def _name(value: str, what: str = "user") -> str:
+        """A person's canonical name (e-mail lower-cased), or a campaign's name with whitespace collapsed."""
         cleaned = " ".join(str(value or "").replace("\x00", " ").split())
+        if what != "campaign":
+            cleaned = canonical_identity(cleaned)
         if not cleaned:
             raise CampaignError(f"no {what} name given")
         if len(cleaned) > MAX_NAME_CHARS:
@@ -435,6 +441,8 @@ class CampaignStore:
     # -- reads anyone may do
     def campaigns(self, actor: str | None = None) -> list[Campaign]:
         """Campaigns, newest first; with ``actor``: those they own, are named in, or that are open."""
+        actor = self._name(actor) if actor is not None else None
+
         def read() -> list[Campaign]:
             with self.store._read() as s:
                 out = [self._to_campaign(s, c) for c in s.scalars(select(CampaignRow).order_by(CampaignRow.id.desc()))]
@@ -454,7 +462,7 @@ class CampaignStore:
 
     def is_owner(self, actor: str, name: str) -> bool:
         """Whether ``actor`` owns campaign ``name``."""
-        return actor in self.campaign(name).owners
+        return self._name(actor) in self.campaign(name).owners
 
     # -- the annotator's queue
     def _queue_rows(self, s: Session, c: CampaignRow, person_id: int):
@@ -601,6 +609,48 @@ class CampaignStore:
         if not reason:
             raise CampaignError("say why the item cannot be judged (a reason is required); nothing was changed")
         return self._write_label(actor, name, item_id, None, reason, rationale, annotator)
+
+    def undo(self, actor: str, name: str, item_id: int) -> LabelResult:
+        """Take back ``actor``'s latest label (or "can't judge") on an item: what they gave before comes
+        back, or the item is unjudged again. Logged as ``undo``; repeated undos walk further back.
+        ``LabelResult.previous`` is the label taken back. Nothing to undo: ``CampaignError``, nothing changed."""
+        actor = self._name(actor)
+
+        def tx() -> LabelResult:
+            with self.store._write() as s, s.begin():
+                c = self._campaign_row(s, name)
+                item = self._item_row(s, c, item_id)
+                person = s.scalar(select(Annotator).where(Annotator.name == actor))
+                if person is None or self._slot(s, item.id, person.id) is None:
+                    raise CampaignAuthError(f"item {item_id} of campaign {name!r} is not assigned to {actor}; "
+                                            "nothing was changed")
+                stack: list[CampaignHistoryRow] = []
+                for h in s.scalars(select(CampaignHistoryRow).where(
+                        CampaignHistoryRow.item_id == item.id, CampaignHistoryRow.annotator_id == person.id,
+                        CampaignHistoryRow.action.in_(("label", "cant_judge", "undo"))).order_by(CampaignHistoryRow.id)):
+                    if h.action != "undo":
+                        stack.append(h)
+                    elif stack:
+                        stack.pop()
+                row = s.scalar(select(CampaignLabelRow).where(CampaignLabelRow.item_id == item.id,
+                                                              CampaignLabelRow.annotator_id == person.id))
+                if not stack or row is None:
+                    raise CampaignError(f"nothing to undo on item {item_id} of campaign {name!r}; nothing was changed")
+                undone = stack.pop()
+                before = stack[-1] if stack else None
+                if before is None:
+                    s.delete(row)
+                else:
+                    row.label, row.reason, row.rationale = before.label, before.reason, before.rationale
+                    row.created_at = before.created_at
+                s.add(CampaignHistoryRow(item_id=item.id, annotator_id=person.id, action="undo",
+                                         label=before.label if before else None, previous_label=undone.label,
+                                         reason=before.reason if before else None,
+                                         rationale=before.rationale if before else None, created_at=_now()))
+                s.flush()
+                return LabelResult(True, undone.label)
+
+        return self.store._run(tx)
 
     # -- owner actions
     def set_guidelines(self, actor: str, name: str, text: str) -> None:

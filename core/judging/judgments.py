@@ -429,8 +429,10 @@ class JudgmentStore:
 
     @staticmethod
     def check_annotator(name: str) -> str:
-        """A clean annotator name or ``JudgmentError``."""
-        cleaned = " ".join(str(name or "").replace("\x00", " ").split())
+        """A clean annotator name (canonical: e-mail addresses lower-cased) or ``JudgmentError``."""
+        from core.judging.identity import canonical_identity
+
+        cleaned = canonical_identity(name)
         if not cleaned:
             raise JudgmentError("enter an annotator name first")
         if len(cleaned) > MAX_NAME_CHARS:
@@ -657,7 +659,9 @@ class JudgmentStore:
         """Current labels, optionally for one dataset, some annotators, one query text."""
         stmt = _with_context(JudgmentRow, DocumentRow, dataset)
         if annotators is not None:
-            stmt = stmt.where(Annotator.name.in_(list(annotators)))
+            from core.judging.identity import canonical_identity
+
+            stmt = stmt.where(Annotator.name.in_([canonical_identity(a) for a in annotators]))
         if query is not None:
             stmt = stmt.where(QueryRow.text_hash == text_hash(query))
 

@@ -9,6 +9,7 @@ in code; there is no alembic.ini. One revision per schema version:
   on the label (``judgments.doc_hash``), ``judgment_history.note_before`` for undo.
 - ``0004`` v4: judging campaigns (``campaigns``, ``campaign_members``, ``campaign_items``,
   ``campaign_slots``, ``campaign_labels``, ``campaign_history``; see ``core.judging.campaigns``).
+- ``0005`` v5: no table changes; stored e-mail names lower-cased (``core.judging.identity``).
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -31,7 +32,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (
