@@ -2,14 +2,18 @@
 
 - ``campaign create --name N --as OWNER [--owner O ...] [--annotator A ...] --overlap R
   (--split S | --queries q1,q2 | --sample N [--split S] [--seed K]) (--systems a,b --depth K | --pool FILE.json)``
-- ``campaign list``
+- ``campaign list --as USER``: every campaign with its roster for an owner; otherwise only the user's own
 - ``campaign status --name N --as OWNER [--json]``: per-annotator and per-query progress
 - ``campaign assign --name N --as OWNER --annotator A --queries q1,q2 [--replace B]``
 - ``campaign export --name N --as OWNER --rule majority|adjudicated|mean [--threshold T] [--out-dir DIR]``
 - ``campaign agreement --name N --as OWNER [--json]``
 
-``--as`` is the acting user: the store checks it (only owners create, assign, read progress and
-agreement, export). No ``--annotator``: an open campaign (anyone logged in claims queries). ``--pool``
+``--as`` is the acting user, in its canonical form (``core.judging.identity``: e-mail addresses
+lower-cased). ``create`` and ``list`` check it against the owners of the configuration (``QRS_OWNERS`` or
+``[qrs] owners`` in ``.streamlit/secrets.toml``; none configured: the single-user tool, everyone is an
+owner); the store checks the campaign's owners (only they assign, read progress and agreement, export).
+Trust model: whoever holds the database URL can write to it, so the CLI is for the lab's trusted
+operators; the owner check is against the configuration, never against a typed name alone. No ``--annotator``: an open campaign (anyone logged in claims queries). ``--pool``
 is an explicit pool ``{"query id": ["doc id", ...]}`` (JSON) pooled blind without running systems.
 ``--db URL`` (or ``QRS_DB_URL``) picks the database. Bad input: one ``error:`` line, exit code 2.
 """
@@ -27,6 +31,25 @@ def _store(args: argparse.Namespace, create: bool = False):
     from core.judging.campaigns import CampaignStore
 
     return CampaignStore(args.db, create=create)
+
+
+def configured_owner(actor: str) -> bool:
+    """Whether ``actor`` is an owner of the configuration (True when none is configured: single-user mode)."""
+    from core.judging.identity import canonical_identity, configured_people
+
+    owners = configured_people("owners")
+    return not owners or canonical_identity(actor) in owners
+
+
+def require_owner(actor: str, doing: str) -> None:
+    """``CampaignAuthError`` (one line, nothing done) unless ``actor`` is an owner of the configuration."""
+    from core.judging.campaigns import CampaignAuthError
+    from core.judging.identity import canonical_identity, configured_people
+
+    if not configured_owner(actor):
+        raise CampaignAuthError(f"{canonical_identity(actor) or '(no name)'} is not an owner in the configuration "
+                                f"(QRS_OWNERS or [qrs] owners: {', '.join(sorted(configured_people('owners')))}); "
+                                f"only owners {doing}; nothing was changed")
 
 
 def _ids(text: str | None) -> list[str]:
@@ -67,6 +90,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     from core.judging.campaign_pool import choose_queries, items_from_pool, items_from_rankings, rank_pool
     from core.judging.campaigns import CampaignError, CampaignSpec
 
+    require_owner(args.actor, "create campaigns")
     ds = load_dataset(args.dataset)
     query_set = _query_set(args)
     systems = _ids(args.systems)
@@ -99,11 +123,21 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Every campaign, newest first."""
+    """Campaigns, newest first: every one with its roster for an owner of the configuration; for anyone
+    else only the campaigns they are in (or that are open), without the other people's names."""
+    from core.judging.identity import canonical_identity
+
+    actor = canonical_identity(args.actor)
+    owner = configured_owner(actor)
     store = _store(args)
     try:
-        rows = [(c.name, c.dataset, c.queries, c.items, c.overlap, "open" if c.open else ", ".join(c.annotators),
-                 ", ".join(c.owners)) for c in store.campaigns()]
+        if owner:
+            rows = [(c.name, c.dataset, c.queries, c.items, c.overlap, "open" if c.open else ", ".join(c.annotators),
+                     ", ".join(c.owners)) for c in store.campaigns()]
+        else:
+            rows = [(c.name, c.dataset, c.queries, c.items, c.overlap,
+                     "open" if c.open else (actor if actor in c.annotators else ""),
+                     actor if actor in c.owners else "") for c in store.campaigns(actor)]
     finally:
         store.close()
     print(tabulate(rows, headers=["campaign", "dataset", "queries", "items", "overlap", "annotators", "owners"]))
@@ -192,12 +226,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("campaign", help="judging campaigns: create, list, status, assign, export, agreement")
     csub = c.add_subparsers(dest="action", required=True)
 
-    def common(p: argparse.ArgumentParser, actor: bool = True) -> argparse.ArgumentParser:
+    def common(p: argparse.ArgumentParser, named: bool = True) -> argparse.ArgumentParser:
         p.add_argument("--db", help="SQLAlchemy URL of the judgments database (default: QRS_DB_URL or "
                                     "var/judgments.sqlite)")
-        if actor:
+        if named:
             p.add_argument("--name", required=True, help="campaign name")
-            p.add_argument("--as", dest="actor", required=True, help="the acting user (an owner of the campaign)")
+        p.add_argument("--as", dest="actor", required=True,
+                       help="the acting user (an owner; e-mail addresses compare case-insensitively)")
         return p
 
     p = common(csub.add_parser("create", help="pool queries and create a campaign"))
@@ -215,7 +250,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--guidelines", type=Path, help="text file with the judging guidelines")
     p.set_defaults(func=cmd_create)
 
-    common(csub.add_parser("list", help="campaigns"), actor=False).set_defaults(func=cmd_list)
+    common(csub.add_parser("list", help="campaigns (all of them, with rosters, for an owner)"), named=False).set_defaults(func=cmd_list)
 
     p = common(csub.add_parser("status", help="per-annotator and per-query progress"))
     p.add_argument("--json", action="store_true")
