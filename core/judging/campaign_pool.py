@@ -3,7 +3,8 @@
 
 ``items_from_rankings`` takes the rankings as data ({query id: {system: [doc ids]}}), so tests and
 callers that already have runs need no system; ``rank_pool`` produces those rankings through the one
-runner (``pooling.system_top_ids``). An explicit pool ({query id: [doc ids]}) goes through
+runner: each system is loaded once and ranks every query in one ``rank_many`` call (a first stage shared
+by several rerankers is loaded once too). An explicit pool ({query id: [doc ids]}) goes through
 ``build_pool`` as one ranking named ``given``.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from core.data.datasets import Dataset
 from core.judging.campaigns import CampaignError, ItemSpec, QuerySet
 from core.judging.pooling import build_pool
+from core.serving.runner import Loader
 
 
 def choose_queries(ds: Dataset, query_set: QuerySet) -> list[str]:
@@ -50,12 +52,36 @@ def items_from_pool(ds: Dataset, pool: Mapping[str, Sequence[str]]) -> list[Item
     return items_from_rankings(ds, {q: {"given": list(ids)} for q, ids in pool.items()}, depth)
 
 
-def rank_pool(ds: Dataset, query_ids: Sequence[str], systems: Sequence[str], depth: int) -> dict[str, dict[str, list[str]]]:
-    """Each system's top ``depth`` for each query through the one runner (``pooling.system_top_ids``)."""
-    from core.judging.pooling import system_top_ids
-    from core.serving.runner import loader_for
+def once(load: Loader) -> Loader:
+    """``load`` remembering what it loaded: each (system, variant, options) is loaded once."""
+    loaded: dict = {}
+
+    def cached(name: str, variant: str | None = None, options: tuple = ()):
+        key = (name, variant, tuple(options))
+        if key not in loaded:
+            loaded[key] = load(name, variant, options)
+        return loaded[key]
+
+    return cached
+
+
+def rank_pool(ds: Dataset, query_ids: Sequence[str], systems: Sequence[str], depth: int,
+              load: Loader | None = None) -> dict[str, dict[str, list[str]]]:
+    """Each system's top ``depth`` for each query through the one runner: one load and one ``rank_many``
+    per system (a reranker rescores BM25's top 20, or the query's own candidate list; QQP drops the query's
+    own id)."""
+    from core.registry import get_spec
+    from core.serving.loader import FIRST_STAGE
+    from core.serving.runner import SystemChoice, loader_for, rank_many
 
     if not systems:
         raise CampaignError("name at least one system to pool")
-    load = loader_for(ds)
-    return {q: {name: system_top_ids(name, ds, ds.queries[q], depth, q, load) for name in systems} for q in query_ids}
+    load = once(load or loader_for(ds))
+    queries = {q: ds.queries[q] for q in query_ids}
+    out: dict[str, dict[str, list[str]]] = {q: {} for q in query_ids}
+    for name in systems:
+        choice = SystemChoice(name, first_stage=FIRST_STAGE if get_spec(name).kind == "reranker" else None)
+        rankings = rank_many(choice, ds, queries, k=depth, load=load)
+        for q in query_ids:
+            out[q][name] = list(rankings[q].doc_ids)[:depth] if q in rankings else []
+    return out
