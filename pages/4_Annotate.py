@@ -1,7 +1,10 @@
 """Annotate: pooled, blind, keyboard-first relevance judging; every label is committed at once.
 
 With login configured the annotator is the logged-in user; a campaign's queue (``ui/campaign_judge.py``)
-is picked at the top when the user has one. Only owners edit the guidelines when login is on.
+is picked at the top when the user has one. Only owners edit the guidelines when login is on. In
+single-user mode the typed annotator name is kept for the browser session (also across pages: a widget's
+own state is dropped when another page runs, so the name is kept under its own key). ``ui.keys`` keeps
+the 0/1/2 keys working after the "Judge" picker and after typing a note or rationale.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from core.retrieval.base import validate_query
 from ui.auth import current_identity
 from ui.cache import judgment_store, pool_ids
 from ui.campaign_judge import judge_campaign
+from ui.keys import judging_keys
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -26,6 +30,7 @@ st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon
 st.title("Annotate")
 
 QUEUE, POS, ITEM, UNDO = "annotate.queue", "annotate.pos", "annotate.item", "annotate.undo"
+NAME, NAME_WIDGET = "annotate.name", "annotate.annotator"  # the kept name; the text box's own key
 LABELS = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
 
 ds_name = current_dataset()
@@ -38,11 +43,17 @@ except Exception as exc:
 for key, value in ((QUEUE, []), (POS, 0), (ITEM, 0), (UNDO, [])):
     st.session_state.setdefault(key, value)
 
+judging_keys()
 identity = current_identity()
 if identity.mode == "none":  # single-user mode: the name is typed (no login configured)
-    annotator = " ".join(st.text_input(
-        "Annotator", key="annotate.annotator", max_chars=80,
-        help="Your name; remembered for this browser session. Labels are stored per annotator.").split())
+    if NAME_WIDGET not in st.session_state and st.session_state.get(NAME):
+        st.session_state[NAME_WIDGET] = st.session_state[NAME]  # back on this page: the name typed before
+    typed = st.text_input("Annotator", key=NAME_WIDGET, max_chars=80,
+                          help="Your name; remembered for this browser session. Labels are stored per annotator.")
+    annotator = store.check_annotator(typed) if typed.strip() else ""
+    st.session_state[NAME] = annotator
+    if annotator:
+        st.caption(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
 else:  # with login, the annotator is the logged-in subject
     annotator = identity.name or ""
     st.caption("Annotator (logged in)")
@@ -63,6 +74,8 @@ try:
 except StudioError as exc:
     error(exc)
     mine = []
+if annotator and identity.mode != "none" and not mine:
+    st.caption(f"No judging campaign names {annotator} (the name your login gives); free judging below.")
 if mine:
     work = st.radio("Judge", ["Free judging", *mine], key="annotate.work", horizontal=True,
                     help="A campaign's queue is kept on the server: continue in any browser.")

@@ -1,8 +1,10 @@
 """The Annotate page's campaign mode: the annotator's server-side queue, blind, keyboard 0/1/2.
 
 Each label is committed through ``CampaignStore.judge`` at once; "can't judge" needs a reason; the
-rationale is optional. ``?item=ID`` reopens one item (refused with one line when it is not yours).
-Texts are shown with ``st.text`` / ``st.dataframe`` only.
+rationale is optional. Previous (P) reopens the item before the one shown; Undo (U) takes back this
+session's last label (``CampaignStore.undo``: the label before it comes back, or the item is unjudged
+again) and shows that item. Both go through ``?item=ID``, which reopens one item (refused with one line
+when it is not yours). Texts are shown with ``st.text`` / ``st.dataframe`` only.
 """
 from __future__ import annotations
 
@@ -14,7 +16,11 @@ from core.judging.campaigns import CampaignStore, QueueItem
 from ui.render import error
 
 LABELS = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
-ERR = "campaign.error"
+ERR, UNDO = "campaign.error", "campaign.undo"
+
+
+def _undo_stack(name: str) -> list[int]:
+    return st.session_state.setdefault(f"{UNDO}.{name}", [])
 
 
 def _write(cs: CampaignStore, annotator: str, name: str, item_id: int, label: int | None) -> None:
@@ -25,11 +31,37 @@ def _write(cs: CampaignStore, annotator: str, name: str, item_id: int, label: in
             cs.cant_judge(annotator, name, item_id, st.session_state.get(f"campaign.reason.{item_id}") or "",
                           rationale=rationale)
         else:
-            cs.judge(annotator, name, item_id, label, rationale=rationale)
+            result = cs.judge(annotator, name, item_id, label, rationale=rationale)
+            if not result.changed:
+                st.query_params.pop("item", None)
+                return
     except StudioError as exc:
         st.session_state[ERR] = str(exc)
         return
+    _undo_stack(name).append(item_id)
     st.query_params.pop("item", None)
+
+
+def _undo(cs: CampaignStore, annotator: str, name: str) -> None:
+    """Button callback: take back this session's last label and show its item again."""
+    stack = _undo_stack(name)
+    if not stack:
+        return
+    item_id = stack.pop()
+    try:
+        cs.undo(annotator, name, item_id)
+    except StudioError as exc:
+        st.session_state[ERR] = str(exc)
+        return
+    st.query_params["item"] = str(item_id)
+
+
+def _show(item_id: int | None) -> None:
+    """Button callback: show this item (Previous), or the next unjudged one (None)."""
+    if item_id is None:
+        st.query_params.pop("item", None)
+    else:
+        st.query_params["item"] = str(item_id)
 
 
 def _current(cs: CampaignStore, annotator: str, name: str) -> QueueItem | None:
@@ -53,12 +85,20 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
     if st.session_state.get(ERR):
         st.error(st.session_state.pop(ERR), icon="⚠️")
     item = _current(cs, annotator, name)
-    done, total = cs.own_progress(annotator, name)
+    queue = cs.queue(annotator, name)
+    done, total = sum(q.judged for q in queue), len(queue)
     st.progress(done / total if total else 1.0, text=f"{done} of {total} assigned items judged")
+    ids = [q.item_id for q in queue]
+    at = ids.index(item.item_id) if item is not None and item.item_id in ids else len(ids)
     if item is None:
         if not st.query_params.get("item"):
-            st.success("Nothing left in your queue for this campaign." if total else
-                       "Nothing is assigned to you in this campaign.")
+            st.success(f"Nothing left in {annotator}'s queue for this campaign." if total else
+                       f"Nothing is assigned to {annotator} in this campaign (the name your login gives).")
+        nav = st.columns(4)
+        nav[0].button("Previous", key="campaign.prev", shortcut="P", on_click=_show,
+                      args=(ids[at - 1] if at > 0 else None,), disabled=at == 0)
+        nav[1].button("Undo", key="campaign.undo_btn", shortcut="U", on_click=_undo, args=(cs, annotator, name),
+                      disabled=not _undo_stack(name))
     else:
         st.caption(f"Query {item.query_id} · item {item.item_id}"
                    + (" · you judged it: " + (LABELS.get(item.label, str(item.label)) if item.label is not None
@@ -68,7 +108,7 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
         st.text(item.doc_text)
         st.text_input("Rationale (optional)", key=f"campaign.rationale.{item.item_id}", max_chars=4000,
                       value=item.rationale or "")
-        cols = st.columns(4)
+        cols = st.columns(7)
         for col, (value, text) in zip(cols[:3], [(v, t) for v, t in LABELS.items() if v <= c.max_label]):
             col.button(text, key=f"campaign.label{value}", shortcut=str(value), on_click=_write,
                        args=(cs, annotator, name, item.item_id, value),
@@ -77,9 +117,15 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
             st.text_input("Why not?", key=f"campaign.reason.{item.item_id}", max_chars=1000)
             st.button("Save: can't judge", key="campaign.cant", on_click=_write,
                       args=(cs, annotator, name, item.item_id, None))
-        st.caption("Keys: 0 / 1 / 2 label and move on. Your labels are saved on the server: "
+        cols[4].button("Previous", key="campaign.prev", shortcut="P", on_click=_show,
+                       args=(ids[at - 1] if at > 0 else None,), disabled=at == 0)
+        cols[5].button("Next unjudged", key="campaign.next", shortcut="N", on_click=_show, args=(None,),
+                       disabled=not st.query_params.get("item"))
+        cols[6].button("Undo", key="campaign.undo_btn", shortcut="U", on_click=_undo, args=(cs, annotator, name),
+                       disabled=not _undo_stack(name))
+        st.caption("Keys: 0 / 1 / 2 label and move on · P previous · N next unjudged · U undo your last label. "
+                   "Enter (or Esc) leaves the Rationale box. Your labels are saved on the server: "
                    "you can continue in any browser.")
-    queue = cs.queue(annotator, name)
     if queue:
         st.dataframe(pd.DataFrame({
             "item": [q.item_id for q in queue],
