@@ -90,7 +90,8 @@ if rerun:
     except Exception as exc:  # a dataset that is gone, a model that no longer loads
         error(exc)
 
-st.caption("✅ relevant (qrels or user label at save time) · change = today's rank against the saved one")
+st.caption("✅ relevant in the dataset's labels, or your label 2 (same question) at save time · related = your "
+           "label 1 (related, not the same question) · change = today's rank against the saved one")
 diffs = {d.system: d for d in changes(table, today)} if today is not None else {}
 now_cols = {c.system: c for c in today.columns} if today is not None else {}
 cols = st.columns(len(table.columns))
@@ -101,7 +102,7 @@ for col, saved in zip(cols, table.columns):
             st.text(f"error when saved: {saved.error}")
         if saved.metrics:
             st.caption(" · ".join(f"{m} {v:.2f}" for m, v in saved.metrics))
-        st.dataframe(pd.DataFrame([{"#": h.rank, "": "✅" if h.relevant else "", "question": h.text, "score": h.score}
+        st.dataframe(pd.DataFrame([{"#": h.rank, "": h.mark, "question": h.text, "score": h.score}
                                    for h in saved.hits]),
                      hide_index=True, width="stretch",
                      column_config={"score": st.column_config.NumberColumn(format="%.3f")})
@@ -114,7 +115,7 @@ for col, saved in zip(cols, table.columns):
         st.caption(f"today · RBO vs saved {diff.rbo:.2f} · {len(diff.entered)} new · {len(diff.left)} gone · "
                    f"{len(diff.moves)} moved" + (" · unchanged" if diff.unchanged else ""))
         marks = change_marks(table, today, saved.system)
-        st.dataframe(pd.DataFrame([{"#": h.rank, "change": marks.get(h.doc_id, ""), "": "✅" if h.relevant else "",
+        st.dataframe(pd.DataFrame([{"#": h.rank, "change": marks.get(h.doc_id, ""), "": h.mark,
                                     "question": h.text, "score": h.score} for h in current.hits]),
                      hide_index=True, width="stretch",
                      column_config={"score": st.column_config.NumberColumn(format="%.3f")})

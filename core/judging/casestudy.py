@@ -284,10 +284,19 @@ class CaseHit:
 
     @property
     def relevant(self) -> bool:
-        """Ground truth: a positive dataset label, or a user label > 0 where the dataset has none."""
+        """Ground truth: a positive dataset label, or a user label 2 ("same question") where the dataset has
+        none; a user label 1 ("related") is not relevant."""
         if self.qrel is not None:
             return self.qrel > 0
-        return (self.user_label or 0) > 0
+        return (self.user_label or 0) >= 2
+
+    @property
+    def mark(self) -> str:
+        """What a table shows: ✅ for a positive dataset label or a user label 2 ("same question"), "related"
+        for a user label 1 (related is not the same question: never shown as relevant), else nothing."""
+        if self.qrel is not None:
+            return "✅" if self.qrel > 0 else ""
+        return {2: "✅ same (yours)", 1: "related (yours)"}.get(self.user_label or 0, "")
 
 
 @dataclass(frozen=True)
