@@ -395,7 +395,7 @@ def test_cli_bad_input_is_one_line_and_changes_nothing(tiny_data, tmp_path, argv
     assert code == 2
     if err:
         assert message in err and err.count("\n") == 1
-    listed = run_main("campaign", "list", "--db", db)[1].splitlines()[2:]
+    listed = run_main("campaign", "list", "--db", db, "--as", OWNER)[1].splitlines()[2:]
     assert [line.split()[0] for line in listed] == ["team"]  # nothing else was created
 
 
@@ -506,7 +506,7 @@ def test_campaigns_page_owner_adjudicates_conflicts_and_non_owner_is_refused(pag
         while (it := cs.next_item(who, "team")) is not None:
             cs.judge(who, "team", it.item_id, label)
     at = _app("8_Campaigns.py", {"is_logged_in": True, "email": "bob"}).run()
-    assert not at.exception and "Only the owners" in at.info[0].value and not at.tabs
+    assert not at.exception and "for the lab's owners and researchers" in at.info[0].value and not at.tabs
     at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
     assert not at.exception
     conflicts = cs.conflicts(OWNER, "team")
@@ -519,6 +519,59 @@ def test_campaigns_page_owner_adjudicates_conflicts_and_non_owner_is_refused(pag
     measures = [m for df in at.dataframe if "measure" in df.value for m in df.value["measure"].tolist()]
     assert "Krippendorff's α (nominal)" in measures and "Cohen's κ ann / bob" in measures
     assert any("Rule majority: the most frequent label" in c.value for c in at.caption)
+
+
+def test_adjudication_starts_undecided_filters_and_shows_saved_rationales(page_env):
+    cs = page_env
+    for who, label in (("ann", 2), ("bob", 0), ("cat", 1)):
+        while (it := cs.next_item(who, "team")) is not None:
+            cs.judge(who, "team", it.item_id, label, rationale=f"{who} thinks {label}")
+    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
+    conflicts = [k.item_id for k in cs.conflicts(OWNER, "team")]
+    first, second = conflicts[:2]
+    assert at.radio(key="campaigns.adjudicate.filter").value == "undecided"
+    assert all(at.selectbox(key=f"campaigns.decide.{i}").value is None for i in conflicts)  # nothing preselected
+    shown = [df.value for df in at.dataframe if "rationale" in df.value.columns]
+    assert shown and set(shown[0]["rationale"]) <= {f"{w} thinks {v}" for w, v in (("ann", 2), ("bob", 0), ("cat", 1))}
+    at.button(key=f"campaigns.save.{first}").click().run()  # Save without a choice: refused, nothing stored
+    assert not at.exception and len(at.error) == 1 and "choose a label" in at.error[0].value
+    assert cs.adjudications(OWNER, "team") == []
+    at.selectbox(key=f"campaigns.decide.{first}").set_value(2)
+    at.text_input(key=f"campaigns.why.{first}").input("ann is right: same intent")
+    at.button(key=f"campaigns.save.{first}").click().run()
+    assert [(a.item_id, a.label, a.rationale) for a in cs.adjudications(OWNER, "team")] == [
+        (first, 2, "ann is right: same intent")]
+    # the decided item leaves the "undecided" list at once; the count is current in the same run
+    assert not [w for w in at.selectbox if w.key == f"campaigns.decide.{first}"]
+    assert any(f"{len(conflicts) - 1}" in o for o in [at.radio(key="campaigns.adjudicate.filter").options[0]])
+    assert any(c.value.endswith("1 decided.") for c in at.caption)
+    at.radio(key="campaigns.adjudicate.filter").set_value("all").run()
+    assert at.selectbox(key=f"campaigns.decide.{first}").value == 2
+    assert at.selectbox(key=f"campaigns.decide.{second}").value is None
+    assert "adjudicated: 2" in [c.value for c in at.caption] and "ann is right: same intent" in [t.value for t in at.text]
+    # Export: the threshold only for the mean rule
+    assert not [w for w in at.number_input if w.key == "campaigns.threshold"]
+    at.selectbox(key="campaigns.rule").set_value("mean").run()
+    assert [w.key for w in at.number_input if w.key == "campaigns.threshold"] == ["campaigns.threshold"]
+
+
+def test_annotator_sees_annotate_only_researchers_and_owners_see_the_rankings(page_env, monkeypatch):
+    from types import SimpleNamespace
+
+    from ui.nav import visible_pages
+
+    monkeypatch.setenv("QRS_RESEARCHERS", "Rita@Lab.Example")
+    for page in ("1_Compare.py", "5_Error_Analysis.py", "7_Case_Studies.py", "3_Keywords.py", "2_Layers.py"):
+        at = _app(page, {"is_logged_in": True, "email": "Ann"}).run()  # an annotator
+        assert not at.exception and "for the lab's owners and researchers" in at.info[0].value, page
+        assert not at.dataframe and not at.text_input and not at.multiselect, page
+    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": "rita@lab.example"}).run()
+    assert not at.exception and not [i for i in at.info if "owners and researchers" in i.value]
+    who = lambda name, owner=False, researcher=False, mode="oidc": SimpleNamespace(  # noqa: E731
+        authenticated=name is not None, sees_rankings=mode == "none" or owner or researcher)
+    assert [p.title for p in visible_pages(who("ann"))] == ["Annotate"]
+    assert visible_pages(who(None)) == []
+    assert len(visible_pages(who("rita", researcher=True))) == len(visible_pages(who("x", mode="none"))) > 5
 
 
 def test_trusted_header_mode_only_when_configured(page_env, monkeypatch):
