@@ -658,3 +658,208 @@ def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
     assert any("campaign team, majority rule" in c.value for c in at.caption), [c.value for c in at.caption]
     judged = [df.value for df in at.dataframe if any(str(c).startswith("judged@") for c in df.value.columns)]
     assert judged and (judged[0]["top-k items"] >= 0).all()
+
+
+# ----------------------------------------------------------------------------- identities, undo, pooling once
+def test_identities_are_canonical_email_lower_cased_everywhere(cs):
+    from core.judging.identity import canonical_identity, identity_set
+
+    assert canonical_identity("  Bob@Lab.Example ") == "bob@lab.example" and canonical_identity("u-Ann") == "u-Ann"
+    assert identity_set("Olivia@Lab.Example, ,bob@lab.example") == {"olivia@lab.example", "bob@lab.example"}
+    spec = CampaignSpec("mixed", "toy", QuerySet("list", ids=QUERIES), ("bm25",), 2, 1, ("Olivia@Lab.Example",),
+                        ("Bob@Lab.Example", "ANN@lab.example"))
+    c = cs.create("OLIVIA@LAB.EXAMPLE", spec, _items())
+    assert c.owners == ("olivia@lab.example",) and c.annotators == ("ann@lab.example", "bob@lab.example")
+    first = cs.next_item("bob@lab.example", "mixed")  # the provider's spelling differs from the CLI's: one person
+    assert first is not None and cs.next_item("BOB@LAB.EXAMPLE", "mixed").item_id == first.item_id
+    cs.judge("Bob@Lab.Example", "mixed", first.item_id, 2)
+    assert cs.own_progress("bob@lab.example", "mixed") == (1, len(cs.queue("bob@lab.example", "mixed")))
+    assert [c.name for c in cs.campaigns("Bob@lab.example")] == ["mixed"]
+    assert cs.progress("Olivia@lab.example", "mixed").annotators["bob@lab.example"][0] == 1  # the owner, any case
+
+
+def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(tmp_path):
+    from sqlalchemy import create_engine, text
+
+    from core.judging.judgments import JudgmentStore
+    from core.judging.schema import SCHEMA_VERSION
+
+    url = f"sqlite:///{tmp_path / 'v4.sqlite'}"
+    cs = CampaignStore(url)
+    cs.create(OWNER, _spec(annotators=("ann", "Bob@Lab.Example", "cat")), _items())
+    cs.store.set_label("Zed@Lab.Example", "toy", "query q1 text", "d1", "doc d1 text", 1)
+    cs.close()
+    engine = create_engine(url)
+    with engine.begin() as conn:  # as a v4 database wrote them: the names as typed, two spellings of zed
+        conn.execute(text("UPDATE annotators SET name = 'Bob@Lab.Example' WHERE name = 'bob@lab.example'"))
+        conn.execute(text("UPDATE annotators SET name = 'Zed@Lab.Example' WHERE name = 'zed@lab.example'"))
+        conn.execute(text("INSERT INTO annotators (name, created_at) VALUES ('zed@lab.example', '2024-01-01')"))
+        conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0004'"))
+    engine.dispose()
+    cs = CampaignStore(url)  # opening upgrades
+    try:
+        assert cs.store.schema_version() == SCHEMA_VERSION == 5
+        names = {r.annotator for r in cs.store.judgments()} | {a for c in cs.campaigns() for a in c.annotators}
+        assert "bob@lab.example" in names and "Bob@Lab.Example" not in names
+        assert len(cs.queue("BOB@lab.example", "c1")) == 4  # bob's assignment found under the canonical name
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            stored = sorted(n for (n,) in conn.execute(text("SELECT name FROM annotators WHERE name LIKE 'zed%'"
+                                                            " OR name LIKE 'Zed%'")))
+        engine.dispose()
+        assert stored == ["Zed@Lab.Example", "zed@lab.example"]  # both spellings kept: nothing merged or lost
+    finally:
+        cs.close()
+    assert JudgmentStore.check_annotator(" Zed@LAB.example ") == "zed@lab.example"
+
+
+def test_undo_walks_an_annotators_history_back(camp):
+    it = camp.next_item("ann", "c1")
+    camp.judge("ann", "c1", it.item_id, 1, rationale="first")
+    camp.judge("ann", "c1", it.item_id, 2, rationale="second")
+    assert camp.undo("ann", "c1", it.item_id).previous == 2
+    got = camp.item("ann", "c1", it.item_id)
+    assert (got.label, got.rationale, got.judged) == (1, "first", True)
+    camp.undo("ann", "c1", it.item_id)
+    assert not camp.item("ann", "c1", it.item_id).judged and camp.next_item("ann", "c1").item_id == it.item_id
+    before = _snapshot(camp)
+    with pytest.raises(CampaignError, match="nothing to undo"):
+        camp.undo("ann", "c1", it.item_id)
+    assert _snapshot(camp) == before
+    foreign = next(q for q in camp.queue("bob", "c1") if q.item_id not in {x.item_id for x in camp.queue("ann", "c1")})
+    camp.judge("bob", "c1", foreign.item_id, 0)
+    with pytest.raises(CampaignAuthError, match="not assigned to ann"):
+        camp.undo("ann", "c1", foreign.item_id)
+    assert [h.action for h in camp.history(OWNER, "c1") if h.item_id == it.item_id] == ["label", "label", "undo", "undo"]
+
+
+def test_cli_owner_check_against_the_configuration(tiny_data, tmp_path, monkeypatch):
+    from tests.conftest import run_main
+
+    monkeypatch.setenv("QRS_OWNERS", "olivia@lab.example")
+    db = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    pool = _cli_pool(tmp_path)
+    qids = ",".join(json.loads(pool.read_text()))
+    base = ["campaign", "create", "--db", db, "--pool", str(pool), "--queries", qids, "--overlap", "1"]
+    code, out, err = run_main(*base, "--name", "x", "--as", "ann@lab.example", "--annotator", "bob@lab.example")
+    assert code == 2 and err.count("\n") == 1 and "ann@lab.example is not an owner in the configuration" in err
+    store = CampaignStore(db)
+    try:
+        assert store.campaigns() == []  # nothing created
+    finally:
+        store.close()
+    code, out, err = run_main(*base, "--name", "team", "--as", "OLIVIA@LAB.EXAMPLE", "--annotator", "Bob@Lab.Example")
+    assert code == 0, err
+    assert "annotators: bob@lab.example" in out and "owners: olivia@lab.example" in out
+    code, out, err = run_main("campaign", "status", "--db", db, "--name", "team", "--as", "Olivia@lab.example")
+    assert code == 0 and "bob@lab.example" in out, err
+    code, out, err = run_main("campaign", "list", "--db", db, "--as", "olivia@LAB.example")
+    assert code == 0 and "bob@lab.example" in out and "team" in out
+    code, out, err = run_main("campaign", "list", "--db", db, "--as", "ann@lab.example")  # not in the campaign
+    assert code == 0 and "team" not in out and "bob@lab.example" not in out
+    code, out, err = run_main("campaign", "list", "--db", db, "--as", "Bob@Lab.Example")  # sees their own only
+    assert code == 0 and "team" in out and "olivia@lab.example" not in out
+    try:
+        run_main("campaign", "list", "--db", db)
+        raise AssertionError("campaign list without --as was accepted")
+    except SystemExit as exc:
+        assert exc.code == 2
+
+
+def test_configured_people_read_the_secrets_file_when_the_environment_is_silent(tmp_path, monkeypatch):
+    from core.judging.identity import configured_people
+
+    for name in ("QRS_OWNERS", "QRS_RESEARCHERS"):
+        monkeypatch.delenv(name, raising=False)
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text('[qrs]\nowners = ["Olivia@Lab.Example"]\nresearchers = ["rita@lab.example", " "]\n')
+    assert configured_people("owners", [secrets]) == {"olivia@lab.example"}
+    assert configured_people("researchers", [secrets]) == {"rita@lab.example"}
+    assert configured_people("owners", [tmp_path / "missing.toml"]) == frozenset()
+    monkeypatch.setenv("QRS_OWNERS", "x@y")
+    assert configured_people("owners", [secrets]) == {"x@y"}
+
+
+def test_rank_pool_loads_each_system_once(built):
+    from core.data.datasets import load_dataset
+    from core.judging.campaign_pool import rank_pool
+    from core.judging.pooling import system_top_ids
+    from core.serving.runner import loader_for
+
+    ds = load_dataset("qqp-bimpm")
+    qids = list(ds.split_queries("test"))[:4]
+    calls: list[str] = []
+    plain = loader_for(ds)
+
+    def counting(name, variant=None, options=()):
+        calls.append(name)
+        return plain(name, variant, options)
+
+    pooled = rank_pool(ds, qids, ["bm25"], 3, load=counting)
+    assert calls == ["bm25"]  # one load for four queries
+    for q in qids:  # the same top 3 as one query at a time through the one runner
+        assert pooled[q]["bm25"] == system_top_ids("bm25", ds, ds.queries[q], 3, q)
+
+
+def test_campaign_mode_previous_and_undo_on_the_page_and_an_empty_queue_names_its_owner(page_env):
+    cs = page_env
+    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "ann"}).run()
+    at.radio(key="annotate.work").set_value("team").run()
+    queue = cs.queue("ann", "team")
+    at.button(key="campaign.label2").click().run()
+    at.button(key="campaign.label1").click().run()
+    assert [cs.item("ann", "team", q.item_id).label for q in queue[:3]] == [2, 1, None]
+    assert f"item {queue[2].item_id}" in " ".join(c.value for c in at.caption)
+    at.button(key="campaign.prev").click().run()  # back to the item before: shows its label
+    assert any(f"item {queue[1].item_id} · you judged it: 1 · related" in c.value for c in at.caption)
+    at.button(key="campaign.label0").click().run()  # relabel it
+    assert cs.item("ann", "team", queue[1].item_id).label == 0
+    at.button(key="campaign.undo_btn").click().run()  # takes back the 0: the 1 comes back, the item is shown
+    assert not at.exception and cs.item("ann", "team", queue[1].item_id).label == 1
+    assert any(f"item {queue[1].item_id}" in c.value for c in at.caption)
+    at.button(key="campaign.undo_btn").click().run()
+    at.button(key="campaign.undo_btn").click().run()
+    assert [cs.item("ann", "team", q.item_id).judged for q in queue[:2]] == [False, False]
+    assert at.button(key="campaign.undo_btn").disabled
+    # someone in no campaign: the page says whose queue it is
+    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "Zoe@Lab.Example"}).run()
+    assert not at.exception and any("No judging campaign names zoe@lab.example" in c.value for c in at.caption)
+
+
+def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_env, monkeypatch):
+    from core.judging.judgments import JudgmentStore
+
+    monkeypatch.delenv("QRS_OWNERS", raising=False)
+    store = JudgmentStore()
+    try:
+        store.set_label("ada", page_env.campaign("team").dataset, "some query", "d1", "some text", 2)
+    finally:
+        store.close()
+    at = _app("4_Annotate.py", {"is_logged_in": False})
+    at.secrets.pop("auth")  # single-user mode: the name is typed
+    at.run()
+    at.text_input(key="annotate.annotator").input("ada").run()
+    assert any(c.value.startswith("ada: 1 label(s)") for c in at.caption)
+    # another page runs in the same browser session: Streamlit drops the state of every widget that run did
+    # not draw (AppTest runs one page file alone, so the other page shares this test's session state)
+    other = _app("7_Case_Studies.py", {"is_logged_in": False})
+    other._session_state, other.session_state = at._session_state, at.session_state
+    other.secrets.pop("auth")
+    other.run()
+    assert not other.exception and "annotate.annotator" not in at.session_state
+    back = _app("4_Annotate.py", {"is_logged_in": False})  # back on Annotate in the same session
+    back._session_state, back.session_state = at._session_state, at.session_state
+    back.secrets.pop("auth")
+    at = back.run()
+    assert not at.exception and at.text_input(key="annotate.annotator").value == "ada"
+    assert any(c.value.startswith("ada: 1 label(s)") for c in at.caption)
+
+
+def test_case_study_marks_label_one_as_related_not_relevant():
+    from core.judging.casestudy import CaseHit
+
+    hits = [CaseHit(1, "a", "x", 1.0, user_label=1), CaseHit(2, "b", "y", 0.9, user_label=2),
+            CaseHit(3, "c", "z", 0.8, qrel=1), CaseHit(4, "d", "w", 0.7, qrel=0, user_label=2)]
+    assert [h.relevant for h in hits] == [False, True, True, False]
+    assert [h.mark for h in hits] == ["related (yours)", "✅ same (yours)", "✅", ""]
