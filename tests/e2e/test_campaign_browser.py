@@ -7,7 +7,12 @@ label a session saw committed is in the store (nothing else, bar that in-flight 
 resumes in a new browser where they stopped, agreement is computed, the owner adjudicates every conflict on
 the Campaigns page and downloads TREC qrels whose file name names the rule. Negative tests: a visitor who is
 not logged in gets the login page and nothing else; an annotator opening an item not assigned to them
-(``Annotate?item=ID``) sees one clear line and nothing changes in the store.
+(``Annotate?item=ID``) sees one clear line and nothing changes in the store; an annotator cannot open Compare.
+
+Keyboard judging is exercised where it used to fail: ann's first label is the key 2 pressed right after
+choosing the campaign in the "Judge" picker (the radio keeps the focus unless the page gives it back), and
+her second right after typing a rationale (a digit typed into the box is announced as not taken; Enter
+leaves the box, then 2 labels). Bob undoes one label with the U key and labels the item again.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import pytest
 
 pytest.importorskip("selenium")
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -33,6 +39,7 @@ WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and t
 KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
 LABEL_TEXT = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
 DECISION = 1  # the owner's decision on every conflict
+RATIONALE = "near-duplicate wording"  # ann's rationale on her second item
 BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stStatusWidgetRunningIcon"]',
         '[data-testid="stStatusWidgetRunningManIcon"]')
 PROGRESS = re.compile(r"(\d+) of (\d+) assigned items judged")
@@ -151,10 +158,11 @@ def queue_state(driver):
 
 
 def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: list[int],
-                kill_after: int | None = None) -> None:
+                kill_after: int | None = None, undone: list[int] | None = None) -> None:
     """Log in as ``who`` and label their queue; ``seen`` gets each label the page showed committed (the progress
     counter moved on and the next item came up). With ``kill_after``: after that many, click once more and kill
     the browser at once."""
+    undone = [] if undone is None else undone
     login(driver, app, who)
     open_campaign(driver, app)
     while True:
@@ -169,6 +177,14 @@ def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: lis
         target = wait_for(driver, lambda d: next((b for b in keyed(d, f"campaign.label{label}", "button")
                                                   if b.is_enabled()), None), f"{who}'s label button {label}")
         assert target.text.splitlines()[0].strip() == LABEL_TEXT[label], target.text
+        if who == TEAM[0] and len(seen) < 2:  # ann: keys right after the picker, then right after a rationale
+            if len(seen) == 1:
+                type_rationale(driver, item_id, label)
+            press(driver, str(label))  # to whatever has the focus, as a person's key press goes
+            wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done + 1 and s[2] != item_id,
+                     f"{who}'s key {label} on item {item_id} to be committed")
+            seen[item_id] = label
+            continue
         if kill_after is not None and len(seen) == kill_after:
             in_flight.append(item_id)
             target.click()
@@ -178,6 +194,31 @@ def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: lis
         wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done + 1 and s[2] != item_id,
                  f"{who}'s label on item {item_id} to be committed")
         seen[item_id] = label
+        if who == TEAM[1] and len(seen) == 2 and not undone:  # bob: U takes the label back, the item comes back
+            idle(driver)
+            press(driver, "u")
+            wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done and s[2] == item_id,
+                     f"{who}'s undo of item {item_id}")
+            undone.append(item_id)
+
+
+def press(driver, key: str) -> None:
+    """One key press sent to the element that has the focus (not to a chosen element)."""
+    ActionChains(driver).send_keys(key).perform()
+
+
+def type_rationale(driver, item_id: int, label: int) -> None:
+    """Type a rationale; a digit typed into the box is announced as not taken (and removed); Enter leaves the box."""
+    box = wait_for(driver, lambda d: next(iter(keyed(d, f"campaign.rationale.{item_id}", "input")), None),
+                   "the Rationale box")
+    box.click()
+    box.send_keys(RATIONALE)
+    box.send_keys(str(label))  # the key the issue saw swallowed: it is text here, and the page says so
+    wait_for(driver, lambda d: any("went into the text box" in e.text for e in css(d, "#qrs-key-hint")),
+             "the note that the key went into the text box")
+    box.send_keys(Keys.BACKSPACE, Keys.ENTER)
+    wait_for(driver, lambda d: d.switch_to.active_element.tag_name != "input", "the focus back on the page")
+    idle(driver)
 
 
 def snapshot(cs: CampaignStore) -> tuple:
@@ -251,11 +292,13 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         # --- three annotators at once, one browser each; cat's browser is killed mid-way
         seen = {who: {} for who in TEAM}
         in_flight: list[int] = []
+        undone: list[int] = []
         errors: dict[str, BaseException] = {}
 
         def work(who: str, driver) -> None:
             try:
-                judge_queue(driver, app.url, who, seen[who], in_flight, KILL_AFTER if who == KILLED else None)
+                judge_queue(driver, app.url, who, seen[who], in_flight, KILL_AFTER if who == KILLED else None,
+                            undone)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 shot(driver, f"failed-{who.split('@')[0]}")
                 errors[who] = exc
@@ -280,7 +323,13 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         print(f"\n[e2e] the click in flight when {KILLED}'s browser was killed "
               + ("was committed" if in_flight[0] in stored[KILLED] else "never reached the server"))
         assert all(l.label == label_of(l.annotator, l.item_id) for l in labels)
-        assert len(cs.history(OWNER, CAMPAIGN)) == len(labels)  # one write each, who and when kept
+        # one write each, who and when kept; bob's undo and his label again are two more
+        assert len(undone) == 1 and [(h.who, h.action) for h in cs.history(OWNER, CAMPAIGN)
+                                     if h.item_id == undone[0] and h.who == TEAM[1]] == [
+            (TEAM[1], "label"), (TEAM[1], "undo"), (TEAM[1], "label")]
+        assert len(cs.history(OWNER, CAMPAIGN)) == len(labels) + 2
+        ann_second = next(l for l in labels if l.annotator == TEAM[0] and l.item_id == app.queues[TEAM[0]][1])
+        assert (ann_second.label, ann_second.rationale) == (2, RATIONALE)  # the key after the rationale, not in it
         assert all(l.annotator in TEAM and l.time is not None for l in labels)
 
         # --- the killed annotator resumes in a new browser where the store says they stopped
@@ -307,6 +356,18 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         assert app.items[foreign][2].strip() not in texts(ann, '[data-testid="stText"]')
         assert not keyed(ann, "campaign.label2") and not keyed(ann, "campaign.cant")
         assert snapshot(cs) == before
+
+        # --- negative: an annotator cannot open Compare (nor see it in the sidebar): she judges blind
+        ann.get(f"{app.url}/Compare")
+        wait_for(ann, lambda d: css(d, '[data-testid="stApp"] h1'), "a page for the annotator")
+        idle(ann)
+        time.sleep(0.5)
+        idle(ann)
+        shot(ann, "annotator-compare")
+        assert "Compare" not in texts(ann, '[data-testid="stApp"] h1'), texts(ann, '[data-testid="stApp"] h1')
+        assert not keyed(ann, "compare.query") and not css(ann, '[data-testid="stDataFrame"] [data-testid^="glide"]')
+        assert [t for t in texts(ann, '[data-testid="stSidebarNav"] a') if t] == ["Annotate"], \
+            texts(ann, '[data-testid="stSidebarNav"] a')
 
         # --- agreement over what was committed (missing ratings allowed)
         res = cs.agreement(OWNER, CAMPAIGN)
@@ -371,8 +432,14 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         adjudicated = {a.item_id: a.label for a in cs.adjudications(OWNER, CAMPAIGN)}
         assert adjudicated == {i: DECISION for i in conflicts}
         assert [h.who for h in cs.history(OWNER, CAMPAIGN) if h.action == "adjudicate"] == [OWNER] * len(conflicts)
-        visitor.refresh()  # a new session shows the stored decisions
+        visitor.refresh()  # a new session shows the stored decisions: none undecided; "all" lists them
         open_tab(visitor, "Adjudicate")
+        wait_for(visitor, lambda d: any(f"{len(conflicts)} decided" in t for t in
+                                        texts(d, '[data-testid="stCaptionContainer"]')), "every decision counted")
+        everything = wait_for(visitor, lambda d: next((lab for lab in css(d, '[data-testid="stRadio"] label')
+                                                       if lab.text.strip().startswith("all conflicts")), None),
+                              "the 'all' filter")
+        everything.click()
         wait_for(visitor, lambda d: texts(d, '[data-testid="stCaptionContainer"]').count(f"adjudicated: {DECISION}")
                  == len(conflicts), "every decision shown")
         shot(visitor, "adjudicated")
