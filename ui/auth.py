@@ -127,10 +127,6 @@ def current_identity(config: AuthConfig | None = None) -> Identity:
                     name is not None and name in config.researchers)
 
 
-def _login_page() -> None:  # pragma: no cover - never run: gate() draws the login page and stops
-    return None
-
-
 def gate(show_user: bool = False) -> Identity:
     """Stop the run with the login page unless the visitor is authenticated; returns the identity.
 
@@ -147,8 +143,6 @@ def gate(show_user: bool = False) -> Identity:
                 st.text(ident.name)
                 st.button("Log out", key="auth.logout", on_click=st.logout)
         return ident
-    if show_user:  # the entry: a navigation of one hidden page, so the sidebar lists no page names
-        st.navigation([st.Page(_login_page, title="Log in", url_path="login")], position="hidden")
     st.title("Question Retrieval Studio")
     if config.mode == HEADER:
         st.error(f"Not authenticated: the request has no {config.header} header from the lab's login proxy.",
