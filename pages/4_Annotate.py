@@ -53,7 +53,7 @@ if identity.mode == "none":  # single-user mode: the name is typed (no login con
     annotator = store.check_annotator(typed) if typed.strip() else ""
     st.session_state[NAME] = annotator
     if annotator:
-        st.caption(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
+        st.text(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
 else:  # with login, the annotator is the logged-in subject
     annotator = identity.name or ""
     st.caption("Annotator (logged in)")
@@ -75,7 +75,7 @@ except StudioError as exc:
     error(exc)
     mine = []
 if annotator and identity.mode != "none" and not mine:
-    st.caption(f"No judging campaign names {annotator} (the name your login gives); free judging below.")
+    st.text(f"No judging campaign names {annotator} (the name your login gives); free judging below.")
 if mine:
     work = st.radio("Judge", ["Free judging", *mine], key="annotate.work", horizontal=True,
                     help="A campaign's queue is kept on the server: continue in any browser.")

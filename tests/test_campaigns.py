@@ -824,7 +824,7 @@ def test_campaign_mode_previous_and_undo_on_the_page_and_an_empty_queue_names_it
     assert at.button(key="campaign.undo_btn").disabled
     # someone in no campaign: the page says whose queue it is
     at = _app("4_Annotate.py", {"is_logged_in": True, "email": "Zoe@Lab.Example"}).run()
-    assert not at.exception and any("No judging campaign names zoe@lab.example" in c.value for c in at.caption)
+    assert not at.exception and any("No judging campaign names zoe@lab.example" in t.value for t in at.text)
 
 
 def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_env, monkeypatch):
@@ -840,7 +840,7 @@ def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_en
     at.secrets.pop("auth")  # single-user mode: the name is typed
     at.run()
     at.text_input(key="annotate.annotator").input("ada").run()
-    assert any(c.value.startswith("ada: 1 label(s)") for c in at.caption)
+    assert any(t.value.startswith("ada: 1 label(s)") for t in at.text)
     # another page runs in the same browser session: Streamlit drops the state of every widget that run did
     # not draw (AppTest runs one page file alone, so the other page shares this test's session state)
     other = _app("7_Case_Studies.py", {"is_logged_in": False})
@@ -853,7 +853,7 @@ def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_en
     back.secrets.pop("auth")
     at = back.run()
     assert not at.exception and at.text_input(key="annotate.annotator").value == "ada"
-    assert any(c.value.startswith("ada: 1 label(s)") for c in at.caption)
+    assert any(t.value.startswith("ada: 1 label(s)") for t in at.text)
 
 
 def test_case_study_marks_label_one_as_related_not_relevant():

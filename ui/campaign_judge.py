@@ -92,8 +92,9 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
     at = ids.index(item.item_id) if item is not None and item.item_id in ids else len(ids)
     if item is None:
         if not st.query_params.get("item"):
-            st.success(f"Nothing left in {annotator}'s queue for this campaign." if total else
-                       f"Nothing is assigned to {annotator} in this campaign (the name your login gives).")
+            st.success("Nothing left in your queue for this campaign." if total else
+                       "Nothing is assigned to you in this campaign.")
+            st.text(f"Queue of {annotator} (the name your login gives)")  # whose queue: as text, never markdown
         nav = st.columns(4)
         nav[0].button("Previous", key="campaign.prev", shortcut="P", on_click=_show,
                       args=(ids[at - 1] if at > 0 else None,), disabled=at == 0)
