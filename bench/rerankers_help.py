@@ -22,14 +22,33 @@ def main(argv: list[str] | None = None) -> int:
     from core.registry import system_dir, system_module
     from core.rerank import interpolation
     from core.serving.loader import load
-    from core.serving.runner import SystemChoice, rank_many
+    from core.serving.runner import SystemChoice, loader_for, rank_many
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--systems", default="cnn-rerank,frm,cross-encoder")
     ap.add_argument("--out", default="bench/reports/rerankers_help.json")
+    ap.add_argument("--reduced-cnn-epochs", type=int, default=0,
+                    help="CPU budget: train the CNN reranker for N epochs only (in the current QRS_VAR) through the "
+                         "build (weight chosen on dev, stored run, held-out check) before measuring; 0: use what is built")
     args = ap.parse_args(argv)
     dataset = load_dataset(args.dataset)
+    reduced = None
+    if args.reduced_cnn_epochs:
+        import dataclasses
+
+        from core.build import build_system
+        from core.rerank import cnn
+
+        n_train = len(dataset.pairs["train"])
+        budget = args.reduced_cnn_epochs * n_train
+        quick = cnn.CNNTrainConfig.for_profile
+        cnn.CNNTrainConfig.for_profile = classmethod(  # the quick profile with a smaller epoch cap
+            lambda cls, profile: dataclasses.replace(quick(profile), quick_pair_budget=budget))
+        status = build_system(dataset, "cnn-rerank")
+        reduced = {"cnn-rerank": f"{args.reduced_cnn_epochs} epoch(s) of {n_train:,} training pairs (quick profile: "
+                                 f"{cnn.CNNTrainConfig().epochs_for(n_train)}); not the default build's model",
+                   "build_state": status.state, "build_error": status.error}
     qrels = dataset.split_qrels("test")
     queries = {q: dataset.queries[q] for q in qrels}
     rows = []
@@ -42,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         verdict = held_out_verdict(dataset, name)  # the served ranking (α applied by the loader) vs the reference
         alone = load(name, dataset)
         alone.interpolation = None  # the reranker's own scores (α = 0)
+        served = loader_for(dataset)
         run = rank_many(SystemChoice(name, first_stage="bm25", depth=20), dataset, queries, k=100,
-                        load=lambda *_: alone)
+                        load=lambda n, v=None, o=(), a=alone, s=served, me=name: a if n == me else s(n, v, o))
         own = {m: round(v, 4) for m, v in evaluate_run(qrels, run, list(METRICS)).items()}
         rows.append({
             "system": name, "reference": reference_of(name),
@@ -62,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     write_report(args.out, {
         "command": "python -m bench.rerankers_help " + " ".join(argv or []),
         "check": "python -m core eval --system SYSTEM --split test (prints no 'BELOW ITS REFERENCE')",
-        "commit": head_commit(), "dataset": dataset.name, "systems": rows})
+        "commit": head_commit(), "dataset": dataset.name, "reduced_training": reduced, "systems": rows})
     return 0
 
 
