@@ -76,7 +76,8 @@ if view == (shown.system, shown.method) and shown.comprehensiveness:
         f"faithfulness: deleting its top-k words lowers the model's score by {shown.comprehensiveness['top']:.3f} "
         f"(random k: {shown.comprehensiveness['random']:.3f}, bottom-k: {shown.comprehensiveness['bottom']:.3f}; "
         f"{'passes' if shown.faithful else 'fails'}); plausibility: Spearman with IDF {shown.spearman_idf:+.2f}, "
-        f"stop words among the top 2: {shown.stop_share_top2:.0%} ({'passes' if shown.plausible else 'fails'}).")
+        f"stop words among the top 2: {shown.stop_share_top2:.0%} ({'passes' if shown.plausible else 'fails'})."
+        + (f" Measured on reduced FRM trainings ({shown.reduced}), not on this build's model." if shown.reduced else ""))
 elif view != (shown.system, shown.method):
     st.caption(f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. Not the default view "
                f"({display_name(shown.system)}, {METHODS[shown.method]}); see {shown.report or 'bench/reports'} "

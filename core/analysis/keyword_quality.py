@@ -167,6 +167,7 @@ class KeywordsDefault:
     stop_share_top2: float | None = None
     paper_loss_note: str = ""  # what the report says about the paper-loss FRM's own weights
     report: str = ""
+    reduced: str = ""  # set when the figures come from reduced trainings, not the default build's models
 
 
 def read_report(path: Path | None = None) -> dict | None:
@@ -190,7 +191,8 @@ def keywords_default(path: Path | None = None) -> KeywordsDefault:
                            plausible=row.get("plausible"), comprehensiveness=row.get("comprehensiveness"),
                            sufficiency=row.get("sufficiency"), spearman_idf=row.get("spearman_idf"),
                            stop_share_top2=row.get("stop_share_top2"),
-                           paper_loss_note=report.get("paper_loss_note", ""), report=str(path.relative_to(REPO_ROOT))
+                           paper_loss_note=report.get("paper_loss_note", ""),
+                           reduced=str((report.get("reduced_training") or {}).get(chosen["system"], "")), report=str(path.relative_to(REPO_ROOT))
                            if Path(path).is_relative_to(REPO_ROOT) else str(path))
 
 
