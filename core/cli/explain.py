@@ -2,7 +2,7 @@
 
 The per-word importance the Keywords page shows, from the same function
 (``core.analysis.keywords.word_importance``) over the system loaded through the one loader. Without
-``--candidate`` the candidate is BM25's top hit for the query (the page's first candidate). Without
+``--candidate`` the candidate is BM25's top hit for the query that is not the query itself. Without
 ``--system``/``--method``: the Keywords page's default (``core.analysis.keyword_quality.keywords_default``).
 ``--json`` prints ``{"query": [[word, weight], ...], "candidate": [...]}``; a query with no words prints one
 line and exits 2.
@@ -41,8 +41,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.candidate is not None:
         candidate = _checked(args.candidate, "candidate")
     else:
-        hits = load("bm25", dataset).search(query, k=1)
-        candidate = dataset.corpus[hits.doc_ids[0]] if hits.doc_ids else query
+        from core.data.pipeline import terms
+
+        hits = load("bm25", dataset).search(query, k=5)  # the top hit that is not the query itself
+        others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
+        candidate = dataset.corpus[others[0]] if others else query
     result = word_importance(load(system, dataset), query, candidate, method)
     if args.json:
         print(json.dumps(result.as_json(), ensure_ascii=False))
