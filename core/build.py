@@ -24,7 +24,8 @@ from pathlib import Path
 from core.artifacts import save_json
 from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
-from core.registry import SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_module
+from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
+                           system_module)
 
 STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
 
@@ -139,6 +140,7 @@ def build_system(
         previous = read_status(dataset, spec, variant)  # keep the recorded build time and metrics
         previous.state, previous.progress, previous.message = "ready", 1.0, "already built"
         write_status(dataset.name, previous, variant)
+        _choose_interpolation(dataset, previous, variant, listener)  # a model built before weights were chosen
         _store_run(dataset, previous, variant, listener)  # a built clone without (fresh) stored runs gets them
         return previous
     lock_path = _status_path(dataset.name, name, variant).with_suffix(".lock")
@@ -158,6 +160,7 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
         metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
                                variant=variant, **kwargs)
         status.metrics = dict(metrics or {})
+        _choose_interpolation(dataset, status, variant, listener, force=True)
         _store_run(dataset, status, variant, listener)
         status.state, status.progress = "ready", 1.0
         status.message = "built"
@@ -167,6 +170,33 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
     status.finished = time.time()
     write_status(dataset.name, status, variant)
     return status
+
+
+def _choose_interpolation(dataset: Dataset, status: BuildStatus, variant: str | None, listener=None,
+                          force: bool = False) -> None:
+    """A trained reranker over a collection: choose its first-stage interpolation weight on dev
+    (``core.rerank.interpolation``) unless one is stored (``force``: choose again, the model is new); the
+    choice goes to ``status.metrics["interpolation"]``, a failure to ``interpolation_error`` (not raised)."""
+    from core.rerank import interpolation
+
+    spec = get_spec(status.system)
+    if spec.kind != "reranker" or not needs_training(spec, variant) or dataset.candidates:
+        return
+    folder = system_dir(dataset.name, spec.name, None if variant in (None, "full") else variant)
+    if not force and interpolation.read(folder) is not None:
+        return
+    report = _Progress(dataset.name, status, variant, listener)
+    try:
+        chosen = interpolation.choose_for(dataset, spec.name, variant, folder,
+                                          progress=lambda f, m: report(min(f, 0.999), m))
+    except Exception as exc:  # noqa: BLE001 - the reranker alone is still usable
+        status.metrics["interpolation_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        return
+    if chosen is not None:
+        status.metrics["interpolation"] = {"weight": chosen.weight, "first_stage": chosen.first_stage,
+                                           "rule": chosen.rule, "dev": chosen.dev}
+        status.metrics.pop("interpolation_error", None)
+    write_status(dataset.name, status, variant)
 
 
 def _store_run(dataset: Dataset, status: BuildStatus, variant: str | None, listener=None) -> None:
@@ -197,6 +227,7 @@ def build_all(
 ) -> list[BuildStatus]:
     """Build ``systems`` (default: every default-build system for the dataset) in registry order; a name may
     carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default)."""
+    from core.analysis.held_out import check_built
     from core.registry import parse_name
 
     dataset = load_dataset(dataset_name)
@@ -236,11 +267,8 @@ def build_all(
                 took = f" in {status.seconds:.0f}s" if status.seconds else ""
                 print(f"[build] {label}: {status.state}{took} {status.error}", flush=True)
             results.append(status)
-        # does each learned system beat its reference on held-out queries? (cached; pages show the verdict)
-        from core.analysis.held_out import check_built
-
-        check_built(dataset, [(spec.name, variant) for (spec, variant), status in zip(targets, results)
-                              if status.state == "ready"], echo=echo)
+            if status.state == "ready":  # beats its reference on held-out queries? checked as each system
+                check_built(dataset, [(spec.name, variant)], echo=echo)  # finishes (cached; pages show it)
         return results
 
 

@@ -62,6 +62,11 @@ class SystemSpec:
     recipes: tuple[Recipe, ...] = ()  # other recipes (variants with their own folder), e.g. the paper's objective
 
 
+INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · BM25's, each min-max normalised over the query's "
+                      "candidates, α chosen on dev (600 queries, best MRR@100 over α = 0 … .9; stored beside the "
+                      "model in interpolation.json; not in the paper)")
+
+
 SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("bm25", "retriever", "BM25", "core.retrieval.bm25",
                "Okapi BM25 (bm25s, Lucene variant); k1=3.44, b=0.87 tuned for Quora in densetrans-cai2021.md §4.2.3",
@@ -114,20 +119,21 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                deviation="the paper's loss (Eq. 18 only) at CPU size: all-MiniLM-L6-v2 frozen (paper: BERT "
                          "fine-tuned), new layers at lr 1e-3 (paper: 2e-5), 3-epoch cap with dev ROC AUC early "
                          "stopping on 1,000 dev pairs; on QQP 15,871 training pairs of the cluster-disjoint split "
-                         "(the paper's whole recipe: `--profile paper`)",
+                         "(the paper's whole recipe: `--profile paper`); " + INTERPOLATION_NOTE,
                recipe_label="paper loss, Eq. 18",
                recipes=(Recipe("kw-loss", "+ keyword-agreement loss",
                                "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
                                "the paper (weight 1), dropped as the default on dev (bench/reports/dev_decisions.json); "
                                "otherwise as the default: all-MiniLM-L6-v2 frozen (paper: BERT fine-tuned), new "
-                               "layers at lr 1e-3, 3-epoch cap"),)),
+                               "layers at lr 1e-3, 3-epoch cap; " + INTERPOLATION_NOTE),)),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features",),
-               datasets=("qqp-bimpm", "trecqa")),
+               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score")),
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
-               deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`)'),
+               deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '
+                         + INTERPOLATION_NOTE),
     SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
                note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True),

@@ -2,12 +2,16 @@
 for a query and two candidates side by side (layout only; everything is computed by core.rerank.frm)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from core.analysis.keyword_quality import keywords_default
+from core.analysis.keywords import METHODS, word_importance
 from core.errors import MissingArtifactError, StudioError
-from core.registry import build_command, get_spec, supports
+from core.registry import build_command, display_name, get_spec, parse_name, supports, system_module
 from core.retrieval.base import validate_query
 from ui.cache import system
 from ui.nav import ensure_navigation
@@ -56,8 +60,33 @@ except StudioError as exc:
     error(exc)
     st.stop()
 
+# ----------------------------------------------------------------------------- which explanation
+shown = keywords_default()  # measured on held-out pairs (bench/reports/keyword_faithfulness.json)
+VIEWS = [(f"frm@{r}" if r else "frm", m) for r in (None, *[x.variant for x in get_spec("frm").recipes]) for m in METHODS]
+built_views = [v for v in VIEWS if system_module("frm").is_built(ds, variant=parse_name(v[0]).variant)]
+views = built_views or [(shown.system, shown.method)]
+default_view = (shown.system, shown.method) if (shown.system, shown.method) in views else views[0]
+view = st.selectbox("Explanation", views, index=views.index(default_view), key="keywords.view",
+                    format_func=lambda v: f"{display_name(v[0])}: {METHODS[v[1]]}"
+                    + (" (default: passes the held-out checks)" if v == (shown.system, shown.method)
+                       and shown.faithful and shown.plausible else ""))
+if view == (shown.system, shown.method) and shown.comprehensiveness:
+    st.caption(
+        f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. On held-out QQP pairs ({shown.report}): "
+        f"faithfulness: deleting its top-k words lowers the model's score by {shown.comprehensiveness['top']:.3f} "
+        f"(random k: {shown.comprehensiveness['random']:.3f}, bottom-k: {shown.comprehensiveness['bottom']:.3f}; "
+        f"{'passes' if shown.faithful else 'fails'}); plausibility: Spearman with IDF {shown.spearman_idf:+.2f}, "
+        f"stop words among the top 2: {shown.stop_share_top2:.0%} ({'passes' if shown.plausible else 'fails'})."
+        + (f" Measured on reduced FRM trainings ({shown.reduced}), not on this build's model." if shown.reduced else ""))
+elif view != (shown.system, shown.method):
+    st.caption(f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. Not the default view "
+               f"({display_name(shown.system)}, {METHODS[shown.method]}); see {shown.report or 'bench/reports'} "
+               "for each view's held-out figures.")
+if shown.paper_loss_note and view[0] == "frm" and view[1] == "w":
+    st.warning(f"{shown.paper_loss_note} Pick “{display_name(shown.system)}: {METHODS[shown.method]}” above.")
+
 try:
-    frm = system("frm", ds_name)
+    frm = system("frm", ds_name, parse_name(view[0]).variant)
 except MissingArtifactError as exc:
     error(exc)
     st.stop()
@@ -166,7 +195,12 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             continue
         st.text(cand)
         try:
-            show(slot, frm.explain(query, cand))
+            e = frm.explain(query, cand)
+            if view[1] != "w":  # the same FRM, another attribution of its score: the heatmap shows it
+                weights = word_importance(frm, query, cand, view[1])
+                e = dataclasses.replace(e, query_importance=[x for _, x in weights.query],
+                                        candidate_importance=[x for _, x in weights.candidate])
+            show(slot, e)
         except StudioError as exc:
             error(exc)
-st.caption(f"Rebuild FRM with: {build_command('frm', ds_name)}")
+st.caption(f"Rebuild FRM with: {build_command('frm', ds_name, parse_name(view[0]).variant)}")

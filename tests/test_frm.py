@@ -374,6 +374,21 @@ def test_importance_learns_to_vary_and_favour_content_words(fixture_training):
     assert max(w, key=w.get) == "depression" and w["depression"] > w["How"] > 0
 
 
+def test_explain_cli_on_the_fixture_trained_model_finds_the_topic_word(fixture_training, capsys):
+    """``python -m core explain --json`` on the fixture-trained model (keyword-agreement recipe): "depression"
+    outweighs How, can, I and my (the Keywords page's weights, from the same function)."""
+    import json
+
+    from core.cli.main import main
+
+    code = main(["explain", "--system", "frm", "--method", "w", "How can I stop my depression?",
+                 "--candidate", "How do I overcome depression?", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    w = dict(json.loads(out)["query"])
+    assert all(w["depression"] > w[other] for other in ("How", "can", "I", "my")), w
+
+
 def test_keyword_agreement_loss_targets_hand_computed():
     """The weak keyword target: shared & paraphrase → 1, missing & non-paraphrase → 1, else 0; padding ignored."""
     from models.frm import keyword_agreement_loss

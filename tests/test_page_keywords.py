@@ -50,3 +50,31 @@ def test_keywords_page_missing_frm(tiny_data, fresh_var):
     at.run()
     assert not at.exception
     assert any("python -m core train --system frm" in e.value for e in at.error)
+
+
+def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp_path, monkeypatch):
+    """The default view and its two held-out figures come from the faithfulness report; when the paper-loss
+    FRM's own weights fail there, the page says so and names the view that passes."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    report = tmp_path / "keyword_faithfulness.json"
+    row = {"system": "frm", "method": "gradient", "faithful": True, "plausible": True, "spearman_idf": 0.41,
+           "stop_share_top2": 0.12, "comprehensiveness": {"top": 0.3, "random": 0.1, "bottom": 0.02},
+           "sufficiency": {"top": 0.05, "random": 0.2, "bottom": 0.3}}
+    report.write_text(json.dumps({"default": {"system": "frm", "method": "gradient"}, "held_out": [row],
+                                  "paper_loss_note": "The paper-loss FRM's own w(k, q) fails on held-out pairs.",
+                                  "reduced_training": {"frm": "2,000 training pairs, 2 epochs"}}))
+    monkeypatch.setattr(keyword_quality, "REPORT", report)
+    at = _app()
+    at.query_params["q"] = "How can I stop my depression?"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="keywords.view").value == ("frm", "gradient")
+    caption = " ".join(c.value for c in at.caption)
+    assert "Spearman with IDF +0.41" in caption and "0.300" in caption and "12%" in caption
+    assert "reduced FRM trainings (2,000 training pairs, 2 epochs), not on this build's model" in caption
+    at.selectbox(key="keywords.view").set_value(("frm", "w")).run()
+    assert any("fails on held-out pairs" in w.value for w in at.warning)
+    assert not at.exception

@@ -422,6 +422,23 @@ class FRMReranker(Reranker):
         )
 
 
+    def keyword_gradients(self, query: str, candidate: str) -> tuple[list[str], list[float], list[str], list[float]]:
+        """Input × gradient of the pair's logit (Eq. 2, before the sigmoid) over each keyword's MiniLM vector,
+        summed over the vector's dimensions (Shrikumar et al. 2016), for both sides: a second view of which words
+        drive the score, through every path (ImNN's importance, keyword sets, matching views).
+        Returns (query keywords, their attributions, candidate keywords, theirs)."""
+        batch, feats, pos = self._batch([query], [candidate])
+        for key in ("q", "d"):
+            batch[key]["kw"] = batch[key]["kw"].detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            logit = self.model(batch).sum()
+            grad_q, grad_d = torch.autograd.grad(logit, [batch["q"]["kw"], batch["d"]["kw"]])
+        fq, fd = feats[pos[query]], feats[pos[candidate]]
+        att_q = (grad_q * batch["q"]["kw"].detach()).sum(-1)[0, : len(fq.keywords)]
+        att_d = (grad_d * batch["d"]["kw"].detach()).sum(-1)[0, : len(fd.keywords)]
+        return fq.keywords, att_q.cpu().numpy().tolist(), fd.keywords, att_d.cpu().numpy().tolist()
+
+
 def explain(reranker: FRMReranker, query: str, candidate: str) -> FRMExplanation:
     """Module-level alias of ``FRMReranker.explain`` (for the UI)."""
     return reranker.explain(query, candidate)

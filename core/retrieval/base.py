@@ -156,6 +156,20 @@ class Reranker(ABC):
     """Rescores candidates from any first stage. Subclasses implement ``score_pairs`` (batched)."""
 
     name: str = "reranker"
+    # a first-stage interpolation chosen on dev (core.rerank.interpolation.Interpolation), or None
+    interpolation = None
+
+    def _served(self, scores: np.ndarray, candidates: Ranking) -> np.ndarray:
+        """The ranking scores: the reranker's own, or interpolated with the first stage's when a weight was
+        chosen for exactly this first stage (``core.rerank.interpolation``)."""
+        mixing = self.interpolation
+        if mixing is None or mixing.weight <= 0 or candidates.system != mixing.first_stage:
+            return scores
+        if len(candidates.scores) != len(scores):
+            return scores
+        from core.rerank.interpolation import mix
+
+        return mix(scores, candidates.scores, mixing.weight)
 
     @abstractmethod
     def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
@@ -169,6 +183,7 @@ class Reranker(ABC):
         if not ids:
             return Ranking(self.name, [], [], 0.0)
         scores = np.asarray(self.score_pairs([query] * len(ids), [corpus[d] for d in ids]), dtype=np.float64)
+        scores = self._served(scores, candidates)
         order = np.argsort(-scores, kind="stable")[: k or len(ids)]
         seconds = time.perf_counter() - start
         return Ranking(
@@ -207,7 +222,7 @@ class Reranker(ABC):
         pos = 0
         for q in qids:
             ids = candidates[q].doc_ids
-            s = scores[pos : pos + len(ids)]
+            s = self._served(scores[pos : pos + len(ids)], candidates[q])
             pos += len(ids)
             order = np.argsort(-s, kind="stable")[: k or len(ids)]
             out[q] = Ranking(self.name, [ids[i] for i in order], [float(s[i]) for i in order], per_query)

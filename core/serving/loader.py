@@ -107,15 +107,27 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
         if parsed.system == "fusion":  # a fusion's parts come through this loader too
             options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         system = module.load(dataset, variant=parsed.variant, **options)
+        _interpolate(system, dataset.name, parsed)
         return pair_scorer(system, dataset, system.name, progress) if dataset.candidates else system
     check_source(parsed)
     base = system_module(parsed.system).load(load_dataset(parsed.trained_on), variant=parsed.variant, **options)
     if isinstance(base, Reranker):
         base.name = str(parsed)
+        _interpolate(base, parsed.trained_on, parsed)
         return base
     if dataset.candidates:
         return pair_scorer(base, dataset, str(parsed), progress)
     return _portable_retriever(parsed, base, dataset, progress)
+
+
+def _interpolate(system, trained_on: str, name: SystemName) -> None:
+    """A trained reranker gets the first-stage interpolation weight chosen on dev at build time, if any
+    (``core.rerank.interpolation``; stored in its artifacts folder)."""
+    if isinstance(system, Reranker) and needs_training(get_spec(name.system), name.variant):
+        from core.registry import system_path
+        from core.rerank.interpolation import apply
+
+        apply(system, system_path(trained_on, name.system, None if name.variant in (None, "full") else name.variant))
 
 
 def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict) -> None:

@@ -1,0 +1,200 @@
+"""Is a per-word importance faithful to the model and meaningful to a reader? Measured on held-out pairs.
+
+Faithfulness (ERASER, DeYoung et al. 2020, §4): for a pair (q, d) with the model's probability p of its
+predicted class (duplicate when sim(q, d) ≥ .5, else not), delete query words and score again.
+
+- comprehensiveness_k = p(q, d) − p(q without its k top-weighted words, d): high when the words the
+  explanation ranks first are the ones the model needs;
+- sufficiency_k = p(q, d) − p(only the k top-weighted words of q, d): low when they are enough.
+
+Both are averaged over k ∈ ``KS`` (ERASER's AOPC over bins; QQP questions have ~10 words) and compared with
+the same deletions of k random words (``RANDOM_DRAWS`` draws, seeded) and of the k bottom-weighted words.
+Words are the keyword candidates (``core.analysis.keywords.keyword_candidates``); a query is rebuilt from the
+words kept, joined by spaces, and the full query is scored in the same rebuilt form. Questions with fewer
+than ``MIN_WORDS`` words are skipped (nothing to delete and keep).
+
+Plausibility: Spearman's ρ between a question's word weights and the words' IDF (the collection's Lucene
+IDF, ``LexicalStats``), averaged over questions; and the share of stop words (spaCy's list, the one FRM's
+features use) among each question's top-2 words.
+
+``PASS_RULE`` (fixed before any result was seen) says which explanations pass; ``bench/keyword_faithfulness.py``
+measures every FRM recipe and seed and writes ``bench/reports/keyword_faithfulness.json``, whose ``default``
+(the Keywords page's default view) :func:`keywords_default` reads.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.analysis.keywords import keyword_candidates
+from core.paths import REPO_ROOT
+
+KS = (1, 2, 3)
+MIN_WORDS = 4
+RANDOM_DRAWS = 2
+REPORT = REPO_ROOT / "bench" / "reports" / "keyword_faithfulness.json"
+PASS_RULE = {
+    "faithful": "comprehensiveness(top-k) > comprehensiveness(random k) and > comprehensiveness(bottom-k), and "
+                "sufficiency(top-k) < sufficiency(random k), averaged over k = 1, 2, 3 on the held-out pairs",
+    "plausible": "mean Spearman ρ(weight, IDF) ≥ 0.2 and stop-word share among each question's top-2 ≤ 0.25",
+}
+FALLBACK = ("frm", "w")  # before any measurement: the default build's FRM and its own w(k, q)
+
+
+@dataclass
+class Faithfulness:
+    """AOPC of comprehensiveness and sufficiency for top-k, random-k and bottom-k deletions."""
+
+    comprehensiveness: dict[str, float] = field(default_factory=dict)  # "top", "random", "bottom"
+    sufficiency: dict[str, float] = field(default_factory=dict)
+    pairs: int = 0
+
+    @property
+    def passes(self) -> bool:
+        c, s = self.comprehensiveness, self.sufficiency
+        return bool(c and c["top"] > c["random"] and c["top"] > c["bottom"] and s["top"] < s["random"])
+
+
+@dataclass
+class Plausibility:
+    """Agreement of the weights with what a reader expects: rare words high, stop words low."""
+
+    spearman_idf: float = 0.0
+    stop_share_top2: float = 0.0
+    questions: int = 0
+
+    @property
+    def passes(self) -> bool:
+        return self.spearman_idf >= 0.2 and self.stop_share_top2 <= 0.25
+
+
+def predicted_class_prob(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """p of the class the model predicts on the full pair (``reference`` ≥ .5: duplicate)."""
+    return np.where(reference >= 0.5, scores, 1.0 - scores)
+
+
+def _rebuild(words: Sequence[str], keep: Sequence[int]) -> str:
+    kept = [words[i] for i in sorted(keep)]
+    return " ".join(kept) if kept else "?"
+
+
+def faithfulness(pairs: Sequence[tuple[str, str]], weigh: Callable[[str, str], list[tuple[str, float]]],
+                 score: Callable[[list[str], list[str]], np.ndarray], ks: Sequence[int] = KS,
+                 draws: int = RANDOM_DRAWS, seed: int = 13) -> Faithfulness:
+    """ERASER comprehensiveness / sufficiency of ``weigh(q, d) -> [(word, weight)]`` for the model ``score``
+    (pair probabilities, batched) over ``pairs`` (query, candidate)."""
+    rng = np.random.default_rng(seed)
+    queries, docs, owners, kinds = [], [], [], []
+    used = 0
+    for q, d in pairs:
+        words, _ = keyword_candidates(q)
+        if len(words) < MIN_WORDS:
+            continue
+        weighted = dict((w.lower(), x) for w, x in weigh(q, d))
+        weights = np.asarray([weighted.get(w.lower(), 0.0) for w in words], dtype=np.float64)
+        order = np.lexsort((np.arange(len(words)), -weights))  # most important first, ties by position
+        n = len(words)
+        full = _rebuild(words, range(n))
+        queries.append(full), docs.append(d), owners.append(used), kinds.append(("full", 0, ""))
+        for k in ks:
+            if k >= n:
+                continue
+            sets = {"top": order[:k], "bottom": order[::-1][:k]}
+            for j in range(draws):
+                sets[f"random{j}"] = rng.choice(n, size=k, replace=False)
+            for name, chosen in sets.items():
+                chosen = set(int(i) for i in chosen)
+                rest = [i for i in range(n) if i not in chosen]
+                for measure, keep in (("comp", rest), ("suff", sorted(chosen))):
+                    queries.append(_rebuild(words, keep)), docs.append(d), owners.append(used)
+                    kinds.append((measure, k, name))
+        used += 1
+    if not used:
+        return Faithfulness()
+    probs = np.asarray(score(queries, docs), dtype=np.float64)
+    full = {o: probs[i] for i, (o, kind) in enumerate(zip(owners, kinds)) if kind[0] == "full"}
+    acc: dict[tuple[str, str], list[float]] = {}
+    for i, (o, (measure, k, name)) in enumerate(zip(owners, kinds)):
+        if measure == "full":
+            continue
+        ref = full[o]
+        p_full = float(predicted_class_prob(np.asarray([ref]), np.asarray([ref]))[0])
+        p_cut = float(predicted_class_prob(np.asarray([probs[i]]), np.asarray([ref]))[0])
+        group = "random" if name.startswith("random") else name
+        acc.setdefault((measure, group), []).append(p_full - p_cut)
+    mean = {key: round(float(np.mean(v)), 4) for key, v in acc.items()}
+    return Faithfulness(comprehensiveness={g: mean[("comp", g)] for g in ("top", "random", "bottom")},
+                        sufficiency={g: mean[("suff", g)] for g in ("top", "random", "bottom")}, pairs=used)
+
+
+def plausibility(weighted: Sequence[list[tuple[str, float]]], idf: Callable[[list[str]], np.ndarray],
+                 stop_words: set[str] | frozenset[str]) -> Plausibility:
+    """Mean Spearman ρ(weights, IDF) over questions (constant weights or IDF: skipped) and the stop-word share of
+    each question's top-2 words."""
+    from scipy.stats import spearmanr
+
+    rhos, shares = [], []
+    for pairs in weighted:
+        if len(pairs) < 2:
+            continue
+        words = [w for w, _ in pairs]
+        weights = np.asarray([x for _, x in pairs], dtype=np.float64)
+        values = np.asarray(idf(words), dtype=np.float64)
+        if np.ptp(weights) > 1e-9 and np.ptp(values) > 1e-9:
+            rhos.append(float(spearmanr(weights, values).statistic))
+        order = np.lexsort((np.arange(len(words)), -weights))[:2]
+        shares.append(float(np.mean([words[i].lower() in stop_words for i in order])))
+    return Plausibility(spearman_idf=round(float(np.mean(rhos)), 4) if rhos else 0.0,
+                        stop_share_top2=round(float(np.mean(shares)), 4) if shares else 0.0, questions=len(shares))
+
+
+# ----------------------------------------------------------------------------- the Keywords page's default
+@dataclass(frozen=True)
+class KeywordsDefault:
+    """The explanation the Keywords page opens with, and its measured figures (None: not measured)."""
+
+    system: str
+    method: str
+    faithful: bool | None = None
+    plausible: bool | None = None
+    comprehensiveness: dict | None = None
+    sufficiency: dict | None = None
+    spearman_idf: float | None = None
+    stop_share_top2: float | None = None
+    paper_loss_note: str = ""  # what the report says about the paper-loss FRM's own weights
+    report: str = ""
+    reduced: str = ""  # set when the figures come from reduced trainings, not the default build's models
+
+
+def read_report(path: Path | None = None) -> dict | None:
+    try:
+        path = REPORT if path is None else path
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def keywords_default(path: Path | None = None) -> KeywordsDefault:
+    """The report's ``default`` (system, method) with its held-out figures; :data:`FALLBACK` without a report."""
+    path = Path(REPORT if path is None else path)
+    report = read_report(path)
+    if not report or "default" not in report:
+        return KeywordsDefault(*FALLBACK)
+    chosen = report["default"]
+    row = next((r for r in report.get("held_out", []) if r.get("system") == chosen["system"]
+                and r.get("method") == chosen["method"]), {})
+    return KeywordsDefault(system=chosen["system"], method=chosen["method"], faithful=row.get("faithful"),
+                           plausible=row.get("plausible"), comprehensiveness=row.get("comprehensiveness"),
+                           sufficiency=row.get("sufficiency"), spearman_idf=row.get("spearman_idf"),
+                           stop_share_top2=row.get("stop_share_top2"),
+                           paper_loss_note=report.get("paper_loss_note", ""),
+                           reduced=str((report.get("reduced_training") or {}).get(chosen["system"], "")), report=str(path.relative_to(REPO_ROOT))
+                           if Path(path).is_relative_to(REPO_ROOT) else str(path))
+
+
+def as_dict(f: Faithfulness, p: Plausibility) -> dict:
+    return {**asdict(f), "faithful": f.passes, **asdict(p), "plausible": p.passes}

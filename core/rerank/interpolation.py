@@ -1,0 +1,150 @@
+"""A trained reranker's score interpolated with its first stage's score, the weight chosen on dev.
+
+On QQP the trained rerankers rescoring BM25's top 20 ranked the held-out queries worse than their
+references (CNN below BM25; FRM and the cross-encoder below the zero-shot MiniLM pairs): the pair
+classifiers throw away what the first stage knew. The fix, a deviation from the papers (none of them
+interpolates): the served score of a candidate is
+
+    s(q, d) = (1 − α) · minmax_q(reranker(q, d)) + α · minmax_q(first_stage(q, d))
+
+with both scores min-max normalised over the query's candidate list (a constant list normalises to 0).
+α is chosen once per build on the dev split by a rule fixed before looking at any result (``RULE``):
+the α of ``GRID`` with the highest dev MRR@100 over BM25's top 20 (each dev query removed from its own
+ranking); ties within ``TIE`` go to the smaller α (the reranker's own score). α is stored beside the
+model (``interpolation.json`` in its artifacts folder, so stored runs go stale when it changes) with the
+dev figures; it applies only when the candidates come from the first stage it was chosen for, and never
+to ``score_pairs`` (pair AUC, explanations and keyword importance are the reranker's own).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+GRID = tuple(round(0.1 * i, 1) for i in range(10))  # 0 … 0.9: α = 1 would be the first stage alone
+TIE = 1e-4
+DEV_QUERIES = 600  # dev queries (sampled, seed 13) the weight is chosen on; 0 = all
+RULE = ("α ∈ {0, .1, …, .9} with the highest dev MRR@100 over BM25's top 20 (600 sampled dev queries, each "
+        "removed from its own ranking); ties within 1e-4 go to the smaller α")
+FILE = "interpolation.json"
+
+
+@dataclass(frozen=True)
+class Interpolation:
+    """α and where it came from (stored beside the model)."""
+
+    weight: float
+    first_stage: str
+    depth: int
+    rule: str = RULE
+    dev_queries: int = 0
+    dev: dict[str, dict[str, float]] = field(default_factory=dict)  # α -> {mrr@100, hit_rate@1}
+
+
+def minmax(values: Sequence[float]) -> np.ndarray:
+    """Scores scaled to [0, 1] over one candidate list (all equal: zeros)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return arr
+    lo, hi = float(arr.min()), float(arr.max())
+    return (arr - lo) / (hi - lo) if hi - lo > 1e-12 else np.zeros_like(arr)
+
+
+def mix(reranker_scores: Sequence[float], first_scores: Sequence[float], weight: float) -> np.ndarray:
+    """(1 − α) · minmax(reranker) + α · minmax(first stage) for one query's candidate list."""
+    if weight <= 0:
+        return np.asarray(reranker_scores, dtype=np.float64)
+    return (1.0 - weight) * minmax(reranker_scores) + weight * minmax(first_scores)
+
+
+def path_for(folder: Path) -> Path:
+    return Path(folder) / FILE
+
+
+def read(folder: Path) -> Interpolation | None:
+    """The stored interpolation of a model folder, or None (none chosen: the reranker's own score)."""
+    try:
+        raw = json.loads(path_for(folder).read_text(encoding="utf-8"))
+        return Interpolation(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def write(folder: Path, chosen: Interpolation) -> None:
+    from core.artifacts import save_json
+
+    save_json(path_for(folder), asdict(chosen))
+
+
+def choose(dev_scores: dict[str, tuple[list[str], list[float], list[float]]], qrels: dict[str, dict[str, int]],
+           grid: Sequence[float] = GRID) -> tuple[float, dict[str, dict[str, float]]]:
+    """Apply ``RULE``: ``dev_scores`` maps a dev query to (candidate ids, reranker scores, first-stage scores).
+    Returns (α, per-α dev MRR@100 and H@1)."""
+    from core.analysis.evaluation import evaluate_run
+    from core.retrieval.base import Ranking
+
+    table: dict[str, dict[str, float]] = {}
+    best, best_mrr = 0.0, -1.0
+    judged = {q: r for q, r in qrels.items() if q in dev_scores and any(v > 0 for v in r.values())}
+    for alpha in grid:
+        run = {}
+        for q, (ids, mine, first) in dev_scores.items():
+            if q not in judged:
+                continue
+            s = mix(mine, first, alpha)
+            order = np.argsort(-s, kind="stable")
+            run[q] = Ranking("mix", [ids[i] for i in order], [float(s[i]) for i in order])
+        scores = evaluate_run(judged, run, ["mrr@100", "hit_rate@1"])
+        table[f"{alpha:.1f}"] = {m: round(float(v), 4) for m, v in scores.items()}
+        if scores["mrr@100"] > best_mrr + TIE:
+            best, best_mrr = alpha, scores["mrr@100"]
+    return best, table
+
+
+def choose_for(dataset, system: str, variant: str | None, folder: Path, progress=None) -> Interpolation | None:
+    """Choose and store α for a built reranker on ``dataset``'s dev split (None: no dev split or not a reranker
+    over a collection). The reranker is loaded through the one loader, without any stored α."""
+    from core.serving.loader import FIRST_STAGE, RERANK_DEPTH, load
+
+    dev_ids = sorted(dataset.split_queries("dev")) if dataset.query_splits.get("dev") else []
+    if not dev_ids or dataset.candidates:
+        return None
+    if DEV_QUERIES and len(dev_ids) > DEV_QUERIES:
+        dev_ids = sorted(np.random.default_rng(13).choice(dev_ids, DEV_QUERIES, replace=False).tolist())
+    stale = path_for(folder)
+    if stale.exists():
+        stale.unlink()  # choose on the reranker's own scores
+    reranker = load(system, dataset, variant)
+    first = load(FIRST_STAGE, dataset)
+    queries = {q: dataset.queries[q] for q in dev_ids}
+    cands = first.search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=dataset.ignore_identical_ids)
+    flat_q, flat_d, owners = [], [], []
+    for q, r in cands.items():
+        for d in r.doc_ids:
+            flat_q.append(queries[q])
+            flat_d.append(dataset.corpus[d])
+            owners.append(q)
+    scores = np.empty(len(flat_q))
+    for s in range(0, len(flat_q), 1024):
+        scores[s:s + 1024] = reranker.score_pairs(flat_q[s:s + 1024], flat_d[s:s + 1024])
+        if progress is not None:
+            progress(min(1.0, (s + 1024) / max(1, len(flat_q))), f"interpolation weight on dev: {s + 1024}/{len(flat_q)} pairs")
+    dev_scores, pos = {}, 0
+    for q, r in cands.items():
+        n = len(r.doc_ids)
+        dev_scores[q] = (list(r.doc_ids), scores[pos:pos + n].tolist(), list(r.scores))
+        pos += n
+    alpha, table = choose(dev_scores, {q: dataset.qrels.get(q, {}) for q in dev_ids})
+    chosen = Interpolation(weight=alpha, first_stage=FIRST_STAGE, depth=RERANK_DEPTH, dev_queries=len(dev_ids), dev=table)
+    write(folder, chosen)
+    return chosen
+
+
+def apply(reranker, folder: Path) -> None:
+    """Give a loaded reranker its stored α (``Reranker.interpolation``); nothing when none was chosen."""
+    chosen = read(folder)
+    if chosen is not None and chosen.weight > 0:
+        reranker.interpolation = chosen
