@@ -57,6 +57,9 @@ reproduce: install
 	$(PY) -m bench.determinism --dataset $(DATASET) --busy 1 --systems frm cnn-rerank cross-encoder \
 	    --out bench/reports/determinism_rerankers.json
 	$(PY) -m bench.text_pipeline
+	$(PY) -m bench.seed_tests
+	$(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
+	for e in trecqa-cnn trecqa-cnn-clean qqp-first-stage qqp-rerank-cnn; do $(PY) -m bench run $$e || exit 1; done
 	$(PY) -m bench.tables
 
 clean-artifacts:
