@@ -36,7 +36,6 @@ def _module(new: str, old: str):
 def main() -> int:
     root, task, raw = sys.argv[1], sys.argv[2], sys.argv[3]
     args = json.loads(raw)
-    sys.path.insert(0, root)
     t_start = time.perf_counter()
     import numpy as np
 

@@ -6,7 +6,7 @@ folder, rank each question's candidates of raw TEST and clean TEST through ``cor
 questions with at least one correct answer (as the CNN report does). Systems that are not built are
 listed as skipped with the reason (the command that builds them).
 
-Usage: QRS_VAR=... python bench/byod_zero_shot.py [--systems a,b,...] [--out JSON]
+Usage: QRS_VAR=... python -m bench.byod_zero_shot [--systems a,b,...] [--out JSON]
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT = ("bm25", "minilm", "glove-mean", "cnn-rerank", "densetrans@qqp-bimpm", "sdml-cnn@qqp-bimpm",
            "dual-encoder@qqp-bimpm", "frm@qqp-bimpm", "cross-encoder@qqp-bimpm", "cnn-rerank@qqp-bimpm",

@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.reporting import head_commit, write_report  # noqa: E402
 

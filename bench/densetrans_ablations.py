@@ -4,7 +4,7 @@ seeds each, with paired tests between neighbouring rows (issue 20 item 6: margin
 Seed 13 is the built model (``var/systems/<dataset>/densetrans[@variant]``, the default build and
 ``make reproduce``'s recipes); seeds 14 and 15 are trainings of the same recipe with only ``seed`` changed:
 
-    .venv/bin/python bench/first_stage_train.py densetrans --variant=-TopDense --threads 2 --tag seed14 --set seed=14
+    .venv/bin/python -m bench.first_stage_train densetrans --variant=-TopDense --threads 2 --tag seed14 --set seed=14
 
 (folders ``densetrans@-TopDense+seed14``; a missing one is listed with that command, never trained here). Every
 model ranks the test queries through the one runner (exact search, each query dropped from its own ranking);
@@ -37,7 +37,7 @@ def seed_command(variant: str, seed: int) -> str:
     """How the training of ``seed`` is made (the built seed comes from the default build or the recipes)."""
     if seed == BUILT_SEED:
         return ("python -m core build --systems densetrans" + ("" if variant == "full" else f"@{variant}"))
-    return (f".venv/bin/python bench/first_stage_train.py densetrans --variant={variant} --threads 2 "
+    return (f".venv/bin/python -m bench.first_stage_train densetrans --variant={variant} --threads 2 "
             f"--tag seed{seed} --set seed={seed}")
 
 

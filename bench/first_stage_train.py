@@ -1,6 +1,6 @@
 """Train/build one first-stage system with its build() and print the measured metrics (JSON).
 
-Usage: QRS_VAR=... python bench/first_stage_train.py densetrans|sdml-cnn|dual-encoder [variant] [--profile quick]
+Usage: QRS_VAR=... python -m bench.first_stage_train densetrans|sdml-cnn|dual-encoder [variant] [--profile quick]
        [--threads 1] [--tag TAG] [--set key=value ...]   (overrides of the config for experiments)
 """
 from __future__ import annotations
@@ -9,9 +9,7 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> None:

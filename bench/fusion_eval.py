@@ -1,6 +1,6 @@
 """Fusion against its parts on a split (BENCHMARKS.md, fusion section): ranx metrics and paired t-tests.
 
-    python bench/fusion_eval.py --parts bm25+minilm bm25+densetrans --split test
+    python -m bench.fusion_eval --parts bm25+minilm bm25+densetrans --split test
 
 Builds (tunes on dev) every ``PARTS:METHOD`` fusion that is not built yet, reads each system's run
 over the split (stored runs where fresh, computed otherwise; QQP: each query removed from its own
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 METRICS = ["map@100", "mrr@100", "ndcg@10", "precision@1", "recall@100"]
 

@@ -3,7 +3,7 @@ and 3, §4.4.1): the AUC P(cos(q,q⁺) > cos(q,q⁻)) and the paper's mean |log 
 triples whose cosine is ≤ 0 excluded and counted (not clipped), each with a 95% bootstrap CI, and the paired
 bootstrap CI of the per-layer difference DenseTrans − its −AllDense ablation when both are built.
 
-Usage: nice -n 10 .venv/bin/python bench/layers_curves.py [--queries 500] [--negatives random bm25] [--seed 13]
+Usage: nice -n 10 .venv/bin/python -m bench.layers_curves [--queries 500] [--negatives random bm25] [--seed 13]
        [--resamples 1000] [--sources minilm:cls minilm:mean densetrans densetrans:-AllDense densetrans#full600]
        [--out bench/reports/layers_measures_qqp.json]
 A source is ``name[:variant or MiniLM pooling][#tag]`` (tag = a first_stage_train.py --tag experiment folder); a
@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 PAIR = ("densetrans", "densetrans:-AllDense")  # Figure 3: DenseTrans against −AllDense
 

@@ -28,6 +28,8 @@ ROW_KEYS = ("paper", "where", "system", "here_system", "dataset", "metric", "pap
 OPTIONAL_KEYS = ("not_measured",)
 PROTOCOL_KEYS = ("scorer", "queries", "unanswerable", "ties", "training_data", "encoder", "build")
 NOT_MEASURED = "not measured"
+NOT_ON_THIS_BUILD = "not measured on this build"
+PRE_PIPELINE = "pre-pipeline"  # the build a protocol names predates the text pipeline (core.data.pipeline)
 
 
 class ManifestError(ValueError):
@@ -157,6 +159,28 @@ def resolve(here: dict | None, reports: Path = REPORTS, where: str = "paper row"
     return value
 
 
+def stale_reason(row: dict) -> str | None:
+    """Why a row's report does not speak for this build, or None: a report written before the text pipeline
+    (the protocol's build says ``pre-pipeline``) or by a build whose artifacts folder is gone (``/tmp/...``)."""
+    build = row["protocol"]["build"]
+    if PRE_PIPELINE in build:
+        return f"its report {row['here']['report']} was written before the text pipeline; regenerate it to fill this row"
+    gone = [w.strip("(),;") for w in build.split() if w.startswith(("/tmp/", "(/tmp/"))]
+    if gone and not any(Path(g).exists() for g in gone):
+        return f"the artifacts folder {gone[0]} of its report is gone"
+    return None
+
+
+def value_here(row: dict, reports: Path = REPORTS, where: str = "paper row") -> str:
+    """What a row shows here: the report's value, "not measured (why)" or "not measured on this build (why)"."""
+    if row["here"] is None:
+        return f"{NOT_MEASURED} ({row['not_measured']})"
+    reason = stale_reason(row)
+    if reason:
+        return f"{NOT_ON_THIS_BUILD} ({reason})"
+    return format_value(resolve(row["here"], reports, where))
+
+
 def format_value(value: float | None) -> str:
     """A value here as the table shows it: 4 decimals below 10, else 1 decimal; None = not measured."""
     if value is None:
@@ -205,7 +229,8 @@ def paper_rows_table(manifest: Path = MANIFEST, reports: Path = REPORTS) -> list
     out = ["### Paper rows: each paper's number beside the number here", "",
            "From `bench/paper_rows.json` (rendered by `bench/paper_rows.py`): the paper's value as printed (the "
            "manifest quotes its table row), the value here read from the named report (**not measured** when the "
-           "report or key is missing; no number is typed in), and whether the row is like for like. The lettered "
+           "report or key is missing; **not measured on this build** when the report was written before the text "
+           "pipeline or its artifacts folder is gone, until it is regenerated; no number is typed in), and whether the row is like for like. The lettered "
            "notes under each table say what differs and the protocol here (scorer, queries, unanswerable queries, "
            "ties, training data, encoder, and which build the number comes from).", ""]
     for paper in dict.fromkeys(r["paper"] for r in rows):
@@ -220,10 +245,8 @@ def paper_rows_table(manifest: Path = MANIFEST, reports: Path = REPORTS) -> list
             if setup not in setups:
                 setups.append(setup)
             letter = _letter(setups.index(setup))
-            if r["here"] is None:
-                here, source = f"{NOT_MEASURED} ({r['not_measured']})", "no report"
-            else:
-                here, source = format_value(resolve(r["here"], reports, _where(i, r))), f"`{r['here']['report']}`"
+            here = value_here(r, reports, _where(i, r))
+            source = "no report" if r["here"] is None else f"`{r['here']['report']}`"
             lfl = f"yes ({letter})" if r["like_for_like"] is True else f"no: see {letter}"
             out.append(f"| {_cell(r['where'])} | {_cell(r['system'])} | {_cell(r['metric'])} | {_cell(r['paper_value'])} | "
                        f"{_cell(here)} | {_cell(r['here_system'])} ({source}) | {lfl} |")

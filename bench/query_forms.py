@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 DEFAULT_SYSTEMS = ["bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "densetrans@paper-objective",
                    "densetrans@-AllDense", "densetrans@-TopDense", "densetrans@+Concat", "sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "tree-bert", "frm",

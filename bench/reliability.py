@@ -2,7 +2,7 @@
 prints), the load held on each judgment backend (8 processes x 500 labels, SIGKILL mid-stream) and a
 held write lock (read latency, time until a write gives up).
 
-Usage: .venv/bin/python bench/reliability.py [--out bench/out/reliability.json]
+Usage: .venv/bin/python -m bench.reliability [--out bench/out/reliability.json]
 PostgreSQL rows need Debian's postgresql package (a throw-away server is started, as in the tests).
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 WORKER = r"""
 import sys

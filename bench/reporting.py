@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "bench" / "reports"
 
 
 def head_commit(short: bool = True) -> str:

@@ -12,10 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-try:
-    from bench.paper_rows import paper_rows_table
-except ImportError:  # run as a script: python bench/tables.py
-    from paper_rows import paper_rows_table
+from bench.paper_rows import paper_rows_table
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "bench" / "reports"

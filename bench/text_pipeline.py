@@ -16,13 +16,11 @@ import argparse
 import json
 import platform
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def _norm(tokens: list[str]) -> list[str]:
     """Lower-cased, with the three quote forms and CoreNLP's bracket escapes mapped to one form each."""

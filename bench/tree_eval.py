@@ -7,12 +7,12 @@ MRR@10. Latency = wall time per query of batched search, one thread (faiss + num
 on a shared machine. all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates.
 
 Usage (QRS_VAR=var, from the repository root):
-  .venv/bin/python bench/tree_eval.py poolings            # compute-all for cls/mean/max (+ encodes cls/max once)
-  .venv/bin/python bench/tree_eval.py trees               # paper trees K = 5/8/10, beam = N = 20
-  .venv/bin/python bench/tree_eval.py curve               # MAP vs distance computations: trees, IVF, HNSW
-  .venv/bin/python bench/tree_eval.py cross [n_queries] [budget ...]  # interaction-based tree on a sample of test queries
-  .venv/bin/python bench/tree_eval.py pairauc [n_pairs]   # cross-encoder vs zero-shot cosine ROC AUC, test pairs (0 = all)
-  .venv/bin/python bench/tree_eval.py finetuned           # fine-tuned vs pretrained on the test queries
+  .venv/bin/python -m bench.tree_eval poolings            # compute-all for cls/mean/max (+ encodes cls/max once)
+  .venv/bin/python -m bench.tree_eval trees               # paper trees K = 5/8/10, beam = N = 20
+  .venv/bin/python -m bench.tree_eval curve               # MAP vs distance computations: trees, IVF, HNSW
+  .venv/bin/python -m bench.tree_eval cross [n_queries] [budget ...]  # interaction-based tree on a sample of test queries
+  .venv/bin/python -m bench.tree_eval pairauc [n_pairs]   # cross-encoder vs zero-shot cosine ROC AUC, test pairs (0 = all)
+  .venv/bin/python -m bench.tree_eval finetuned           # fine-tuned vs pretrained on the test queries
 Each line printed is JSON; ``--split test`` restricts queries to the held-out test split,
 ``--split=paper-004`` to the paper's §4.1 queries (the first question of each positive pair, 9,027 distinct).
 """
@@ -23,7 +23,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402

@@ -128,8 +128,13 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "layers at lr 1e-3, 3-epoch cap; " + INTERPOLATION_NOTE),)),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
-               variants=("no-features",),
-               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score")),
+               variants=("no-features", "train-all"),
+               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score"),
+               recipes=(Recipe("train-all", "TRAIN-ALL (1,229 questions, automatic labels)",
+                               "trained on TrecQA's TRAIN-ALL (53,417 pairs with automatic labels, assembled from "
+                               "public pieces: data/trecqa/PROVENANCE.md) with overlap features and dev-MAP early "
+                               "stopping; still differs: GloVe 6B-50d (paper: word2vec 50-d on Wikipedia + AQUAINT), "
+                               "quick profile capped at 6 epochs (paper: 25 with patience 5)"),)),
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
                deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '

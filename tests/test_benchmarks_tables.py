@@ -58,14 +58,14 @@ def test_every_number_of_the_generated_section_is_in_a_report():
 def test_each_paper_rows_value_here_is_read_from_its_report():
     """The manifest is valid, every value here is the number its reference resolves to, and the generated
     section shows exactly that (or "not measured" when the report or key is missing)."""
-    from bench.paper_rows import NOT_MEASURED, format_value, load_manifest, resolve
+    from bench.paper_rows import load_manifest, value_here
 
     rows = load_manifest()
     section = _generated_section()
     assert "### Paper rows" in section
     lines = [line for line in section.splitlines() if line.startswith("| ")]
     for row in rows:
-        expected = NOT_MEASURED if row["here"] is None else format_value(resolve(row["here"]))
+        expected = value_here(row).replace("|", "\\|")
         matching = [line for line in lines
                     if f"| {row['system']} | {row['metric']} | {row['paper_value']} | {expected}" in line]
         assert matching, f"no generated row shows {row['system']} {row['metric']} here = {expected}"
@@ -79,12 +79,14 @@ def test_trecqa_cnn_row_compares_the_paper_with_the_all_questions_convention():
     at 0: that number is the compared one; the answerable-only one is labelled a different convention."""
     from bench.paper_rows import load_manifest
 
-    rows = [r for r in load_manifest() if r["paper"] == "cnn-rerank-severyn2015.md" and r["paper_value"] in (".7329", ".7962")]
-    same = [r for r in rows if "all_queries_zero_if_no_relevant" in r["here"]["path"]]
-    other = [r for r in rows if "dropping_queries_without_relevant" in r["here"]["path"]]
-    assert len(same) == 2 and len(other) == 2
-    assert all("query set and unanswerable-question convention are the paper's" in r["like_for_like"] for r in same)
-    assert all("different convention" in r["like_for_like"] and "different convention" in r["metric"] for r in other)
+    for values in ((".7329", ".7962"), (".7459", ".8078")):  # TRAIN and TRAIN-ALL
+        rows = [r for r in load_manifest() if r["paper"] == "cnn-rerank-severyn2015.md" and r["paper_value"] in values]
+        same = [r for r in rows if r["here"]["path"][3] == "all"]
+        other = [r for r in rows if r["here"]["path"][3] == "answerable"]
+        assert len(same) == 2 and len(other) == 2
+        assert all(r["here"]["report"] == "experiment_trecqa-cnn.json" for r in rows)
+        assert all("query set and unanswerable-question convention are the paper's" in r["like_for_like"] for r in same)
+        assert all("different convention" in r["like_for_like"] and "different convention" in r["metric"] for r in other)
 
 
 def _row(**overrides) -> dict:
@@ -121,6 +123,31 @@ def test_a_row_whose_key_or_report_is_missing_renders_not_measured(tmp_path):
         assert "| not measured |" in lines[system], lines[system]
         assert "0.7186" not in lines[system]
     assert "not measured (never written)" in lines["no report at all"]
+
+
+def test_a_row_from_before_the_text_pipeline_or_a_gone_folder_reads_not_measured_on_this_build(tmp_path):
+    from bench.paper_rows import NOT_ON_THIS_BUILD, paper_rows_table
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "r.json").write_text(json.dumps({"eval": {"map": 0.71864}}), encoding="utf-8")
+    protocol = {k: "x" for k in ("scorer", "queries", "unanswerable", "ties", "training_data", "encoder")}
+    manifest = _write(tmp_path, [
+        _row(system="old", protocol={**protocol, "build": "pre-pipeline build (whitespace tokens)"}),
+        _row(system="gone", protocol={**protocol, "build": f"artifacts in {tmp_path / 'nothing'}".replace(str(tmp_path), "/tmp/qrs-gone")}),
+        _row(system="current", protocol={**protocol, "build": "this build"}),
+    ])
+    lines = {line.split(" | ")[1]: line for line in paper_rows_table(manifest, reports) if line.startswith("| Table 3")}
+    for system in ("old", "gone"):
+        assert f"| {NOT_ON_THIS_BUILD} (" in lines[system] and "0.7186" not in lines[system], lines[system]
+    assert "| 0.7186 |" in lines["current"]
+
+
+def test_no_paper_row_claims_a_scorer_it_did_not_use():
+    from bench.paper_rows import MANIFEST
+
+    text = MANIFEST.read_text(encoding="utf-8")
+    assert "before the trec_eval contract" not in text and "issue " not in text
 
 
 def test_a_jsonl_report_is_read_through_selectors(tmp_path):

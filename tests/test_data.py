@@ -71,6 +71,8 @@ def test_trecqa_counts():
     assert (len(ds.query_splits["clean-test"]), pairs("clean-test")) == (68, 1_442)
     positives = sum(v for q in ds.query_splits["test"] for v in ds.qrels[q].values())
     assert positives == 284
+    assert (len(ds.query_splits["train-all"]), pairs("train-all")) == (1_229, 53_417)
+    assert sum(v for q in ds.query_splits["train-all"] for v in ds.qrels[q].values()) == 6_403
 
 
 def test_display_form_undoes_corenlp_tokens():

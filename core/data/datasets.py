@@ -19,6 +19,8 @@ Loaders
 """
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import hashlib
 import json
 from collections import defaultdict
@@ -268,7 +270,7 @@ def _read_lines(path: Path) -> list[str]:
     limit = 16 * max_text_chars() + 4096  # bytes: two texts of 4-byte characters, JSON escapes, ids
     out: list[str] = []
     try:
-        handle = path.open("rb")
+        handle = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as exc:
         raise DataFormatError(path, None, f"cannot be read ({exc.strerror})") from None
     with handle:
@@ -369,6 +371,7 @@ def load_pairs_dataset(path: str | Path) -> Dataset:
 # ----------------------------------------------------------------------------- reranking data
 TRECQA_SPLITS = {
     "train": "train",
+    "train-all": "train-all",  # 1,229 questions with automatic labels (gzipped; data/trecqa/PROVENANCE.md)
     "dev": "raw-dev",
     "test": "raw-test",
     "clean-dev": "clean-dev",
@@ -376,8 +379,12 @@ TRECQA_SPLITS = {
 }
 
 
+OPTIONAL_TRECQA_SPLITS = ("train-all",)  # a copy of the folders without it still loads
+
+
 def _read_token_file(path: Path) -> list[str]:
-    lines = _read_lines(path)
+    gz = path.with_name(path.name + ".gz")
+    lines = _read_lines(gz if not path.is_file() and gz.is_file() else path)
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
@@ -396,6 +403,8 @@ def load_trecqa(root: Path | None = None) -> Dataset:
     candidates: dict[str, list[str]] = defaultdict(list)
     query_splits: dict[str, list[str]] = {}
     for split, folder in TRECQA_SPLITS.items():
+        if split in OPTIONAL_TRECQA_SPLITS and not (root / folder).is_dir():
+            continue
         files = {n: _read_token_file(root / folder / f"{n}") for n in ("a.toks", "b.toks", "id.txt", "sim.txt")}
         lengths = {n: len(v) for n, v in files.items()}
         if len(set(lengths.values())) != 1:
@@ -416,14 +425,44 @@ def load_trecqa(root: Path | None = None) -> Dataset:
         query_splits[split] = order
     return Dataset(
         name="trecqa",
-        description="TrecQA answer selection (TRAIN / DEV / raw and clean TEST): rerank each question's "
-        "candidate sentences. TRAIN-ALL is not available.",
+        description="TrecQA answer selection (TRAIN / TRAIN-ALL / DEV / raw and clean TEST): rerank each "
+        "question's candidate sentences. Trainers read TRAIN; TRAIN-ALL is the split 'train-all' "
+        "(automatic labels; see training_split_view).",
         corpus=corpus,
         queries=queries,
         qrels=qrels,
         query_splits=query_splits,
         candidates=dict(candidates),
         tokenized=True,
+    )
+
+
+def training_split_view(dataset: Dataset, split: str | None = None, others: tuple[str, ...] = ()) -> Dataset:
+    """``dataset`` trained on ``split``: its queries become the ``train`` split; the queries of ``others``
+    (alternative training splits, e.g. TrecQA's ``train-all`` beside ``train``) and their candidates are
+    removed, so vocabularies and IDF statistics see only the splits that are used. ``split=None``: keep
+    ``train`` and only drop ``others``. Pairs are not carried: ``core.training_data.training_data`` rebuilds
+    them from the kept splits."""
+    if split is not None and split not in dataset.query_splits:
+        raise UnknownNameError("query split", split, list(dataset.query_splits))
+    dropped_splits = [s for s in others if s != split and s in dataset.query_splits]
+    if split is not None and split != "train":
+        dropped_splits.append("train")
+    drop = {q for s in dropped_splits for q in dataset.query_splits.get(s, [])}
+    if not drop and split in (None, "train"):
+        return dataset
+    keep_splits = {s: list(v) for s, v in dataset.query_splits.items() if s not in dropped_splits}
+    if split not in (None, "train"):
+        keep_splits["train"] = keep_splits.pop(split)
+    drop_docs = {d for q in drop for d in dataset.candidates.get(q, [])}
+    return dataclasses.replace(
+        dataset,
+        corpus={d: t for d, t in dataset.corpus.items() if d not in drop_docs},
+        queries={q: t for q, t in dataset.queries.items() if q not in drop},
+        qrels={q: r for q, r in dataset.qrels.items() if q not in drop},
+        query_splits=keep_splits,
+        candidates={q: c for q, c in dataset.candidates.items() if q not in drop},
+        pairs={},  # a labelled-pairs view is rebuilt from the kept splits (core.training_data)
     )
 
 

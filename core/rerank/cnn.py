@@ -1,7 +1,7 @@
 """System ``cnn-rerank``: Severyn & Moschitti CNN reranker (cnn-rerank-severyn2015.md §3-5).
 
 One generic path for every dataset with labels (``core.training_data.training_data``): the training
-split's labelled pairs (TrecQA: TRAIN's candidates, TRAIN-ALL is not available; QQP and pairs TSVs:
+split's labelled pairs (TrecQA: TRAIN's candidates, or TRAIN-ALL's with ``cnn-rerank@train-all``; QQP and pairs TSVs:
 the cluster-disjoint training pairs; BEIR: qrels positives + BM25 negatives; candidate lists: their
 labels, split by query). Convergence rule (§4.1): ≤ 25 epochs, early stopping with patience 5 epochs
 on dev MAP, the best checkpoint kept. The dev signal is MAP of the CNN reranking each dev query's own
@@ -11,7 +11,12 @@ most ``DEV_PAIRS_EVERY_STEPS`` pair scorings (TrecQA DEV: 1,148), else once per 
 too many for every 10 mini-batches on CPU). The quick profile caps the epochs at
 ``quick_pair_budget`` / training pairs (QQP: 4 epochs; TrecQA: 13, beyond where patience stops it).
 
-Variants: ``None`` = with the four overlap features (Table 3), ``"no-features"`` = without (Table 2).
+Variants: ``None`` = with the four overlap features (Table 3), ``"no-features"`` = without (Table 2),
+``"train-all"`` = with features, trained on TrecQA's TRAIN-ALL split (1,229 questions, 53,417 pairs with
+automatic labels; Table 3's headline row), early stopping on DEV as above, at most ``TRAIN_ALL_EPOCHS``
+epochs in the quick profile (the paper profile: 25). Every build's vocabulary and IDF statistics
+cover the texts of the splits it uses (the other training split is left out, as the paper's |V| differs
+between TRAIN and TRAIN-ALL).
 Preprocessing §5.1: the one text pipeline's PTB tokens (``core.data.pipeline``; the paper's data came
 tokenized), lower-cased, digits → 0. Embeddings:
 static GloVe 6B 50-d (``core.data.vectors.load_glove_50d``), unknown words U[−0.25, 0.25] (seeded).
@@ -28,8 +33,8 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data.datasets import Dataset
-from core.errors import MissingArtifactError, UnknownNameError
+from core.data.datasets import Dataset, training_split_view
+from core.errors import MissingArtifactError, StudioError, UnknownNameError
 from core.analysis.evaluation import evaluate_run
 from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from core.data.pipeline import check_stamp, is_current, stamp
@@ -39,7 +44,10 @@ from core.training import EarlyStopping, check_profile, device, set_seed
 from core.training_data import training_data
 from models.cnn_reranker import CNNConfig, CNNPairReranker, cnn_loss
 
-VARIANTS = ("no-features",)
+VARIANTS = ("no-features", "train-all")
+TRAIN_ALL = "train-all"  # the variant and the TrecQA split it trains on
+OTHER_TRAINING_SPLITS = (TRAIN_ALL,)  # left out of every other build (vocabulary, IDF, training pairs)
+TRAIN_ALL_EPOCHS = 6  # quick profile's deterministic cap for TRAIN-ALL (53,417 pairs an epoch on a shared CPU)
 PAD, UNK = 0, 1
 DEV_PAIRS_EVERY_STEPS = 5000  # dev signals up to this many pair scorings run every ``eval_every`` mini-batches
 
@@ -192,6 +200,25 @@ class DevEvaluator:
 
 
 # ----------------------------------------------------------------------------- training
+def train_config_for(profile: str, variant: str | None = None) -> CNNTrainConfig:
+    """The profile's config; TRAIN-ALL in the quick profile: no pair budget, at most ``TRAIN_ALL_EPOCHS`` epochs."""
+    tcfg = CNNTrainConfig.for_profile(profile)
+    if variant == TRAIN_ALL and tcfg.quick_pair_budget:
+        tcfg = dataclasses.replace(tcfg, epochs=TRAIN_ALL_EPOCHS, quick_pair_budget=0)
+    return tcfg
+
+
+def training_view(dataset: Dataset, variant: str | None = None) -> Dataset:
+    """The dataset as the variant trains on it: TRAIN-ALL as the training split for ``train-all`` (TRAIN's
+    questions left out), otherwise TRAIN-ALL left out; ``StudioError`` for ``train-all`` without that split."""
+    if variant == TRAIN_ALL:
+        if TRAIN_ALL not in dataset.query_splits:
+            raise StudioError(f"cnn-rerank@train-all trains on TrecQA's TRAIN-ALL split; {dataset.name} has no "
+                              f"'{TRAIN_ALL}' split (use cnn-rerank)")
+        return training_split_view(dataset, TRAIN_ALL, OTHER_TRAINING_SPLITS)
+    return training_split_view(dataset, None, OTHER_TRAINING_SPLITS)
+
+
 def _folder(dataset: Dataset, variant: str | None) -> Path:
     return system_dir(dataset.name, "cnn-rerank", variant)
 
@@ -205,8 +232,8 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
           train_config: CNNTrainConfig | None = None) -> dict:
     """Train the CNN on the dataset's training split with early stopping on dev MAP; save artifacts."""
     _check_variant(variant)
-    tcfg = train_config or CNNTrainConfig.for_profile(profile)
-    dataset = training_data(dataset).dataset  # the generic labelled-pairs view (a no-op on a view)
+    tcfg = train_config or train_config_for(profile, variant)
+    dataset = training_data(training_view(dataset, variant)).dataset  # the generic labelled-pairs view
     set_seed(tcfg.seed)
     start = time.perf_counter()
     dev = device()
@@ -308,6 +335,6 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> CNNReranker
 
 def config_dict(variant: str | None = None) -> dict:
     return {"model": dataclasses.asdict(CNNConfig(use_features=variant != "no-features")),
-            "quick": dataclasses.asdict(CNNTrainConfig.for_profile("quick")),
+            "quick": dataclasses.asdict(train_config_for("quick", variant)),
             "paper": dataclasses.asdict(CNNTrainConfig.for_profile("paper")), "variants": list(VARIANTS),
             "paper defaults": "m=5, 100 maps, dropout 0.5, Adadelta, batch 50, L2 1e-5 conv / 1e-4 others"}

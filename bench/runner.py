@@ -1,0 +1,132 @@
+"""The one experiment runner: a declared :class:`bench.experiments.Experiment` to one report.
+
+Every ranking comes from ``core.serving.runner.rank_many`` (the loader and runner the app serves with),
+every number from ``core.analysis.evaluation.evaluate_contract`` (trec_eval's query set and tie order;
+both conventions, the dataset kind's headline), every report through ``bench.reporting.write_report``
+with its command, commit, scorer and tie rule. Each system is tested against the experiment's baseline
+(its first system) on the per-query values of the headline convention: a paired test per measure, Holm's
+correction across all the experiment's comparisons. A system that is not built stops the run with the
+command that builds it (``--build`` builds it first); nothing is skipped or replaced silently.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from bench.experiments import Experiment
+from bench.reporting import REPORTS, head_commit, write_report
+from core.analysis.evaluation import TIE_RULES, evaluate_contract
+from core.data.datasets import Dataset, load_dataset
+from core.registry import get_spec, needs_training, parse_name, system_dir
+from core.serving.runner import SystemChoice, rank_many
+
+SCORER = "core.analysis.evaluation.evaluate_contract"
+TIES = "trec_eval"
+RANDOMIZATION_PERMUTATIONS = 10_000
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given)."""
+    order = np.argsort(pvalues)
+    m, running, out = len(pvalues), 0.0, [0.0] * len(pvalues)
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def paired_p(control: list[float], treatment: list[float], test: str) -> float:
+    """Two-sided p of a paired test over queries: seeded randomization (10,000 sign flips) or Student's t."""
+    if test == "student":
+        from scipy.stats import ttest_rel
+
+        p = ttest_rel(treatment, control).pvalue
+        return float(p) if np.isfinite(p) else 1.0
+    from core.analysis.error_analysis import randomization_test
+
+    return float(randomization_test(control, treatment, n_permutations=RANDOMIZATION_PERMUTATIONS))
+
+
+def choice(name: str, exp: Experiment, dataset: Dataset) -> SystemChoice:
+    """How the runner asks for ``name``: rerankers on a collection carry the experiment's first stage."""
+    spec = get_spec(parse_name(name).system)
+    first = exp.first_stage if spec.kind == "reranker" and not dataset.candidates else None
+    return SystemChoice(name, first_stage=first, depth=exp.depth)
+
+
+def build_missing(name: str, dataset: Dataset, profile: str = "quick") -> dict:
+    """Build a trained system that is not built yet (``core.build.build_system``); its status metrics."""
+    from core.build import build_system
+
+    parsed = parse_name(name)
+    if not needs_training(get_spec(parsed.system), parsed.variant) or parsed.trained_on:
+        return {}
+    status = build_system(dataset, parsed.system, profile=profile, variant=parsed.variant)
+    if status.state == "failed":
+        raise RuntimeError(f"building {name} on {dataset.name} failed: {status.error}")
+    return dict(status.metrics or {})
+
+
+def build_record(name: str, dataset: Dataset) -> dict:
+    """What the build saved beside the model (``metrics.json``: dev curve, best epoch, pairs), if anything."""
+    import json
+
+    parsed = parse_name(name)
+    path = system_dir(parsed.trained_on or dataset.name, parsed.system, parsed.variant) / "metrics.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if k != "history"} | (
+        {"dev_curve_points": len(data["history"])} if isinstance(data.get("history"), list) else {})
+
+
+def run_experiment(exp: Experiment, dataset: str | None = None, split: str | None = None, build: bool = False,
+                   out: str | Path | None = None, command: str | None = None,
+                   progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
+    """Run ``exp`` (optionally on another dataset or split: fixtures in tests) and write its report."""
+    ds = load_dataset(dataset or exp.dataset)
+    split = split or exp.split
+    queries = ds.split_queries(split)
+    qrels = {q: dict(ds.qrels.get(q, {})) for q in queries}
+    candidates = bool(ds.candidates)
+    systems: dict[str, dict] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    for name in exp.systems:
+        if build:
+            build_missing(name, ds)
+        start = time.perf_counter()
+        run = rank_many(choice(name, exp, ds), ds, queries, k=max(exp.depth, 1000 if candidates else 100))
+        seconds = time.perf_counter() - start
+        ev = evaluate_contract(qrels, run, exp.measures, queries=list(queries), ties=TIES, candidates=candidates)
+        per_query[name] = ev.per_query
+        systems[name] = {"evaluation": ev.to_dict(), "describe": ev.describe(), "rank_seconds": round(seconds, 3),
+                         "build": build_record(name, ds)}
+        progress(f"{exp.name}: {name}: " + ev.describe().splitlines()[0])
+    headline = "answerable" if candidates else "all"
+    evaluated = [q for q in queries if headline == "all" or any(v > 0 for v in qrels[q].values())]
+    comparisons = [(name, m) for name in exp.systems[1:] for m in exp.measures]
+    pvalues = [paired_p([per_query[exp.baseline][m][q] for q in evaluated],
+                        [per_query[name][m][q] for q in evaluated], exp.test) for name, m in comparisons]
+    adjusted = holm(pvalues) if pvalues else []
+    tests = [{"system": name, "baseline": exp.baseline, "measure": m, "n_queries": len(evaluated),
+              "mean_difference": round(float(np.mean([per_query[name][m][q] - per_query[exp.baseline][m][q]
+                                                      for q in evaluated])), 5) if evaluated else None,
+              "p": round(p, 4), "p_holm": round(h, 4)}
+             for (name, m), p, h in zip(comparisons, pvalues, adjusted)]
+    report = {
+        "experiment": exp.name, "title": exp.title, "paper": exp.paper,
+        "command": command or f"python -m bench run {exp.name}", "commit": head_commit(),
+        "dataset": ds.name, "split": split, "queries": len(queries), "scorer": SCORER, "ties": TIES,
+        "tie_rule": TIE_RULES[TIES], "headline_convention": headline, "measures": list(exp.measures),
+        "seeds": list(exp.seeds), "first_stage": exp.first_stage, "depth": exp.depth,
+        "test": {"name": exp.test, "unit": "query (paired, headline convention)", "n": len(evaluated),
+                 "correction": f"Holm across the experiment's {len(comparisons)} comparisons",
+                 "permutations": RANDOMIZATION_PERMUTATIONS if exp.test == "randomization" else None},
+        "systems": systems, "tests": tests,
+    }
+    write_report(Path(out) if out else REPORTS / exp.report_name, report)
+    return report

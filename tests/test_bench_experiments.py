@@ -1,0 +1,125 @@
+"""bench/ as a client of core: every module imports, no module edits sys.path, and every declared experiment
+runs end to end (build, rank through core.serving, score through evaluate_contract, write its report) on
+fixture datasets: the tiny QQP fixture and a TrecQA cut to its first questions of every split."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, TINY_DATA
+
+BENCH_MODULES = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if p.stem != "__init__")
+TRECQA_FOLDERS = ("train", "train-all", "raw-dev", "raw-test", "clean-dev", "clean-test")
+
+
+@pytest.mark.parametrize("module", BENCH_MODULES)
+def test_every_bench_module_imports(module):
+    importlib.import_module(f"bench.{module}")
+
+
+def test_no_bench_module_edits_sys_path():
+    offenders = [p.name for p in (ROOT / "bench").rglob("*.py") if "sys.path" in p.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def _cut_trecqa(target, questions: int = 4) -> None:
+    """The first ``questions`` question groups of every TrecQA folder (train-all read from its .gz files)."""
+    from core.data.datasets import _read_token_file
+
+    source = ROOT / "data" / "trecqa" / "toks"
+    for folder in TRECQA_FOLDERS:
+        files = {n: _read_token_file(source / folder / n) for n in ("a.toks", "b.toks", "id.txt", "sim.txt")}
+        keep = list(dict.fromkeys(files["id.txt"]))[:questions]
+        rows = [i for i, q in enumerate(files["id.txt"]) if q in keep]
+        (target / folder).mkdir(parents=True)
+        for name, lines in files.items():
+            (target / folder / name).write_text("\n".join(lines[i] for i in rows) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def fixture_data(tmp_path_factory):
+    """QRS_DATA with the QQP fixture and a cut TrecQA; a private QRS_VAR shared by the module's runs."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "qqp-bimpm").symlink_to(TINY_DATA / "qqp-bimpm", target_is_directory=True)
+    _cut_trecqa(root / "trecqa" / "toks")
+    old = {k: os.environ.get(k) for k in ("QRS_DATA", "QRS_VAR")}
+    os.environ["QRS_DATA"], os.environ["QRS_VAR"] = str(root), str(tmp_path_factory.mktemp("var"))
+    yield root
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def test_cut_trecqa_has_train_all_as_a_split(fixture_data):
+    from core.data.datasets import load_dataset
+
+    ds = load_dataset("trecqa")
+    assert len(ds.query_splits["train-all"]) == 4 and len(ds.query_splits["train"]) == 4
+    assert all(q.startswith("train-all/") for q in ds.query_splits["train-all"])
+
+
+def _experiments():
+    from bench.experiments import EXPERIMENTS
+
+    return EXPERIMENTS
+
+
+@pytest.mark.parametrize("exp", _experiments(), ids=lambda e: e.name)
+def test_every_experiment_runs_on_a_fixture(exp, fixture_data, tmp_path):
+    from bench.runner import SCORER, run_experiment
+
+    out = tmp_path / "report.json"
+    report = run_experiment(exp, build=True, out=out, progress=lambda m: None)
+    saved = json.loads(out.read_text(encoding="utf-8"))
+    assert saved["experiment"] == exp.name and saved["scorer"] == SCORER and saved["ties"] == "trec_eval"
+    assert saved["command"] and saved["commit"] is not None and saved["tie_rule"]
+    assert list(saved["systems"]) == list(exp.systems)
+    for name, row in report["systems"].items():
+        ev = row["evaluation"]
+        assert ev["n_queries"] == report["queries"] > 0 and set(ev["all"]) == set(exp.measures), name
+        assert all(v is None or 0.0 <= v <= 1.0 for v in ev["all"].values())
+    assert len(saved["tests"]) == (len(exp.systems) - 1) * len(exp.measures)
+    assert all(t["p"] <= t["p_holm"] <= 1.0 for t in saved["tests"])
+
+
+def test_holm_adjustment():
+    from bench.runner import holm
+
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+
+
+def test_list_and_unknown_experiment(capsys):
+    from bench.__main__ import main
+
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(e.name in listed for e in _experiments())
+    assert main(["run", "no-such-experiment"]) == 2
+    assert "unknown experiment" in capsys.readouterr().err
+
+
+def test_train_all_is_a_registered_recipe():
+    from core.registry import parse_name, recipe
+
+    assert str(parse_name("cnn-rerank@train-all")) == "cnn-rerank@train-all"
+    assert recipe("cnn-rerank@train-all") is not None
+
+
+@pytest.mark.parametrize("command", [
+    ["-m", "bench.layers_curves"], ["-m", "bench.first_stage_train"], ["-m", "bench.dev_decisions"],
+    ["-m", "bench.frm_pairs"], ["-m", "bench.densetrans_ablations"], ["-m", "bench.query_forms"],
+    ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"], ["-m", "bench", "run", "--help"],
+])
+def test_reproduce_steps_answer_help(command):
+    result = subprocess.run([sys.executable, *command, "--help"] if command[-1] != "--help" else [sys.executable, *command],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "usage" in result.stdout.lower()
