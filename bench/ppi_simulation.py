@@ -42,7 +42,16 @@ LEVEL = 0.9
 
 
 def judge_scores(judge: str, dataset, qids: list[str]) -> dict[str, dict[str, float]]:
-    """The judge's score of every candidate of ``qids`` (one batched ``score_pairs`` call per chunk)."""
+    """The judge's score of every candidate of ``qids`` (batched ``score_pairs``), cached under var/."""
+    import hashlib
+    import json
+
+    from core.paths import var_dir
+
+    key = hashlib.sha256(json.dumps([judge, dataset.name, qids]).encode()).hexdigest()[:16]
+    cache = var_dir() / "ppi_simulation" / f"{judge.replace('@', '_')}-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text(encoding="utf-8"))
     scorer = load(judge, dataset)
     pairs = [(q, d) for q in qids for d in dataset.candidates[q]]
     out: dict[str, dict[str, float]] = {q: {} for q in qids}
@@ -51,6 +60,8 @@ def judge_scores(judge: str, dataset, qids: list[str]) -> dict[str, dict[str, fl
         scores = scorer.score_pairs([dataset.queries[q] for q, _ in chunk], [dataset.corpus[d] for _, d in chunk])
         for (q, d), s in zip(chunk, np.asarray(scores, dtype=float)):
             out[q][d] = float(s)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(out), encoding="utf-8")
     return out
 
 
@@ -70,6 +81,9 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
     """Coverage, width and τ per budget and design (see the module docstring)."""
     big_n = len(n_labels)
     pairs = list(itertools.combinations(range(len(systems)), 2))
+    significant = {(m, i, j): bool(np.any(human[m][i] != human[m][j])
+                                   and stats.ttest_rel(human[m][i], human[m][j]).pvalue < 0.05)
+                   for m in METRICS for i, j in pairs}
     out: dict = {}
     for budget in budgets:
         n = max(2, round(budget * big_n))
@@ -109,13 +123,13 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
                         a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
                         a["diff_ppi_width"].append(ip.width)
                         a["diff_human_width"].append(ih.width)
-                        if np.any(d_true != 0) and stats.ttest_rel(truth[i], truth[j]).pvalue < 0.05:
+                        if significant[(m, i, j)]:
                             sign = np.sign(d_true.mean())
                             kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
                     if kept:
                         a["sig_kept"].append(float(np.mean(kept)))
             out.setdefault(f"{budget:.2f}", {})[design] = {
-                m: {"draws": len(a["labels"]), "queries_target": n,
+                m: {"draws": len(a["labels"]), "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs), "queries_target": n,
                     "human_labels_mean": float(np.mean(a["labels"])),
                     "coverage_ppi": float(np.mean(a["ppi_cover"])), "coverage_human": float(np.mean(a["human_cover"])),
                     "width_ppi": float(np.mean(a["ppi_width"])), "width_human": float(np.mean(a["human_width"])),
@@ -162,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in test_q}, k=100) for s in systems}
     human = {m: [metric_table(test_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
     judge = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
-    top = {q: {d for s in systems for d in list(runs[s][q].ids)[:10]} for q in test_q}
+    top = {q: {d for s in systems if q in runs[s] for d in runs[s][q].doc_ids[:10]} for q in test_q}
     item_p = {q: prob([scores_test[q][d] for d in sorted(top[q])]) for q in test_q}
     unc = query_uncertainty(item_p)
     n_labels = np.array([len(ds.candidates[q]) for q in test_q])

@@ -605,3 +605,26 @@ def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
     assert any("campaign team, majority rule" in c.value for c in at.caption), [c.value for c in at.caption]
     judged = [df.value for df in at.dataframe if any(str(c).startswith("judged@") for c in df.value.columns)]
     assert judged and (judged[0]["top-k items"] >= 0).all()
+
+
+def test_error_analysis_shows_ppi_estimates_when_a_judge_labelled_the_campaign(page_env):
+    """Humans only, judge only and the PPI estimate with its interval and label counts, per system."""
+    from core.judging.auto_judge import pool_items, save_judge_labels
+
+    cs = page_env
+    items = pool_items(cs, OWNER, "team")
+    first_query = items[0].query_id
+    for who in TEAM:  # humans label the first query only; the judge labels everything
+        while (it := cs.next_item(who, "team")) is not None and it.query_id == first_query:
+            cs.judge(who, "team", it.item_id, 2)
+    save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, 0.5, i % 3) for i, it in enumerate(items)])
+    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
+    at.run()
+    at.selectbox(key="ea.campaign").set_value("team").run()
+    assert not at.exception, at.exception
+    tables = [df.value for df in at.dataframe if "PPI (90% CI)" in df.value.columns]
+    assert tables, [list(df.value.columns) for df in at.dataframe]
+    table = tables[0]
+    assert {"humans only", "judge only", "human labels", "judge labels"} <= set(table.columns)
+    assert (table["judge labels"] == len(items)).all()
+    assert any("Estimator: PPI" in c.value for c in at.caption)

@@ -169,3 +169,47 @@ def metric_estimates(metric: str, judge: Mapping[str, float], human: Mapping[str
     return MetricEstimates(metric, human_mean(len(qids), sampled, y, level=level, probs=pi),
                            float(np.mean(f)), ppi_mean(f, sampled, y, level=level, probs=pi),
                            human_labels, judge_labels)
+
+
+# ----------------------------------------------------------------------------- a campaign's estimates
+def per_query_values(qrels: Mapping[str, Mapping[str, int]], run, metric: str, queries: Sequence[str]) -> np.ndarray:
+    """``metric`` per query of ``queries`` through ``core.analysis.evaluation.per_query`` (ranx); a query
+    without a label > 0 scores 0 (the "all" convention)."""
+    from core.analysis.evaluation import per_query
+
+    judged = {q: dict(qrels[q]) for q in queries if any(v > 0 for v in qrels.get(q, {}).values())}
+    values = per_query(judged, run, metric) if judged else {}
+    return np.array([values.get(q, 0.0) for q in queries])
+
+
+@dataclass(frozen=True)
+class SystemEstimates:
+    """One system's metrics three ways (humans only, judge only, PPI)."""
+
+    system: str
+    metrics: list[MetricEstimates]
+
+
+def campaign_estimates(human: Mapping[str, Mapping[str, int]], judge: Mapping[str, Mapping[str, int]], runs,
+                       metrics: Sequence[str], *, level: float = 0.9,
+                       probs: Mapping[str, float] | None = None) -> list[SystemEstimates]:
+    """PPI per run and metric over the queries the judge labelled.
+
+    ``human``: qrels of the queries whose every judge-labelled item also has a human label (the
+    human-labelled sample); ``judge``: the judge's qrels on every query of the estimand; ``runs``: ranx
+    runs (their ``name``); ``probs``: inclusion probabilities when the sample was budget-aware.
+    """
+    queries = sorted(q for q in judge if judge[q])
+    sampled = [q for q in queries if q in human and set(judge[q]) <= set(human[q])]
+    n_human = sum(len(judge[q]) for q in sampled)
+    n_judge = sum(len(judge[q]) for q in queries)
+    out = []
+    for run in runs:
+        ests = []
+        for m in metrics:
+            f = per_query_values(judge, run, m, queries)
+            y = per_query_values(human, run, m, sampled)
+            ests.append(metric_estimates(m, dict(zip(queries, f)), dict(zip(sampled, y)), level=level, probs=probs,
+                                         human_labels=n_human, judge_labels=n_judge))
+        out.append(SystemEstimates(run.name, ests))
+    return out
