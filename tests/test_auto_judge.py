@@ -32,8 +32,11 @@ def trec_campaign(tiny_data, fresh_var, tmp_path):
                         (OWNER,), TEAM, max_label=2)
     cs.create(OWNER, spec, items)
     rng = np.random.default_rng(0)
+    unlabelled = set(qids[18:])  # humans have not reached the last 6 queries yet
     for who in TEAM:
-        while (it := cs.next_item(who, "trec")) is not None:
+        for it in cs.queue(who, "trec"):
+            if it.query_id in unlabelled:
+                continue
             gold = 2 * int(qrels.get(it.query_id, {}).get(it.doc_id, 0))
             label = gold if who == "ann" or rng.random() > 0.2 else int(rng.integers(0, 3))
             cs.judge(who, "trec", it.item_id, label)
@@ -86,3 +89,23 @@ def test_cli_judge_prints_the_report_and_refuses_non_owners(trec_campaign, tmp_p
     assert code == 2 and "ann is not an owner" in err and err.count("\n") == 1
     code, out, err = run_main("judge", "--db", db, "--campaign", "nope", "--judge", "bm25", "--as", OWNER)
     assert code == 2 and "unknown campaign 'nope'" in err
+
+
+def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_campaign):
+    from core.judging.auto_judge import judge_campaign
+    from core.judging.budget_plan import budget_plan
+    from core.judging.campaigns import CampaignError
+    from tests.conftest import run_main
+
+    cs, db = trec_campaign
+    with pytest.raises(CampaignError, match="no automatic judge"):
+        budget_plan(cs, OWNER, "trec", 20)
+    judge_campaign(cs, OWNER, "trec", "bm25")
+    plan = budget_plan(cs, OWNER, "trec", 20)
+    assert len(plan.labelled) == 18 and plan.total == 24 and sorted(plan.order) == sorted(plan.probabilities)
+    assert len(plan.order) == 6 and sum(plan.probabilities.values()) == pytest.approx(2)
+    (cmp,) = plan.comparisons
+    assert cmp["low"] <= cmp["estimate"] <= cmp["high"] and cmp["width_at_budget"] <= cmp["width_now"]
+    code, out, err = run_main("campaign", "status", "--db", db, "--name", "trec", "--as", OWNER, "--budget", "20")
+    assert code == 0, err
+    assert "label next, in this order" in out and "width at budget" in out and plan.order[0] in out
