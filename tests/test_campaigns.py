@@ -619,8 +619,8 @@ def test_error_analysis_shows_ppi_estimates_when_a_judge_labelled_the_campaign(p
             cs.judge(who, "team", it.item_id, 2)
     save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, 0.5, i % 3) for i, it in enumerate(items)])
     at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
-    at.run()
-    at.selectbox(key="ea.campaign").set_value("team").run()
+    at.run(timeout=600)  # a loaded machine: ranx and the runs are computed on the first view
+    at.selectbox(key="ea.campaign").set_value("team").run(timeout=600)
     assert not at.exception, at.exception
     tables = [df.value for df in at.dataframe if "PPI (90% CI)" in df.value.columns]
     assert tables, [list(df.value.columns) for df in at.dataframe]
@@ -628,3 +628,16 @@ def test_error_analysis_shows_ppi_estimates_when_a_judge_labelled_the_campaign(p
     assert {"humans only", "judge only", "human labels", "judge labels"} <= set(table.columns)
     assert (table["judge labels"] == len(items)).all()
     assert any("Estimator: PPI" in c.value for c in at.caption)
+
+
+def test_campaigns_page_shows_the_judging_budget(page_env):
+    """The owner sets a budget and sees the labelling order and each comparison's interval widths."""
+    from core.judging.auto_judge import pool_items, save_judge_labels
+
+    cs = page_env
+    items = pool_items(cs, OWNER, "team")
+    save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, float(i % 5), i % 3) for i, it in enumerate(items)])
+    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run(timeout=600)
+    assert not at.exception, at.exception
+    assert "Judging budget" in [h.value for h in at.subheader]
+    assert any(df.value is not None and "width at budget" in df.value.columns for df in at.dataframe), [e.value for e in at.error]
