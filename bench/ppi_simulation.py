@@ -91,6 +91,8 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
             rng = np.random.default_rng(seed)
             pi = inclusion_probabilities(probs_uncertainty, n) if design == "budget-aware" else None
             acc: dict = {m: {"ppi_cover": [], "human_cover": [], "ppi_width": [], "human_width": [],
+                             "tuned_cover": [], "tuned_width": [], "tau_tuned": [], "diff_tuned_cover": [],
+                             "diff_tuned_width": [], "sig_kept_tuned": [],
                              "diff_ppi_cover": [], "diff_ppi_width": [], "diff_human_width": [],
                              "tau_ppi": [], "tau_human": [], "sig_kept": [], "labels": []} for m in METRICS}
             for _ in range(draws):
@@ -101,11 +103,15 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
                     a = acc[m]
                     a["labels"].append(int(n_labels[idx].sum()))
                     truth, f = human[m], judge[m]
-                    est_p, est_h = [], []
+                    est_p, est_h, est_t = [], [], []
                     for s in range(len(systems)):
                         ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi)
                         ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
                         t = truth[s].mean()
+                        it = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, tuned=True)
+                        a["tuned_cover"].append(it.covers(t))
+                        a["tuned_width"].append(it.width)
+                        est_t.append(it.estimate)
                         a["ppi_cover"].append(ip.covers(t))
                         a["human_cover"].append(ih.covers(t))
                         a["ppi_width"].append(ip.width)
@@ -115,19 +121,25 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
                     full = np.array([truth[s].mean() for s in range(len(systems))])
                     a["tau_ppi"].append(_tau(np.array(est_p), full))
                     a["tau_human"].append(_tau(np.array(est_h), full))
-                    kept = []
+                    a["tau_tuned"].append(_tau(np.array(est_t), full))
+                    kept, kept_t = [], []
                     for i, j in pairs:
                         d_true = truth[i] - truth[j]
                         ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi)
                         ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
+                        it = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi, tuned=True)
+                        a["diff_tuned_cover"].append(it.covers(d_true.mean()))
+                        a["diff_tuned_width"].append(it.width)
                         a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
                         a["diff_ppi_width"].append(ip.width)
                         a["diff_human_width"].append(ih.width)
                         if significant[(m, i, j)]:
                             sign = np.sign(d_true.mean())
                             kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
+                            kept_t.append(bool(it.low > 0) if sign > 0 else bool(it.high < 0))
                     if kept:
                         a["sig_kept"].append(float(np.mean(kept)))
+                        a["sig_kept_tuned"].append(float(np.mean(kept_t)))
             out.setdefault(f"{budget:.2f}", {})[design] = {
                 m: {"draws": len(a["labels"]), "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs), "queries_target": n,
                     "human_labels_mean": float(np.mean(a["labels"])),
@@ -137,7 +149,12 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
                     "diff_width_ppi": float(np.mean(a["diff_ppi_width"])),
                     "diff_width_human": float(np.mean(a["diff_human_width"])),
                     "tau_ppi": float(np.mean(a["tau_ppi"])), "tau_human": float(np.mean(a["tau_human"])),
-                    "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None}
+                    "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None,
+                    "coverage_ppi_tuned": float(np.mean(a["tuned_cover"])), "width_ppi_tuned": float(np.mean(a["tuned_width"])),
+                    "tau_ppi_tuned": float(np.mean(a["tau_tuned"])),
+                    "diff_coverage_ppi_tuned": float(np.mean(a["diff_tuned_cover"])),
+                    "diff_width_ppi_tuned": float(np.mean(a["diff_tuned_width"])),
+                    "significant_pairs_kept_tuned": float(np.mean(a["sig_kept_tuned"])) if a["sig_kept_tuned"] else None}
                 for m, a in acc.items()}
     return out
 
@@ -192,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": head_commit(), "dataset": args.dataset, "split": "test", "calibration_split": "dev",
         "queries": len(test_q), "items": int(n_labels.sum()), "systems": systems, "judge": args.judge,
         "circularity": circular, "metrics": list(METRICS), "level": LEVEL, "draws": args.draws, "seed": args.seed,
-        "estimator": ESTIMATOR, "budget_unit": "share of test questions whose candidates humans label "
+        "estimator": ESTIMATOR, "estimator_tuned": "PPI++ power tuning (lambda = Cov_S(y, f) / Var_S(f)), otherwise the same", "budget_unit": "share of test questions whose candidates humans label "
                                               "(human_labels_mean: the items that means)",
         "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,
         "full_judgments": full, "judge_only": judge_only,
@@ -204,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     for budget, designs in results.items():
         for design, per in designs.items():
             for m, r in per.items():
-                print(f"{budget} {design:12s} {m:12s} cover ppi {r['coverage_ppi']:.3f} human {r['coverage_human']:.3f} "
+                print(f"{budget} {design:12s} {m:12s} cover ppi {r['coverage_ppi']:.3f} ppi++ {r['coverage_ppi_tuned']:.3f} "
+                      f"human {r['coverage_human']:.3f} width ppi++ {r['width_ppi_tuned']:.3f} "
                       f"width ppi {r['width_ppi']:.3f} human {r['width_human']:.3f} tau ppi {r['tau_ppi']:.2f} "
                       f"human {r['tau_human']:.2f}")
     return 0

@@ -640,4 +640,5 @@ def test_campaigns_page_shows_the_judging_budget(page_env):
     at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run(timeout=600)
     assert not at.exception, at.exception
     assert "Judging budget" in [h.value for h in at.subheader]
+    assert any("Label next, in this order" in c.value for c in at.caption), [c.value for c in at.caption]
     assert any(df.value is not None and "width at budget" in df.value.columns for df in at.dataframe), [e.value for e in at.error]

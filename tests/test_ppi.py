@@ -139,3 +139,22 @@ def test_calibration_split_is_disjoint_and_seeded():
     assert set(cal).isdisjoint(rep) and set(cal) | set(rep) == set(ids)
     assert (cal, rep) == calibration_split(list(reversed(ids)), 0.5, seed=1)
     assert calibration_split(ids, 0.5, seed=2) != (cal, rep)
+
+
+def test_power_tuned_ppi_is_never_much_wider_than_humans_and_narrower_with_a_good_judge():
+    rng = np.random.default_rng(4)
+    y = rng.beta(2, 2, size=300)
+    useless = rng.random(300)
+    good = np.clip(0.5 * y + 0.3 + rng.normal(0, 0.03, size=300), 0, 1)  # correlated but on another scale
+    w_useless, w_human, w_good, w_classic, covered = [], [], [], [], 0
+    for _ in range(300):
+        idx = uniform_sample(300, 30, rng)
+        w_useless.append(ppi_mean(useless, idx, y[idx], tuned=True).width)
+        w_human.append(human_mean(300, idx, y[idx]).width)
+        tuned = ppi_mean(good, idx, y[idx], tuned=True)
+        covered += tuned.covers(y.mean())
+        w_good.append(tuned.width)
+        w_classic.append(ppi_mean(good, idx, y[idx]).width)
+    assert np.mean(w_useless) < 1.1 * np.mean(w_human)
+    assert np.mean(w_good) < 0.5 * np.mean(w_human) and np.mean(w_good) < np.mean(w_classic)
+    assert covered / 300 >= 0.85

@@ -35,4 +35,8 @@ def render_budget(cs, actor: str, name: str, queries: int) -> None:
     st.dataframe(pd.DataFrame([{"systems": c["pair"], "judge only": c["judge_only"], "PPI": c.get("estimate"),
                                 "90% CI low": c.get("low"), "90% CI high": c.get("high"),
                                 "width now": c.get("width_now"), "width at budget": c.get("width_at_budget")}
-                               for c in plan.comparisons]), hide_index=True, key="campaigns.budget.table")
+                               for c in plan.comparisons],
+                              columns=["systems", "judge only", "PPI", "90% CI low", "90% CI high", "width now",
+                                       "width at budget"]), hide_index=True, key="campaigns.budget.table")
+    if not plan.comparisons:
+        st.caption("One pooled system: no comparison to put an interval on.")

@@ -19,6 +19,12 @@ under the humans' labels, r_q = y_q − f_q the rectifier, π_q the probability 
   is O(1/n)), with the linearised variance Var̂ = Σ_S (1 − π_q)(r_q − r̄_π)² / π_q² / (Σ_S 1/π_q)²;
 - interval: θ̂ ± t_{n−1, (1+level)/2} · √Var̂ (Student t for the small samples of a budget).
 
+Power tuning (``tuned=True``; PPI++, Angelopoulos, Duchi & Zrnic 2023, "PPI++: efficient
+prediction-powered inference"): the judge's values are scaled by λ̂ = Cov_S(y, f) / Var_S(f) (weighted by
+1/π under unequal probabilities), θ̂ = λ̂·mean_N f + mean_S (y − λ̂ f), the variance computed with
+r = y − λ̂ f. λ = 0 is humans only and λ = 1 classical PPI, so a weak judge cannot widen the interval much;
+estimating λ on S adds a bias of order 1/n (the survey-sampling regression estimator).
+
 The human-only estimate is the same with f ≡ 0 (mean over S of y, or its weighted form).
 ``population=True`` gives the classical superpopulation interval of Angelopoulos et al. (queries an iid
 sample of a larger population): it adds s_f² / N, the variance of the judge's mean.
@@ -112,12 +118,13 @@ def _check(judge_all: np.ndarray, sampled: np.ndarray, human: np.ndarray, probs:
 
 
 def ppi_mean(judge_all: Sequence[float], sampled: Sequence[int], human: Sequence[float], *, level: float = 0.9,
-             probs: Sequence[float] | None = None, population: bool = False) -> Interval | None:
+             probs: Sequence[float] | None = None, population: bool = False, tuned: bool = False) -> Interval | None:
     """PPI estimate of the mean of y over all N queries (see the module docstring).
 
     ``judge_all``: f_q for every query; ``sampled``: positions of the human-labelled queries; ``human``:
     y_q for those, in the same order; ``probs``: π_q for every query when sampled with unequal
-    probabilities (None: uniform without replacement). None when fewer than two queries are labelled.
+    probabilities (None: uniform without replacement); ``tuned``: PPI++ power tuning (λ̂). None when fewer
+    than two queries are labelled.
     """
     f = np.asarray(judge_all, dtype=float)
     idx = np.asarray(sampled, dtype=int)
@@ -127,6 +134,13 @@ def ppi_mean(judge_all: Sequence[float], sampled: Sequence[int], human: Sequence
     n, big_n = len(idx), len(f)
     if n < 2:
         return None
+    if tuned:
+        w = np.ones(n) if pi is None else 1 / pi[idx]
+        fs = f[idx]
+        fm, ym = np.average(fs, weights=w), np.average(y, weights=w)
+        var_f = np.average((fs - fm) ** 2, weights=w)
+        lam = float(np.average((fs - fm) * (y - ym), weights=w) / var_f) if var_f > 0 else 0.0
+        f = lam * f
     r = y - f[idx]
     if pi is None:
         estimate = f.mean() + r.mean()
