@@ -22,6 +22,7 @@ import argparse
 import itertools
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -159,6 +160,23 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
     return out
 
 
+def markdown_table(report: dict) -> str:
+    """The BENCHMARKS.md table of a report: per budget, design and metric, coverage and mean widths."""
+    lines = ["| budget | design | metric | human labels (mean) | coverage PPI | coverage PPI++ | coverage humans | "
+             "width PPI | width PPI++ | width humans | τ PPI++ | τ humans | sig. pairs kept (PPI++) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for budget, designs in report["results"].items():
+        for design, per in designs.items():
+            for m, r in per.items():
+                kept = r.get("significant_pairs_kept_tuned")
+                lines.append(f"| {float(budget):.0%} | {design} | {m} | {r['human_labels_mean']:.0f} | "
+                             f"{r['coverage_ppi']:.3f} | {r['coverage_ppi_tuned']:.3f} | {r['coverage_human']:.3f} | "
+                             f"{r['width_ppi']:.3f} | {r['width_ppi_tuned']:.3f} | {r['width_human']:.3f} | "
+                             f"{r['tau_ppi_tuned']:.2f} | {r['tau_human']:.2f} | "
+                             f"{'-' if kept is None else f'{kept:.2f}'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the simulation and write bench/reports/ppi_simulation.json."""
     p = argparse.ArgumentParser(prog="python -m bench.ppi_simulation", description=__doc__.split("\n")[0])
@@ -168,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(ROOT / "bench" / "reports" / "ppi_simulation.json"))
+    p.add_argument("--table", action="store_true", help="print the BENCHMARKS.md table of the report at --out")
     args = p.parse_args(argv)
+    if args.table:
+        import json
+
+        print(markdown_table(json.loads(Path(args.out).read_text(encoding="utf-8"))))
+        return 0
     start = time.perf_counter()
     ds = load_dataset(args.dataset)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
