@@ -163,8 +163,8 @@ def human_mean(total: int, sampled: Sequence[int], human: Sequence[float], *, le
 
 
 def metric_estimates(metric: str, judge: Mapping[str, float], human: Mapping[str, float], *, level: float = 0.9,
-                     probs: Mapping[str, float] | None = None, human_labels: int = 0, judge_labels: int = 0
-                     ) -> MetricEstimates:
+                     probs: Mapping[str, float] | None = None, human_labels: int = 0, judge_labels: int = 0,
+                     tuned: bool = False) -> MetricEstimates:
     """Humans only, judge only and PPI for one metric from per-query values.
 
     ``judge``: the metric under judge labels for every query of the estimand; ``human``: under human
@@ -181,8 +181,8 @@ def metric_estimates(metric: str, judge: Mapping[str, float], human: Mapping[str
     f = [float(judge[q]) for q in qids]
     y = [float(v) for v in human.values()]
     return MetricEstimates(metric, human_mean(len(qids), sampled, y, level=level, probs=pi),
-                           float(np.mean(f)), ppi_mean(f, sampled, y, level=level, probs=pi),
-                           human_labels, judge_labels)
+                           float(np.mean(f)), ppi_mean(f, sampled, y, level=level, probs=pi, tuned=tuned),
+                           human_labels, judge_labels, ESTIMATOR + ("; PPI++ power tuning" if tuned else ""))
 
 
 # ----------------------------------------------------------------------------- a campaign's estimates
@@ -206,12 +206,13 @@ class SystemEstimates:
 
 def campaign_estimates(human: Mapping[str, Mapping[str, int]], judge: Mapping[str, Mapping[str, int]], runs,
                        metrics: Sequence[str], *, level: float = 0.9,
-                       probs: Mapping[str, float] | None = None) -> list[SystemEstimates]:
+                       probs: Mapping[str, float] | None = None, tuned: bool = True) -> list[SystemEstimates]:
     """PPI per run and metric over the queries the judge labelled.
 
     ``human``: qrels of the queries whose every judge-labelled item also has a human label (the
     human-labelled sample); ``judge``: the judge's qrels on every query of the estimand; ``runs``: ranx
-    runs (their ``name``); ``probs``: inclusion probabilities when the sample was budget-aware.
+    runs (their ``name``); ``probs``: inclusion probabilities when the sample was budget-aware; ``tuned``:
+    PPI++ power tuning (default: with a weak judge classical PPI can be wider than humans only).
     """
     queries = sorted(q for q in judge if judge[q])
     sampled = [q for q in queries if q in human and set(judge[q]) <= set(human[q])]
@@ -224,6 +225,6 @@ def campaign_estimates(human: Mapping[str, Mapping[str, int]], judge: Mapping[st
             f = per_query_values(judge, run, m, queries)
             y = per_query_values(human, run, m, sampled)
             ests.append(metric_estimates(m, dict(zip(queries, f)), dict(zip(sampled, y)), level=level, probs=probs,
-                                         human_labels=n_human, judge_labels=n_judge))
+                                         human_labels=n_human, judge_labels=n_judge, tuned=tuned))
         out.append(SystemEstimates(run.name, ests))
     return out
