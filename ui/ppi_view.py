@@ -46,6 +46,5 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ea.ppi_table")
     st.caption(f"Judge {identity}; human reference: {rule} rule. Queries count as human-labelled when every "
                "item the judge labelled on them has a human label; they are taken as a uniform sample of the "
-               f"campaign's queries. Estimator: {ESTIMATOR}, with PPI++ power tuning (the judge's values scaled by "
-               "λ = Cov(human, judge) / Var(judge) on the labelled queries; λ = 0 is humans only). Judge-only values carry no interval: their bias is "
+               f"campaign's queries. Estimator: {ESTIMATOR}. Judge-only values carry no interval: their bias is "
                "unknown until humans check it.")

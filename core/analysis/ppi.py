@@ -206,13 +206,14 @@ class SystemEstimates:
 
 def campaign_estimates(human: Mapping[str, Mapping[str, int]], judge: Mapping[str, Mapping[str, int]], runs,
                        metrics: Sequence[str], *, level: float = 0.9,
-                       probs: Mapping[str, float] | None = None, tuned: bool = True) -> list[SystemEstimates]:
+                       probs: Mapping[str, float] | None = None, tuned: bool = False) -> list[SystemEstimates]:
     """PPI per run and metric over the queries the judge labelled.
 
     ``human``: qrels of the queries whose every judge-labelled item also has a human label (the
     human-labelled sample); ``judge``: the judge's qrels on every query of the estimand; ``runs``: ranx
     runs (their ``name``); ``probs``: inclusion probabilities when the sample was budget-aware; ``tuned``:
-    PPI++ power tuning (default: with a weak judge classical PPI can be wider than humans only).
+    PPI++ power tuning (off by default: in the TrecQA simulation it narrowed the intervals but covered
+    only .60–.85 below half the questions, λ being fitted on the same few questions).
     """
     queries = sorted(q for q in judge if judge[q])
     sampled = [q for q in queries if q in human and set(judge[q]) <= set(human[q])]
