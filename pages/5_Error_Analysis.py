@@ -48,6 +48,7 @@ from core.registry import contamination_note, deviation_note, display_name
 from ui.auth import current_identity
 from ui.cache import judgment_store, stored_runs
 from ui.nav import ensure_navigation
+from ui.ppi_view import render_ppi
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
@@ -185,6 +186,9 @@ live = [n for n, state in sources.items() if state != "fresh" or query_form == "
 st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run): {', '.join(live)}" if live else "")
            + (f"; imported: {', '.join(n[4:] for n in chosen if n.startswith('run:'))}"
               if any(n.startswith("run:") for n in chosen) else "") + ".")
+
+if campaign:
+    render_ppi(cstore, identity.name or "", campaign, rule, runs, res.metrics)
 
 tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"])
 

@@ -12,6 +12,7 @@ from core.judging.campaigns import (RULES, CampaignSpec, CampaignStore, QuerySet
 from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from ui.auth import current_identity
+from ui.budget_view import render_budget
 from ui.cache import judgment_store
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -87,6 +88,7 @@ with progress:
                  hide_index=True, key="campaigns.by_annotator")
     st.dataframe(pd.DataFrame([{"query": q, **v} for q, v in prog.queries.items()]), hide_index=True,
                  key="campaigns.by_query")
+    render_budget(cs, actor, name, c.queries)
 
 with assign:
     queries = list(prog.queries)

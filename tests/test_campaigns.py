@@ -699,7 +699,7 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
     engine.dispose()
     cs = CampaignStore(url)  # opening upgrades
     try:
-        assert cs.store.schema_version() == SCHEMA_VERSION == 5
+        assert cs.store.schema_version() == SCHEMA_VERSION == 6
         names = {r.annotator for r in cs.store.judgments()} | {a for c in cs.campaigns() for a in c.annotators}
         assert "bob@lab.example" in names and "Bob@Lab.Example" not in names
         assert len(cs.queue("BOB@lab.example", "c1")) == 4  # bob's assignment found under the canonical name
@@ -863,3 +863,40 @@ def test_case_study_marks_label_one_as_related_not_relevant():
             CaseHit(3, "c", "z", 0.8, qrel=1), CaseHit(4, "d", "w", 0.7, qrel=0, user_label=2)]
     assert [h.relevant for h in hits] == [False, True, True, False]
     assert [h.mark for h in hits] == ["related (yours)", "✅ same (yours)", "✅", ""]
+
+
+def test_error_analysis_shows_ppi_estimates_when_a_judge_labelled_the_campaign(page_env):
+    """Humans only, judge only and the PPI estimate with its interval and label counts, per system."""
+    from core.judging.auto_judge import pool_items, save_judge_labels
+
+    cs = page_env
+    items = pool_items(cs, OWNER, "team")
+    first_query = items[0].query_id
+    for who in TEAM:  # humans label the first query only; the judge labels everything
+        while (it := cs.next_item(who, "team")) is not None and it.query_id == first_query:
+            cs.judge(who, "team", it.item_id, 2)
+    save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, 0.5, i % 3) for i, it in enumerate(items)])
+    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
+    at.run(timeout=600)  # a loaded machine: ranx and the runs are computed on the first view
+    at.selectbox(key="ea.campaign").set_value("team").run(timeout=600)
+    assert not at.exception, at.exception
+    tables = [df.value for df in at.dataframe if "PPI (90% CI)" in df.value.columns]
+    assert tables, [list(df.value.columns) for df in at.dataframe]
+    table = tables[0]
+    assert {"humans only", "judge only", "human labels", "judge labels"} <= set(table.columns)
+    assert (table["judge labels"] == len(items)).all()
+    assert any("Estimator: PPI" in c.value for c in at.caption)
+
+
+def test_campaigns_page_shows_the_judging_budget(page_env):
+    """The owner sets a budget and sees the labelling order and each comparison's interval widths."""
+    from core.judging.auto_judge import pool_items, save_judge_labels
+
+    cs = page_env
+    items = pool_items(cs, OWNER, "team")
+    save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, float(i % 5), i % 3) for i, it in enumerate(items)])
+    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run(timeout=600)
+    assert not at.exception, at.exception
+    assert "Judging budget" in [h.value for h in at.subheader]
+    assert any("Label next, in this order" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert any(df.value is not None and "width at budget" in df.value.columns for df in at.dataframe), [e.value for e in at.error]

@@ -160,7 +160,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(tabulate([(a, d, n) for a, (d, n) in prog.annotators.items()], headers=["annotator", "labelled", "assigned"]))
     print(tabulate([(q, v["items"], f"{v['ratings']}/{v['wanted']}", v["complete"]) for q, v in prog.queries.items()],
                    headers=["query", "items", "ratings", "complete items"]))
+    if args.budget:
+        _print_budget(args)
     return 0
+
+
+def _print_budget(args: argparse.Namespace) -> None:
+    """The budget-aware labelling order and the interval widths of the system comparisons."""
+    from core.judging.budget_plan import budget_plan
+
+    store = _store(args)
+    try:
+        plan = budget_plan(store, args.actor, args.name, args.budget, judge=args.judge)
+    finally:
+        store.close()
+    print(f"budget {plan.budget} of {plan.total} queries ({len(plan.labelled)} fully labelled by humans; judge "
+          f"{plan.judge}); label next, in this order: {', '.join(plan.order[:20]) or '(none left)'}"
+          + (" ..." if len(plan.order) > 20 else ""))
+    print(tabulate([(c["pair"], f"{c['judge_only']:+.4f}", *((f"{c['estimate']:+.4f}", f"[{c['low']:+.4f}, {c['high']:+.4f}]",
+                     f"{c['width_now']:.4f}", f"{c['width_at_budget']:.4f}") if "estimate" in c else ("-",) * 4))
+                    for c in plan.comparisons],
+                   headers=["systems", "judge only", "PPI", "90% CI", "width now", "width at budget"]))
 
 
 def cmd_assign(args: argparse.Namespace) -> int:
@@ -254,6 +274,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = common(csub.add_parser("status", help="per-annotator and per-query progress"))
     p.add_argument("--json", action="store_true")
+    p.add_argument("--budget", type=_positive_int, help="queries humans will label in all: print the budget-aware "
+                                                        "labelling order and the comparisons' interval widths")
+    p.add_argument("--judge", help="the judge identity to plan with (judge:SYSTEM; default: the first)")
     p.set_defaults(func=cmd_status)
 
     p = common(csub.add_parser("assign", help="give an annotator the items of some queries"))

@@ -300,7 +300,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
-EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign", "core.cli.explain")
+EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign", "core.cli.explain", "core.cli.judge")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,8 @@ in code; there is no alembic.ini. One revision per schema version:
 - ``0004`` v4: judging campaigns (``campaigns``, ``campaign_members``, ``campaign_items``,
   ``campaign_slots``, ``campaign_labels``, ``campaign_history``; see ``core.judging.campaigns``).
 - ``0005`` v5: no table changes; stored e-mail names lower-cased (``core.judging.identity``).
+- ``0006`` v6: ``campaign_judge_labels``: an automatic judge's scores and calibrated labels per item,
+  under its own identity (``core.judging.auto_judge``).
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -32,7 +34,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (

@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MAX_NAME_CHARS = 80
 
 
@@ -206,4 +206,18 @@ class CampaignHistoryRow(Base):
     previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     rationale: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class CampaignJudgeLabelRow(Base):
+    """An automatic judge's score and calibrated label on a campaign item, under its own identity
+    (``judge:SYSTEM``): kept apart from ``campaign_labels`` so judge labels never mix with human ones."""
+
+    __tablename__ = "campaign_judge_labels"
+    __table_args__ = (UniqueConstraint("item_id", "judge", name="uq_campaign_judge_label"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("campaign_items.id"), index=True)
+    judge: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))  # "judge:cross-encoder"
+    score: Mapped[float] = mapped_column(Float)
+    label: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

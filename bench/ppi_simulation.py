@@ -1,0 +1,256 @@
+"""Simulated judging budgets on fully judged data: PPI intervals vs humans only, uniform vs budget-aware.
+
+TrecQA's test questions have every candidate judged: the full human labels give the "true" metric of
+every system. A judge (a registered reranker) scores every test candidate; its thresholds and its
+P(relevant) are fitted on the dev split's human labels (never on test). For each budget (a share of the
+test questions whose candidates humans label) and each draw, the human-labelled questions are sampled
+uniformly or budget-aware (``core.analysis.budget``), and per system and metric we compute the humans-only
+interval, the judge-only value and the PPI interval (``core.analysis.ppi``), and the same for every
+pairwise difference. Reported: coverage of the full-judgment value by the nominal 90 % interval, mean
+widths, Kendall τ (scipy) of the system ordering against the full-judgment ordering, and the share of
+pairs significantly different under full judgments (paired t-test, p < .05) whose PPI interval of the
+difference excludes 0 on the same side.
+
+Per-query metrics come from ranx through ``core.analysis.evaluation.per_query`` (the run's own order
+breaks ties); a question with no correct candidate scores 0 (the "all" convention).
+
+    python -m bench.ppi_simulation [--systems bm25,glove-mean,minilm-pairs,cnn-rerank] [--judge cnn-rerank]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from bench.reporting import ROOT, head_commit, write_report
+from core.analysis.budget import inclusion_probabilities, poisson_sample, query_uncertainty, uniform_sample
+from core.analysis.evaluation import per_query
+from core.analysis.ppi import ESTIMATOR, human_mean, ppi_mean
+from core.data.datasets import load_dataset
+from core.judging.calibration import fit_thresholds, relevance_model
+from core.registry import get_spec
+from core.serving.loader import load
+from core.serving.runner import SystemChoice, rank_many
+
+BUDGETS = (0.05, 0.10, 0.25, 0.50)
+METRICS = ("precision@5", "map@100", "ndcg@10")
+LEVEL = 0.9
+
+
+def judge_scores(judge: str, dataset, qids: list[str]) -> dict[str, dict[str, float]]:
+    """The judge's score of every candidate of ``qids`` (batched ``score_pairs``), cached under var/."""
+    import hashlib
+    import json
+
+    from core.paths import var_dir
+
+    key = hashlib.sha256(json.dumps([judge, dataset.name, qids]).encode()).hexdigest()[:16]
+    cache = var_dir() / "ppi_simulation" / f"{judge.replace('@', '_')}-{key}.json"
+    if cache.exists():
+        return json.loads(cache.read_text(encoding="utf-8"))
+    scorer = load(judge, dataset)
+    pairs = [(q, d) for q in qids for d in dataset.candidates[q]]
+    out: dict[str, dict[str, float]] = {q: {} for q in qids}
+    for start in range(0, len(pairs), 512):
+        chunk = pairs[start:start + 512]
+        scores = scorer.score_pairs([dataset.queries[q] for q, _ in chunk], [dataset.corpus[d] for _, d in chunk])
+        for (q, d), s in zip(chunk, np.asarray(scores, dtype=float)):
+            out[q][d] = float(s)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(out), encoding="utf-8")
+    return out
+
+
+def metric_table(qrels: Mapping[str, Mapping[str, int]], run, metric: str, qids: list[str]) -> np.ndarray:
+    """Per-query metric over ``qids`` (0 for a question without a relevant candidate)."""
+    values = per_query({q: qrels.get(q, {}) for q in qids if qrels.get(q)}, run, metric)
+    return np.array([values.get(q, 0.0) for q in qids])
+
+
+def _tau(a: np.ndarray, b: np.ndarray) -> float:
+    tau = stats.kendalltau(a, b).statistic
+    return float(tau) if np.isfinite(tau) else 0.0
+
+
+def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, draws: int, seed: int,
+             systems: list[str], n_labels: np.ndarray) -> dict:
+    """Coverage, width and τ per budget and design (see the module docstring)."""
+    big_n = len(n_labels)
+    pairs = list(itertools.combinations(range(len(systems)), 2))
+    significant = {(m, i, j): bool(np.any(human[m][i] != human[m][j])
+                                   and stats.ttest_rel(human[m][i], human[m][j]).pvalue < 0.05)
+                   for m in METRICS for i, j in pairs}
+    out: dict = {}
+    for budget in budgets:
+        n = max(2, round(budget * big_n))
+        for design in ("uniform", "budget-aware"):
+            rng = np.random.default_rng(seed)
+            pi = inclusion_probabilities(probs_uncertainty, n) if design == "budget-aware" else None
+            acc: dict = {m: {"ppi_cover": [], "human_cover": [], "ppi_width": [], "human_width": [],
+                             "tuned_cover": [], "tuned_width": [], "tau_tuned": [], "diff_tuned_cover": [],
+                             "diff_tuned_width": [], "sig_kept_tuned": [],
+                             "diff_ppi_cover": [], "diff_ppi_width": [], "diff_human_width": [],
+                             "tau_ppi": [], "tau_human": [], "sig_kept": [], "labels": []} for m in METRICS}
+            for _ in range(draws):
+                idx = uniform_sample(big_n, n, rng) if pi is None else poisson_sample(pi, rng)
+                if len(idx) < 2:
+                    continue
+                for m in METRICS:
+                    a = acc[m]
+                    a["labels"].append(int(n_labels[idx].sum()))
+                    truth, f = human[m], judge[m]
+                    est_p, est_h, est_t = [], [], []
+                    for s in range(len(systems)):
+                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi)
+                        ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
+                        t = truth[s].mean()
+                        it = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, tuned=True)
+                        a["tuned_cover"].append(it.covers(t))
+                        a["tuned_width"].append(it.width)
+                        est_t.append(it.estimate)
+                        a["ppi_cover"].append(ip.covers(t))
+                        a["human_cover"].append(ih.covers(t))
+                        a["ppi_width"].append(ip.width)
+                        a["human_width"].append(ih.width)
+                        est_p.append(ip.estimate)
+                        est_h.append(ih.estimate)
+                    full = np.array([truth[s].mean() for s in range(len(systems))])
+                    a["tau_ppi"].append(_tau(np.array(est_p), full))
+                    a["tau_human"].append(_tau(np.array(est_h), full))
+                    a["tau_tuned"].append(_tau(np.array(est_t), full))
+                    kept, kept_t = [], []
+                    for i, j in pairs:
+                        d_true = truth[i] - truth[j]
+                        ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi)
+                        ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
+                        it = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi, tuned=True)
+                        a["diff_tuned_cover"].append(it.covers(d_true.mean()))
+                        a["diff_tuned_width"].append(it.width)
+                        a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
+                        a["diff_ppi_width"].append(ip.width)
+                        a["diff_human_width"].append(ih.width)
+                        if significant[(m, i, j)]:
+                            sign = np.sign(d_true.mean())
+                            kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
+                            kept_t.append(bool(it.low > 0) if sign > 0 else bool(it.high < 0))
+                    if kept:
+                        a["sig_kept"].append(float(np.mean(kept)))
+                        a["sig_kept_tuned"].append(float(np.mean(kept_t)))
+            out.setdefault(f"{budget:.2f}", {})[design] = {
+                m: {"draws": len(a["labels"]), "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs), "queries_target": n,
+                    "human_labels_mean": float(np.mean(a["labels"])),
+                    "coverage_ppi": float(np.mean(a["ppi_cover"])), "coverage_human": float(np.mean(a["human_cover"])),
+                    "width_ppi": float(np.mean(a["ppi_width"])), "width_human": float(np.mean(a["human_width"])),
+                    "diff_coverage_ppi": float(np.mean(a["diff_ppi_cover"])),
+                    "diff_width_ppi": float(np.mean(a["diff_ppi_width"])),
+                    "diff_width_human": float(np.mean(a["diff_human_width"])),
+                    "tau_ppi": float(np.mean(a["tau_ppi"])), "tau_human": float(np.mean(a["tau_human"])),
+                    "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None,
+                    "coverage_ppi_tuned": float(np.mean(a["tuned_cover"])), "width_ppi_tuned": float(np.mean(a["tuned_width"])),
+                    "tau_ppi_tuned": float(np.mean(a["tau_tuned"])),
+                    "diff_coverage_ppi_tuned": float(np.mean(a["diff_tuned_cover"])),
+                    "diff_width_ppi_tuned": float(np.mean(a["diff_tuned_width"])),
+                    "significant_pairs_kept_tuned": float(np.mean(a["sig_kept_tuned"])) if a["sig_kept_tuned"] else None}
+                for m, a in acc.items()}
+    return out
+
+
+def markdown_table(report: dict) -> str:
+    """The BENCHMARKS.md table of a report: per budget, design and metric, coverage and mean widths."""
+    lines = ["| budget | design | metric | human labels (mean) | coverage PPI | coverage PPI++ | coverage humans | "
+             "width PPI | width PPI++ | width humans | τ PPI++ | τ humans | sig. pairs kept (PPI++) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for budget, designs in report["results"].items():
+        for design, per in designs.items():
+            for m, r in per.items():
+                kept = r.get("significant_pairs_kept_tuned")
+                lines.append(f"| {float(budget):.0%} | {design} | {m} | {r['human_labels_mean']:.0f} | "
+                             f"{r['coverage_ppi']:.3f} | {r['coverage_ppi_tuned']:.3f} | {r['coverage_human']:.3f} | "
+                             f"{r['width_ppi']:.3f} | {r['width_ppi_tuned']:.3f} | {r['width_human']:.3f} | "
+                             f"{r['tau_ppi_tuned']:.2f} | {r['tau_human']:.2f} | "
+                             f"{'-' if kept is None else f'{kept:.2f}'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the simulation and write bench/reports/ppi_simulation.json."""
+    p = argparse.ArgumentParser(prog="python -m bench.ppi_simulation", description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="trecqa")
+    p.add_argument("--systems", default="bm25,glove-mean,minilm-pairs,cnn-rerank")
+    p.add_argument("--judge", default="cross-encoder")
+    p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(ROOT / "bench" / "reports" / "ppi_simulation.json"))
+    p.add_argument("--table", action="store_true", help="print the BENCHMARKS.md table of the report at --out")
+    args = p.parse_args(argv)
+    if args.table:
+        import json
+
+        print(markdown_table(json.loads(Path(args.out).read_text(encoding="utf-8"))))
+        return 0
+    start = time.perf_counter()
+    ds = load_dataset(args.dataset)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    test_q = [q for q in ds.split_queries("test") if q in ds.candidates]
+    dev_q = [q for q in ds.split_queries("dev") if q in ds.candidates]
+    test_qrels, dev_qrels = ds.split_qrels("test"), ds.split_qrels("dev")
+    max_label = max(v for rel in test_qrels.values() for v in rel.values())
+
+    scores_dev = judge_scores(args.judge, ds, dev_q)
+    scores_test = judge_scores(args.judge, ds, test_q)
+    dev_s = [scores_dev[q][d] for q in dev_q for d in ds.candidates[q]]
+    dev_y = [int(dev_qrels.get(q, {}).get(d, 0)) for q in dev_q for d in ds.candidates[q]]
+    thresholds = fit_thresholds(dev_s, dev_y, max_label)
+    prob = relevance_model(dev_s, dev_y)
+    judge_qrels = {q: dict(zip(ds.candidates[q], thresholds.grade([scores_test[q][d] for d in ds.candidates[q]]).tolist()))
+                   for q in test_q}
+    item_agree = [(int(test_qrels.get(q, {}).get(d, 0)), judge_qrels[q][d]) for q in test_q for d in ds.candidates[q]]
+    from sklearn.metrics import cohen_kappa_score
+
+    kappa_test = float(cohen_kappa_score([a for a, _ in item_agree], [b for _, b in item_agree]))
+
+    runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in test_q}, k=100) for s in systems}
+    human = {m: [metric_table(test_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
+    judge = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
+    top = {q: {d for s in systems if q in runs[s] for d in runs[s][q].doc_ids[:10]} for q in test_q}
+    item_p = {q: prob([scores_test[q][d] for d in sorted(top[q])]) for q in test_q}
+    unc = query_uncertainty(item_p)
+    n_labels = np.array([len(ds.candidates[q]) for q in test_q])
+
+    full = {m: {s: float(human[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
+    judge_only = {m: {s: float(judge[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
+    circular = [s for s in systems if get_spec(s.split("@")[0]).minilm_derived
+                and get_spec(args.judge.split("@")[0]).minilm_derived]
+    results = simulate(human, judge, np.array([unc[q] for q in test_q]), BUDGETS, args.draws, args.seed, systems,
+                       n_labels)
+    report = {
+        "command": "python -m bench.ppi_simulation " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "commit": head_commit(), "dataset": args.dataset, "split": "test", "calibration_split": "dev",
+        "queries": len(test_q), "items": int(n_labels.sum()), "systems": systems, "judge": args.judge,
+        "circularity": circular, "metrics": list(METRICS), "level": LEVEL, "draws": args.draws, "seed": args.seed,
+        "estimator": ESTIMATOR, "estimator_tuned": "PPI++ power tuning (lambda = Cov_S(y, f) / Var_S(f)), otherwise the same", "budget_unit": "share of test questions whose candidates humans label "
+                                              "(human_labels_mean: the items that means)",
+        "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,
+        "full_judgments": full, "judge_only": judge_only,
+        "tau_judge_only": {m: _tau(np.array([judge_only[m][s] for s in systems]),
+                                   np.array([full[m][s] for s in systems])) for m in METRICS},
+        "results": results, "seconds": time.perf_counter() - start,
+    }
+    write_report(args.out, report)
+    for budget, designs in results.items():
+        for design, per in designs.items():
+            for m, r in per.items():
+                print(f"{budget} {design:12s} {m:12s} cover ppi {r['coverage_ppi']:.3f} ppi++ {r['coverage_ppi_tuned']:.3f} "
+                      f"human {r['coverage_human']:.3f} width ppi++ {r['width_ppi_tuned']:.3f} "
+                      f"width ppi {r['width_ppi']:.3f} human {r['width_human']:.3f} tau ppi {r['tau_ppi']:.2f} "
+                      f"human {r['tau_human']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""PPI estimator, budget-aware sampler and judge calibration on synthetic problems with known truth."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.analysis.budget import (budget_order, inclusion_probabilities, poisson_sample, query_uncertainty,
+                                  uniform_sample)
+from core.analysis.ppi import human_mean, metric_estimates, ppi_mean
+from core.judging.calibration import calibration_split, fit_thresholds, relevance_model
+
+
+def _population(rng: np.random.Generator, n: int = 400, noise: float = 0.05):
+    """True per-query values y in [0, 1] and a good judge's values f = y + bias + small noise."""
+    y = rng.beta(2, 2, size=n)
+    f = np.clip(y + 0.1 + rng.normal(0, noise, size=n), 0, 1)  # biased by +0.1: judge-only is wrong
+    return y, f
+
+
+def test_ppi_covers_truth_and_is_narrower_than_humans_only():
+    rng = np.random.default_rng(0)
+    y, f = _population(rng)
+    truth = y.mean()
+    cover_ppi = cover_h = cover_judge = 0
+    widths_ppi, widths_h = [], []
+    for _ in range(400):
+        idx = uniform_sample(len(y), 20, rng)
+        ip = ppi_mean(f, idx, y[idx], level=0.9)
+        ih = human_mean(len(y), idx, y[idx], level=0.9)
+        cover_ppi += ip.covers(truth)
+        cover_h += ih.covers(truth)
+        widths_ppi.append(ip.width)
+        widths_h.append(ih.width)
+    assert abs(f.mean() - truth) > 0.05  # the judge alone is biased
+    assert 0.86 <= cover_ppi / 400 <= 0.95
+    assert 0.86 <= cover_h / 400 <= 0.95
+    assert np.mean(widths_ppi) < 0.5 * np.mean(widths_h)
+
+
+def test_ppi_with_a_useless_judge_is_no_better_than_humans():
+    rng = np.random.default_rng(1)
+    y = rng.beta(2, 2, size=300)
+    f = rng.random(300)  # unrelated to y
+    idx = uniform_sample(300, 30, rng)
+    assert ppi_mean(f, idx, y[idx]).width > human_mean(300, idx, y[idx]).width * 0.9
+
+
+def test_full_sample_gives_the_truth_with_zero_width():
+    y = np.array([0.1, 0.5, 0.9, 0.3])
+    f = np.array([0.2, 0.4, 1.0, 0.0])
+    ip = ppi_mean(f, [0, 1, 2, 3], y)
+    assert ip.estimate == pytest.approx(y.mean())
+    assert ip.width == pytest.approx(0.0)
+
+
+def test_ppi_rejects_bad_input():
+    with pytest.raises(ValueError):
+        ppi_mean([0.1, 0.2], [0, 0], [0.1, 0.1])
+    with pytest.raises(ValueError):
+        ppi_mean([0.1, 0.2], [0, 5], [0.1, 0.1])
+    with pytest.raises(ValueError):
+        ppi_mean([0.1, 0.2], [0, 1], [0.1, 0.1], probs=[0.0, 0.5])
+    assert ppi_mean([0.1, 0.2], [0], [0.1]) is None
+
+
+def test_metric_estimates_three_ways():
+    judge = {"a": 0.5, "b": 0.7, "c": 0.1, "d": 0.3}
+    human = {"a": 0.6, "c": 0.0}
+    est = metric_estimates("map@100", judge, human, human_labels=20, judge_labels=40)
+    assert est.judge_only == pytest.approx(0.4)
+    assert est.ppi.estimate == pytest.approx(0.4 + (0.1 - 0.1) / 2)
+    assert est.human_only.estimate == pytest.approx(0.3)
+    assert est.ppi.n_human == 2 and est.ppi.n_total == 4
+    assert est.to_dict()["human_labels"] == 20
+    with pytest.raises(ValueError):
+        metric_estimates("map@100", judge, {"zz": 1.0})
+
+
+def test_budget_aware_sampling_is_unbiased_and_covers():
+    rng = np.random.default_rng(2)
+    n_q = 300
+    y, f = _population(rng, n_q, noise=0.02)
+    hard = rng.random(n_q) < 0.3  # the judge errs on some queries, and knows they are uncertain
+    f[hard] = np.clip(f[hard] + rng.normal(0, 0.4, hard.sum()), 0, 1)
+    u = np.where(hard, 1.0, 0.1)
+    pi = inclusion_probabilities(u, 30)
+    assert pi.sum() == pytest.approx(30)
+    assert pi.min() >= 0.3 * 30 / n_q - 1e-9
+    truth = y.mean()
+    estimates, covered, widths_aware, widths_uniform = [], 0, [], []
+    draws = 500
+    for _ in range(draws):
+        idx = poisson_sample(pi, rng)
+        ip = ppi_mean(f, idx, y[idx], probs=pi)
+        estimates.append(ip.estimate)
+        covered += ip.covers(truth)
+        widths_aware.append(ip.width)
+        idx_u = uniform_sample(n_q, 30, rng)
+        widths_uniform.append(ppi_mean(f, idx_u, y[idx_u]).width)
+    se = np.std(estimates) / np.sqrt(draws)
+    assert abs(np.mean(estimates) - truth) < 4 * se  # unbiased
+    assert covered / draws >= 0.85
+    assert np.mean(widths_aware) < np.mean(widths_uniform)  # labels spent where the judge is unsure
+
+
+def test_inclusion_probabilities_cap_at_one_and_order():
+    pi = inclusion_probabilities([100.0, 1.0, 1.0, 1.0], 2, share=0.0)
+    assert pi[0] == pytest.approx(1.0) and pi.sum() == pytest.approx(2)
+    with pytest.raises(ValueError):
+        inclusion_probabilities([1.0, 1.0], 3)
+    order = budget_order({"a": 0.99, "b": 0.01, "c": 0.5}, seed=0)
+    assert sorted(order) == ["a", "b", "c"] and order == budget_order({"a": 0.99, "b": 0.01, "c": 0.5}, seed=0)
+    firsts = [budget_order({"a": 0.9, "b": 0.1}, seed=s)[0] for s in range(200)]
+    assert firsts.count("a") > 150
+    u = query_uncertainty({"q": [0.5, 0.5], "r": [0.0, 1.0]})
+    assert u["q"] == pytest.approx(np.sqrt(0.5)) and u["r"] == 0.0
+
+
+def test_fit_thresholds_recovers_grades():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, size=300)
+    scores = labels * 2.0 + rng.normal(0, 0.3, size=300)  # grade g around 2g
+    th = fit_thresholds(scores, labels, 2)
+    assert len(th.cuts) == 2 and th.cuts[0] <= th.cuts[1]
+    assert 0.5 < th.cuts[0] < 2.0 and 2.5 < th.cuts[1] < 4.0
+    assert th.kappa > 0.9
+    assert (th.grade(scores) == labels).mean() > 0.9
+    binary = fit_thresholds([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1], 1)
+    assert binary.grade([0.15, 0.85]).tolist() == [0, 1]
+    with pytest.raises(ValueError):
+        fit_thresholds([0.1, 0.2], [0, 3], 2)
+    p = relevance_model(scores, labels)([-5.0, 10.0])
+    assert p[0] < 0.1 and p[1] > 0.9
+
+
+def test_calibration_split_is_disjoint_and_seeded():
+    ids = [f"q{i}" for i in range(21)]
+    cal, rep = calibration_split(ids, 0.5, seed=1)
+    assert set(cal).isdisjoint(rep) and set(cal) | set(rep) == set(ids)
+    assert (cal, rep) == calibration_split(list(reversed(ids)), 0.5, seed=1)
+    assert calibration_split(ids, 0.5, seed=2) != (cal, rep)
+
+
+def test_power_tuned_ppi_is_never_much_wider_than_humans_and_narrower_with_a_good_judge():
+    rng = np.random.default_rng(4)
+    y = rng.beta(2, 2, size=300)
+    useless = rng.random(300)
+    good = np.clip(0.5 * y + 0.3 + rng.normal(0, 0.03, size=300), 0, 1)  # correlated but on another scale
+    w_useless, w_human, w_good, w_classic, covered = [], [], [], [], 0
+    for _ in range(300):
+        idx = uniform_sample(300, 30, rng)
+        w_useless.append(ppi_mean(useless, idx, y[idx], tuned=True).width)
+        w_human.append(human_mean(300, idx, y[idx]).width)
+        tuned = ppi_mean(good, idx, y[idx], tuned=True)
+        covered += tuned.covers(y.mean())
+        w_good.append(tuned.width)
+        w_classic.append(ppi_mean(good, idx, y[idx]).width)
+    assert np.mean(w_useless) < 1.1 * np.mean(w_human)
+    assert np.mean(w_good) < 0.5 * np.mean(w_human) and np.mean(w_good) < np.mean(w_classic)
+    assert covered / 300 >= 0.85
