@@ -8,6 +8,7 @@ import streamlit as st
 
 from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, get_spec, supports
+from core.data.text import display_form
 from core.retrieval.base import validate_query
 from ui.cache import system
 from ui.nav import ensure_navigation
@@ -164,7 +165,7 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
         if cand is None:
             st.info("Type a candidate question.")
             continue
-        st.text(cand)
+        st.text(display_form(cand) if ds.tokenized else cand)  # as people write it, not "depression ?"
         try:
             show(slot, frm.explain(query, cand))
         except StudioError as exc:
