@@ -27,6 +27,7 @@ from core.paths import REPO_ROOT, artifact_dir
 from core.registry import SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_module
 
 STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
+QUEUE_FILE = "queue.json"  # the running build's order: the systems it will build, as SYSTEM[@VARIANT]
 
 
 @dataclass
@@ -213,6 +214,7 @@ def build_all(
     with build_lock(dataset_name) as acquired:
         if not acquired:
             raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")
+        queue = []
         for spec, variant in targets:
             try:
                 system_module(spec.name)
@@ -220,7 +222,9 @@ def build_all(
                 continue
             if not force and system_module(spec.name).is_built(dataset, variant=variant):
                 continue
+            queue.append(_label(spec.name, variant))
             write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"), variant)
+        save_json(_status_dir(dataset_name) / QUEUE_FILE, queue)
         results = []
         for spec, variant in targets:
             label = spec.name + (f"@{variant}" if variant else "")
@@ -242,6 +246,53 @@ def build_all(
         check_built(dataset, [(spec.name, variant) for (spec, variant), status in zip(targets, results)
                               if status.state == "ready"], echo=echo)
         return results
+
+
+def _label(system: str, variant: str | None) -> str:
+    return system + (f"@{variant}" if variant else "")
+
+
+def _raw_status(dataset_name: str, system: str, variant: str | None) -> BuildStatus | None:
+    import json
+
+    try:
+        return BuildStatus(**json.loads(_status_path(dataset_name, system, variant).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def pending_note(dataset_name: str, system: str, variant: str | None = None) -> str | None:
+    """Where the running background build stands with a system that is not built yet, or ``None``
+    (no build running, or the build does not have it queued or in progress).
+
+    "minilm: queued (position 2) in the background build; bm25 is building now" or "densetrans: building:
+    step 3/7 of the background build, 42% (epoch 2/6)". The queue is the build's order
+    (``QUEUE_FILE``, written when the build starts); the position counts the queued systems up to this one.
+    """
+    if not build_running(dataset_name):
+        return None
+    status = _raw_status(dataset_name, system, variant)
+    if status is None or status.state not in ("queued", "building"):
+        return None
+    import json
+
+    label = _label(system, variant)
+    try:
+        queue = [str(x) for x in json.loads((_status_dir(dataset_name) / QUEUE_FILE).read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        queue = []
+    states = {name: _raw_status(dataset_name, *(name.split("@", 1) if "@" in name else (name, None)))
+              for name in queue}
+    step = f"step {queue.index(label) + 1}/{len(queue)} of the background build, " if label in queue \
+        else "in the background build, "
+    if status.state == "building":
+        detail = f" ({status.message[:80]})" if status.message else ""
+        return f"{label}: building: {step}{status.progress:.0%}{detail}; it shows here when ready."
+    ahead = [n for n in queue[: queue.index(label)] if states[n] is not None and states[n].state == "queued"] \
+        if label in queue else []
+    now = next((n for n in queue if states[n] is not None and states[n].state == "building"), None)
+    return (f"{label}: queued (position {len(ahead) + 1}) in the background build"
+            + (f"; {now} is building now" if now else "") + "; it shows here when ready.")
 
 
 @contextmanager
