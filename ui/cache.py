@@ -117,6 +117,16 @@ LAYER_SOURCES = {
 }
 
 
+def default_layer_sources(dataset_name: str) -> list[str]:
+    """The Layers page's representations that the default build builds for the dataset (what it preselects):
+    a default-variant system of the default build; ablation variants (``-AllDense``) are offered, not chosen."""
+    from core.registry import default_build, get_spec
+
+    ds = dataset(dataset_name)
+    return [label for label, (name, variant, _) in LAYER_SOURCES.items()
+            if variant is None and default_build(get_spec(name), ds)]
+
+
 def layer_fn(label: str, dataset_name: str):
     """texts -> per-layer vectors for one representation of the Layers page."""
     name, variant, pooling = LAYER_SOURCES[label]
