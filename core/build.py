@@ -261,6 +261,28 @@ def _raw_status(dataset_name: str, system: str, variant: str | None) -> BuildSta
         return None
 
 
+def progress_line(dataset: Dataset) -> str | None:
+    """The one line every page shows while the background build runs (what builds, how far, how many are
+    ready), or ``None`` when no build runs. Progress is a whole percent, as the Models table shows it."""
+    from core.registry import supports
+
+    if not build_running(dataset.name):
+        return None
+    statuses = [read_status(dataset, s) for s in list_systems() if supports(s, dataset)]
+    ready = sum(b.state == "ready" for b in statuses)
+    active = next((b for b in statuses if b.state == "building"), None)
+    tail = f"{ready}/{len(statuses)} systems ready (see Models)"
+    if active is None:
+        return f"⏳ Background build running · {tail}"
+    message = active.message.splitlines()[-1][:80] if active.message else "building"
+    return f"⏳ Background build: {active.system} {percent(active.progress)} % — {message} · {tail}"
+
+
+def percent(fraction: float) -> int:
+    """A build progress (0–1) as the whole percent the pages show (rounded down: 99.6 % is not done)."""
+    return int(max(0.0, min(1.0, float(fraction))) * 100)
+
+
 def pending_note(dataset_name: str, system: str, variant: str | None = None) -> str | None:
     """Where the running background build stands with a system that is not built yet, or ``None``
     (no build running, or the build does not have it queued or in progress).
