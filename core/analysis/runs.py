@@ -295,6 +295,14 @@ def _parse(name: str, dataset_name: str = "") -> _Name:
 def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
               progress: ProgressFn = _no_progress, loader: Loader | None = None,
               query_form: str = "tokenized") -> list[Run]:
+    """``load_run_dicts`` as ranx ``Run``s named as in ``names``."""
+    return [_to_run(data, name) for name, data in
+            zip(names, load_run_dicts(dataset, names, queries, k, progress, loader, query_form))]
+
+
+def load_run_dicts(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
+                   progress: ProgressFn = _no_progress, loader: Loader | None = None,
+                   query_form: str = "tokenized") -> list[dict[str, dict[str, float]]]:
     """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
     computed (with ``progress`` reporting query counts) for the queries a stored run lacks.
 
@@ -323,5 +331,5 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
             rankings = compute_rankings(name, dataset, {q: queries[q] for q in missing}, k, report, loader)
             data.update({q: r.as_dict() for q, r in rankings.items()})
         report(1.0, f"{name}: {len(wanted):,}/{len(wanted):,} queries")
-        out.append(_to_run(data, name))
+        out.append(data)
     return out
