@@ -40,7 +40,7 @@ from core.analysis.evaluation import check_metrics
 from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
-from core.analysis.runs import STORED_DEPTH, default_split, run_status
+from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
 from core.analysis.held_out import held_out_note
@@ -166,8 +166,14 @@ try:
         if name.startswith("run:"):
             run_keys[name], computed[name] = imported_run(imported[name[4:]], name)
     labels_key = digest([labels.source, labels.qrels])
+    qrels_digest = labels_digest(labels.qrels)
+
+    def _stored(name: str):
+        return None if name.startswith("run:") or query_form != "tokenized" else \
+            stored_per_query(ds, name, labels.qrels, k, qrels_digest)
+
     values = {name: per_query_values(run_keys[name], name, lambda name=name: computed[name], labels.qrels, labels_key,
-                                     check_metrics(metrics))
+                                     check_metrics(metrics), stored=lambda name=name: _stored(name))
               for name in chosen}
     res = memo("ea.analysis", (tuple(run_keys[n] for n in chosen), labels_key, tuple(metrics), stat_test, baseline),
                lambda: analysis_from_values(labels, chosen, values, baseline, metrics, stat_test))

@@ -10,6 +10,7 @@ from ranx import Qrels, Run, compare
 
 from core.data.datasets import load_dataset
 from core.analysis.error_analysis import (
+    DEFAULT_METRICS,
     analyze,
     holm,
     import_run,
@@ -297,3 +298,26 @@ def test_analysis_from_values_equals_ranx_compare(env):
     rows = res.display_table()
     assert rows[0]["system"] == "bm25" and rows[0]["ndcg@10 p"] == "baseline" and rows[0]["ndcg@10 W/T/L"] == "baseline"
     assert all(v is not None for row in rows for v in row.values())
+
+
+def test_the_build_stores_per_query_metrics_the_page_reads(built):
+    """write_run stores per-query metrics on the default labels; they equal ranx on the stored run, and are refused
+    for other labels, another depth, or after the model changed."""
+    from core.analysis import runs
+    from core.analysis.evaluation import per_query
+
+    ds = load_dataset("qqp-bimpm")
+    runs.write_run(ds, "bm25")
+    labels = label_set(ds, None, "dataset", runs.default_split(ds))
+    saved = runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH)
+    assert saved is not None and set(saved) == set(DEFAULT_METRICS)
+    (run,) = runs.load_runs(ds, ["bm25"], labels.queries, runs.STORED_DEPTH)
+    for m in DEFAULT_METRICS:
+        assert saved[m] == pytest.approx(per_query(labels.qrels, run, m))
+    other = {q: dict(v) for q, v in list(labels.qrels.items())[1:]}
+    assert runs.stored_per_query(ds, "bm25", other, runs.STORED_DEPTH) is None
+    assert runs.stored_per_query(ds, "bm25", labels.qrels, 10) is None
+    from core.registry import system_dir
+
+    (system_dir(ds.name, "bm25") / "metrics.json").write_text('{"changed": true}', encoding="utf-8")
+    assert runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH) is None

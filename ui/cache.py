@@ -203,7 +203,7 @@ def digest(obj) -> str:
 
 
 def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qrels: dict, qrels_key: str,
-                     metrics: list[str]) -> dict[str, dict[str, float]]:
+                     metrics: list[str], stored: Callable[[], dict | None] | None = None) -> dict[str, dict[str, float]]:
     """metric -> query -> value of one run (``core.analysis.evaluation.per_query``, ranx), kept per run key (its
     model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
     metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
@@ -212,6 +212,11 @@ def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qre
 
     cache = result_cache("per_query", 1024)
     missing = [m for m in metrics if (run_key, qrels_key, m) not in cache]
+    if missing and stored is not None:  # the build's per-query metrics (``core.analysis.runs.write_per_query``)
+        saved = stored() or {}
+        for m in [m for m in missing if m in saved]:
+            cache.put((run_key, qrels_key, m), saved[m])
+        missing = [m for m in missing if m not in saved]
     if missing:
         run = run_from_dict(data(), name)
         for m in missing:
