@@ -7,8 +7,8 @@ than parsing 1.7M TREC lines) and a ``.json`` beside it with the fingerprint of 
 from, and a ``.perquery.json`` with its per-query metrics (``DEFAULT_METRICS`` on the dataset's qrels of
 ``default_split``: what Error Analysis opens on, read instead of evaluated). The fingerprint hashes the
 system's ``config.json`` and ``metrics.json`` (content) and the name, size and modification time of every
-other file in ``registry.system_dir`` (weights, indexes); a fusion adds its parts' fingerprints, a reranker the first stage's. A run whose fingerprint no longer matches
-is stale: it is not used, and the next build rewrites it.
+other file in ``registry.system_dir`` (weights, indexes); a fusion adds its parts' fingerprints, a reranker
+the first stage's. A run whose fingerprint no longer matches is stale: it is not used, and the next build rewrites it.
 
 Which queries
     - retrievers: every query of the dataset (QQP: 17,269), each query removed from its own ranking
