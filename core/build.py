@@ -28,6 +28,7 @@ from core.registry import (SystemSpec, check_variant, get_spec, list_systems, ne
                            system_module)
 
 STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
+QUEUE_FILE = "queue.json"  # the running build's order: the systems it will build, as SYSTEM[@VARIANT]
 
 
 @dataclass
@@ -244,6 +245,7 @@ def build_all(
     with build_lock(dataset_name) as acquired:
         if not acquired:
             raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")
+        queue = []
         for spec, variant in targets:
             try:
                 system_module(spec.name)
@@ -251,7 +253,9 @@ def build_all(
                 continue
             if not force and system_module(spec.name).is_built(dataset, variant=variant):
                 continue
+            queue.append(_label(spec.name, variant))
             write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"), variant)
+        save_json(_status_dir(dataset_name) / QUEUE_FILE, queue)
         results = []
         for spec, variant in targets:
             label = spec.name + (f"@{variant}" if variant else "")
@@ -270,6 +274,75 @@ def build_all(
             if status.state == "ready":  # beats its reference on held-out queries? checked as each system
                 check_built(dataset, [(spec.name, variant)], echo=echo)  # finishes (cached; pages show it)
         return results
+
+
+def _label(system: str, variant: str | None) -> str:
+    return system + (f"@{variant}" if variant else "")
+
+
+def _raw_status(dataset_name: str, system: str, variant: str | None) -> BuildStatus | None:
+    import json
+
+    try:
+        return BuildStatus(**json.loads(_status_path(dataset_name, system, variant).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def progress_line(dataset: Dataset) -> str | None:
+    """The one line every page shows while the background build runs (what builds, how far, how many are
+    ready), or ``None`` when no build runs. Progress is a whole percent, as the Models table shows it."""
+    from core.registry import supports
+
+    if not build_running(dataset.name):
+        return None
+    statuses = [read_status(dataset, s) for s in list_systems() if supports(s, dataset)]
+    ready = sum(b.state == "ready" for b in statuses)
+    active = next((b for b in statuses if b.state == "building"), None)
+    tail = f"{ready}/{len(statuses)} systems ready (see Models)"
+    if active is None:
+        return f"⏳ Background build running · {tail}"
+    message = active.message.splitlines()[-1][:80] if active.message else "building"
+    return f"⏳ Background build: {active.system} {percent(active.progress)} % — {message} · {tail}"
+
+
+def percent(fraction: float) -> int:
+    """A build progress (0–1) as the whole percent the pages show (rounded down: 99.6 % is not done)."""
+    return int(max(0.0, min(1.0, float(fraction))) * 100)
+
+
+def pending_note(dataset_name: str, system: str, variant: str | None = None) -> str | None:
+    """Where the running background build stands with a system that is not built yet, or ``None``
+    (no build running, or the build does not have it queued or in progress).
+
+    "minilm: queued (position 2) in the background build; bm25 is building now" or "densetrans: building:
+    step 3/7 of the background build, 42% (epoch 2/6)". The queue is the build's order
+    (``QUEUE_FILE``, written when the build starts); the position counts the queued systems up to this one.
+    """
+    if not build_running(dataset_name):
+        return None
+    status = _raw_status(dataset_name, system, variant)
+    if status is None or status.state not in ("queued", "building"):
+        return None
+    import json
+
+    label = _label(system, variant)
+    try:
+        queue = [str(x) for x in json.loads((_status_dir(dataset_name) / QUEUE_FILE).read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        queue = []
+    states = {name: _raw_status(dataset_name, *(name.split("@", 1) if "@" in name else (name, None)))
+              for name in queue}
+    step = f"step {queue.index(label) + 1}/{len(queue)} of the background build, " if label in queue \
+        else "in the background build, "
+    if status.state == "building":
+        detail = f" ({status.message[:80]})" if status.message else ""
+        return f"{label}: building: {step}{status.progress:.0%}{detail}; it shows here when ready."
+    ahead = [n for n in queue[: queue.index(label)] if states[n] is not None and states[n].state == "queued"] \
+        if label in queue else []
+    now = next((n for n in queue if states[n] is not None and states[n].state == "building"), None)
+    return (f"{label}: queued (position {len(ahead) + 1}) in the background build"
+            + (f"; {now} is building now" if now else "") + "; it shows here when ready.")
 
 
 @contextmanager

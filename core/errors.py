@@ -36,6 +36,15 @@ class MissingArtifactError(StudioError):
         super().__init__(f"{what} is {reason}. Build it with: {command}")
 
 
+class BuildPendingError(MissingArtifactError):
+    """A system not built yet that the running background build has queued or is building: says where it
+    stands ("queued (position 3)", "building: step 2/5"), never a command to run."""
+
+    def __init__(self, what: str, note: str) -> None:
+        self.what, self.command = what, ""
+        StudioError.__init__(self, note)
+
+
 # Library errors a user's input can cause, mapped to one line (the CLI exits 2 on them; the pages show
 # the same line). Anything else is a bug and keeps its traceback.
 _LIBRARY_PACKAGES = {"ranx": "ranx", "bm25s": "bm25s"}

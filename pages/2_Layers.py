@@ -8,7 +8,7 @@ import streamlit as st
 from core.errors import StudioError
 from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
 from core.registry import list_systems, supports
-from ui.cache import LAYER_SOURCES, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
+from ui.cache import LAYER_SOURCES, default_layer_sources, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -42,7 +42,7 @@ with st.sidebar:
                                   "labelled: a question Quora labelled as not duplicate")
     seed = st.number_input("Seed", 0, 10_000, 13, key="layers.seed")
     chosen = st.multiselect("Representations", list(LAYER_SOURCES),
-                            default=["MiniLM [CLS]", "MiniLM mean", "DenseTrans", "DenseTrans -AllDense"],
+                            default=default_layer_sources(ds_name),
                             key="layers.sources")
 
 MEASURE_AXIS = {"auc": "AUC P(cos(q,q⁺) > cos(q,q⁻))", "paper": "mean |log cos(q,q⁺) − log cos(q,q⁻)| (cos > 0 only)"}

@@ -12,6 +12,7 @@ from core.analysis.keyword_quality import keywords_default
 from core.analysis.keywords import METHODS, word_importance
 from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, display_name, get_spec, parse_name, supports, system_module
+from core.data.text import display_form
 from core.retrieval.base import validate_query
 from ui.cache import system
 from ui.nav import ensure_navigation
@@ -193,7 +194,7 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
         if cand is None:
             st.info("Type a candidate question.")
             continue
-        st.text(cand)
+        st.text(display_form(cand) if ds.tokenized else cand)  # as people write it, not "depression ?"
         try:
             e = frm.explain(query, cand)
             if view[1] != "w":  # the same FRM, another attribution of its score: the heatmap shows it

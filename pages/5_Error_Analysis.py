@@ -14,15 +14,15 @@ import streamlit as st
 from core.judging.agreement import agreement
 from core.analysis.error_analysis import (
     DEFAULT_METRICS,
+    RunData,
+    analysis_from_values,
     LABEL_SOURCES,
     PRECEDENCE,
-    analyze,
     import_run,
     imported_runs,
     label_set,
     qrels_label_set,
     length_bucket,
-    load_run_file,
     metric_by_group,
     most_unjudged,
     pair_bucket_counts,
@@ -31,22 +31,22 @@ from core.analysis.error_analysis import (
     query_buckets,
     query_deltas,
     rows_to_csv,
-    run_from_dict,
     run_to_trec,
     unjudged_rate,
 )
 from core.errors import StudioError
 from core.analysis.evaluation import DEFAULT_METRICS as ALL_METRICS
+from core.analysis.evaluation import check_metrics
 from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants
-from core.analysis.runs import STORED_DEPTH, default_split, run_status
+from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name
 from ui.auth import current_identity
-from ui.cache import judgment_store, stored_runs
+from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
 from ui.render import error, page_dataset
@@ -161,9 +161,25 @@ try:
         st.stop()
     if baseline in failed:
         baseline = chosen[0]
-    runs = [load_run_file(imported[name[4:]], name) if name.startswith("run:") else run_from_dict(computed[name], name)
-            for name in chosen]
-    res = analyze(labels, runs, baseline, metrics, stat_test)
+    # per-query metrics are kept per run fingerprint and labels: a widget that changes neither reuses them
+    run_keys = stored_run_keys(ds_name, list(computed), labels.queries, k, query_form)
+    for name in chosen:
+        if name.startswith("run:"):
+            run_keys[name], computed[name] = imported_run(imported[name[4:]], name)
+    labels_key = digest([labels.source, labels.qrels])
+    qrels_digest = labels_digest(labels.qrels)
+
+    def _stored(name: str):
+        return None if name.startswith("run:") or query_form != "tokenized" else \
+            stored_per_query(ds, name, labels.qrels, k, qrels_digest)
+
+    values = {name: per_query_values(run_keys[name], name, lambda name=name: computed[name], labels.qrels, labels_key,
+                                     check_metrics(metrics), stored=lambda name=name: _stored(name))
+              for name in chosen}
+    res = memo("ea.analysis", (tuple(run_keys[n] for n in chosen), labels_key, tuple(metrics), stat_test, baseline),
+               lambda: analysis_from_values(labels, chosen, values, baseline, metrics, stat_test))
+    runs = [RunData(name, computed[name]) for name in chosen]
+    judged_key = digest(labels.judged)
 except StudioError as exc:
     error(exc)
     st.stop()
@@ -174,7 +190,9 @@ if query_form == "typed":
 st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Tests against {baseline}: "
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
-st.dataframe(pd.DataFrame(res.table()), hide_index=True, key="ea.table")
+st.dataframe(pd.DataFrame(res.display_table()), hide_index=True, key="ea.table")
+st.caption("p: three decimals down to 0.001, scientific notation below, \"< 1e-10\" under that; the baseline row "
+           "has no test against itself.")
 what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") and display_name(n).lower() != n.lower()]
 if what:
     st.caption("What runs: " + "; ".join(what) + ".")
@@ -216,8 +234,9 @@ with tab_q:
         picked = [p.get("customdata") for p in (event.selection.points if event else [])] if event else []
         qids = [q for q, _ in deltas]
         default = qids.index(picked[0]) if picked and picked[0] in qids else 0
+        delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
         open_q = st.selectbox("Query", qids, index=default, key="ea.open_q",
-                              format_func=lambda q: f"{q} · Δ {dict(deltas)[q]:+.3f}")
+                              format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")
         st.text(labels.queries.get(open_q, ""))
         if st.button("Open on Compare", key="ea.open"):
             link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
@@ -228,11 +247,13 @@ with tab_q:
 with tab_j:
     depth = int(st.number_input("Top-k to check", 1, 100, 10, key="ea.unjudged_k"))
     qids = list(labels.qrels)
-    rates = [unjudged_rate(r, labels.judged, depth, qids) for r in runs]
+    rates = memo("ea.unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, labels_key, depth),
+                 lambda: [unjudged_rate(r, labels.judged, depth, qids) for r in runs])
     st.dataframe(pd.DataFrame([{"system": r.system, "top-k items": r.retrieved, "unjudged": r.unjudged,
                                 f"judged@{depth}": 1.0 - r.rate, "unjudged rate": r.rate} for r in rates]),
                  hide_index=True)
-    todo = most_unjudged(runs, labels.judged, depth, limit=20)
+    todo = memo("ea.most_unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, depth),
+                lambda: most_unjudged(runs, labels.judged, depth, limit=20))
     if todo:
         st.dataframe(pd.DataFrame([{"query_id": q, "unjudged in pool": n, "query": labels.queries.get(q, "")}
                                    for q, n, _ in todo]), hide_index=True)
@@ -247,13 +268,16 @@ with tab_j:
 # ----------------------------------------------------------------------------- buckets
 with tab_b:
     metric_b = st.selectbox("Metric", res.metrics, key="ea.bucket_metric")
-    buckets = query_buckets(labels.qrels, labels.queries, ds.corpus)
+    buckets = memo("ea.buckets", (ds_name, labels_key, digest(labels.queries)),
+                   lambda: query_buckets(labels.qrels, labels.queries, ds.corpus))
     st.caption("Hard / easy / middle by word Jaccard of query and positives (frm-multiview-chong.md §4.2): "
                "a query is hard if all its positives have Jaccard ≤ 0.2, easy if all ≥ 0.7, else middle.")
     st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, buckets, ["hard", "middle", "easy"])), hide_index=True)
-    counts = pair_bucket_counts(labels.judged, labels.queries, ds.corpus)
+    counts = memo("ea.pair_buckets", (ds_name, judged_key, digest(labels.queries)),
+                  lambda: pair_bucket_counts(labels.judged, labels.queries, ds.corpus))
     st.dataframe(pd.DataFrame([{"bucket": b, **c} for b, c in counts.items()]), hide_index=True)
-    lengths = {q: length_bucket(t) for q, t in labels.queries.items()}
+    lengths = memo("ea.lengths", (ds_name, digest(labels.queries)),
+                   lambda: {q: length_bucket(t) for q, t in labels.queries.items()})
     st.caption("Metric by query length (words)")
     order = ["1-5", "6-10", "11-15", "16-20", "21+"]
     st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, lengths, order)), hide_index=True)
@@ -276,12 +300,15 @@ with tab_a:
 
 # ----------------------------------------------------------------------------- export
 with tab_x:
-    st.download_button("User judgments (TREC qrels)", qrels_to_trec(store.qrels(ds.name)),
+    # files are written when their button is clicked (callables), never on a rerun that does not download them
+    st.download_button("User judgments (TREC qrels)", lambda: qrels_to_trec(store.qrels(ds.name)),
                        file_name="judgments.qrels", key="ea.dl_qrels")
     metric_x = res.metrics[0]
-    st.download_button(f"Per-query {metric_x} (CSV)", rows_to_csv(per_query_rows(res, metric_x, labels.queries)),
+    st.download_button(f"Per-query {metric_x} (CSV)",
+                       lambda: rows_to_csv(per_query_rows(res, metric_x, labels.queries)),
                        file_name="per_query.csv", key="ea.dl_csv")
-    st.download_button("Metrics table (CSV)", rows_to_csv(res.table()), file_name="metrics.csv", key="ea.dl_table")
+    st.download_button("Metrics table (CSV)", lambda: rows_to_csv(res.table()), file_name="metrics.csv",
+                       key="ea.dl_table")
     for run in runs:
-        st.download_button(f"Run {run.name} (TREC)", run_to_trec(run), file_name=f"{run.name.replace(':', '_')}.trec",
-                           key=f"ea.dl_run.{run.name}")
+        st.download_button(f"Run {run.name} (TREC)", lambda run=run: run_to_trec(run),
+                           file_name=f"{run.name.replace(':', '_')}.trec", key=f"ea.dl_run.{run.name}")

@@ -8,7 +8,15 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from core.build import build_log_tail, build_running, read_status, start_background_build
+from core.build import (
+    build_log_tail,
+    build_running,
+    pending_note,
+    percent,
+    progress_line,
+    read_status,
+    start_background_build,
+)
 from core.model_cards import (
     artifact_size,
     below_reference,
@@ -29,7 +37,7 @@ ensure_navigation()  # through app.py's grouped navigation, also on a first deep
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Models")
 
-ds = page_dataset()
+ds = page_dataset(banner=False)  # the build line is drawn with the status table below (same numbers)
 
 
 def _buildable() -> list[tuple]:
@@ -43,32 +51,36 @@ def _label(spec, variant) -> str:
     return spec.name + (f"@{variant}" if variant else "")
 
 
-@st.fragment(run_every=3)
 def status_table() -> None:
-    """Refreshes on its own every 3 s, without blocking other pages."""
+    """The build line and every system's status, read together so the line and the table agree."""
+    line = progress_line(ds)
+    if line:
+        st.caption(line)
     rows = []
     for spec, variant in _buildable():
         s = read_status(ds, spec, variant)
         name = _label(spec, variant)
         rows.append({"system": name, "what runs": display_name(name), "kind": spec.kind, "state": s.state,
-                     "progress": s.progress, "message": s.message.splitlines()[-1][:120] if s.message else "",
+                     "progress": percent(s.progress), "message": s.message.splitlines()[-1][:120] if s.message else "",
                      "seconds": round(s.seconds, 1) if s.seconds else None,
                      "size (MB)": artifact_size(ds.name, spec.name, variant) / 1e6,
                      "error": s.error})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"progress": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0),
+                 column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%d %%"),
                                 "size (MB)": st.column_config.NumberColumn(format="%.1f")})
-    for row in rows:  # background builds and longer runs: a bar with the counts the trainer reports
-        if row["state"] == "building":
-            st.progress(min(1.0, max(0.0, row["progress"])), text=f"{row['system']}: {row['message'] or 'building'}")
     running = build_running(ds.name)
     st.caption("A build is running in the background." if running else "No build running.")
     log = build_log_tail(ds.name)
     if log:
         with st.expander("Build log (last lines)"):
             st.code(log, language=None)
+    if running != RUNNING:  # the build started or ended: redraw the page (polling only while one runs)
+        st.rerun(scope="app")
 
 
+RUNNING = build_running(ds.name)
+# refreshes on its own every 3 s while a build runs, without blocking other pages; idle, it does not rerun
+status_table = st.fragment(status_table, run_every=3 if RUNNING else None)
 status_table()
 
 left, right = st.columns(2)
@@ -231,5 +243,6 @@ for spec, variant in _buildable():
             st.dataframe(pd.DataFrame(sorted(status.metrics.items()), columns=["metric", "value"]).astype(str),
                          hide_index=True)
         elif status.state != "ready":
-            st.caption(f"Not built yet: `python -m core train --system {spec.name} --dataset {ds.name}"
+            st.caption(pending_note(ds.name, spec.name, variant)
+                       or f"Not built yet: `python -m core train --system {spec.name} --dataset {ds.name}"
                        + (f" --variant {variant}`" if variant else "`"))

@@ -56,3 +56,55 @@ def test_background_build_runs_detached(tiny_data, fresh_var):
     while time.time() < deadline and build.build_running("qqp-bimpm"):
         time.sleep(0.2)
     assert not build.build_running("qqp-bimpm")
+
+
+def _queue(ds_name: str, states: dict[str, str]) -> None:
+    from core.artifacts import save_json
+
+    save_json(build._status_dir(ds_name) / build.QUEUE_FILE, list(states))
+    for label, state in states.items():
+        system, _, variant = label.partition("@")
+        build.write_status(ds_name, build.BuildStatus(system, state, progress=0.4 if state == "building" else 0.0,
+                                                      message="epoch 2/6" if state == "building" else "waiting"),
+                           variant or None)
+
+
+def test_a_system_the_background_build_has_says_queued_or_building_not_a_command(tiny_data, fresh_var):
+    """While the build runs, loading a queued system names its place in the queue, never `python -m core ...`."""
+    from core.errors import BuildPendingError, MissingArtifactError
+    from core.serving.loader import load
+
+    ds = load_dataset("qqp-bimpm")
+    with pytest.raises(MissingArtifactError, match="python -m core"):  # no build running: the command
+        load("dual-encoder", ds)
+    with build.build_lock(ds.name) as acquired:
+        assert acquired and build.build_running(ds.name)
+        _queue(ds.name, {"glove-mean": "ready", "dual-encoder": "building", "densetrans": "queued",
+                         "sdml-cnn": "queued"})
+        with pytest.raises(BuildPendingError) as building:
+            load("dual-encoder", ds)
+        assert "dual-encoder: building: step 2/4" in str(building.value)
+        assert "epoch 2/6" in str(building.value) and "python -m core" not in str(building.value)
+        with pytest.raises(BuildPendingError) as queued:
+            load("sdml-cnn", ds)
+        assert "queued (position 2)" in str(queued.value) and "python -m core" not in str(queued.value)
+        assert "dual-encoder is building now" in str(queued.value)
+        assert build.pending_note(ds.name, "densetrans").count("position 1") == 1
+        assert build.pending_note(ds.name, "frm") is None  # not in this build: the usual message and command
+    assert build.pending_note(ds.name, "sdml-cnn") is None  # the build stopped
+
+
+def test_compare_shows_the_queue_position_for_a_system_being_built(built):
+    from tests.conftest import app_test
+
+    ds = load_dataset("qqp-bimpm")
+    with build.build_lock(ds.name):
+        _queue(ds.name, {"dual-encoder": "building", "densetrans": "queued"})
+        at = app_test("pages/1_Compare.py").run()
+        at.multiselect(key="compare.systems").set_value(["bm25", "dual-encoder", "densetrans"]).run()
+        at.text_input(key="compare.query").input("How do I learn Python fast?").run()
+        assert not at.exception
+        errors = [e.value for e in at.error]
+        assert any("dual-encoder: building: step 1/2" in e for e in errors), errors
+        assert any("densetrans: queued (position 1)" in e for e in errors), errors
+        assert not any("python -m core" in e or "Build it with" in e for e in errors), errors

@@ -159,3 +159,23 @@ def test_build_of_an_unknown_variant_builds_nothing(tiny_data, fresh_var, capsys
     _assert_one_line(["build", "--systems", "densetrans@bogus"], capsys, "unknown variant of densetrans 'bogus'",
                      "paper-objective")
     assert not (fresh_var / "systems").exists() or not any((fresh_var / "systems").rglob("model.pt"))
+
+
+@pytest.mark.parametrize("query", ["???", "   ", "!!", "?!."])
+@pytest.mark.parametrize("system", ["minilm", "bm25", "glove-mean"])
+def test_search_without_word_tokens_is_one_line_and_no_ranking(tiny_data, fresh_var, capsys, query, system):
+    rc, lines, err = _cli(["search", "--system", system, query], capsys)
+    assert rc == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert "empty" in lines[0] or "no words" in lines[0], lines[0]
+    assert "rank" not in capsys.readouterr().out  # no table printed
+
+
+def test_validate_query_refuses_text_without_words_and_keeps_questions():
+    from core.errors import QueryError
+    from core.retrieval.base import validate_query
+
+    for text in ("???", "!!", " ... ", "?!"):
+        with pytest.raises(QueryError, match="no words"):
+            validate_query(text)
+    assert validate_query("  What is 2+2 ?? ") == "What is 2+2 ??"
+    assert validate_query("C#?") == "C#?"

@@ -10,6 +10,7 @@ from ranx import Qrels, Run, compare
 
 from core.data.datasets import load_dataset
 from core.analysis.error_analysis import (
+    DEFAULT_METRICS,
     analyze,
     holm,
     import_run,
@@ -26,6 +27,7 @@ from core.analysis.error_analysis import (
     query_deltas,
     randomization_test,
     rows_to_csv,
+    run_from_dict,
     run_to_trec,
     system_runs,
     unjudged_rate,
@@ -267,3 +269,55 @@ def test_cli_judgments_export_stats_agreement(env, capsys, tmp_path):
     assert _cli(["judgments", "agreement", "--dataset", ds.name, "--json"]) == 0
     agr = json.loads(capsys.readouterr().out)
     assert agr["method"] == "cohen" and agr["items"] == 2 and len(agr["disagreements"]) == 1
+
+
+def test_p_values_are_readable_and_the_baseline_row_has_no_none():
+    from core.analysis.error_analysis import format_p
+
+    assert format_p(7.7e-62) == "< 1e-10" and format_p(3.2e-11) == "< 1e-10"
+    assert format_p(7.7e-5) == "7.7e-05" and format_p(0.0342) == "0.034" and format_p(1.0) == "1.000"
+    assert format_p(None) == "—"
+
+
+def test_analysis_from_values_equals_ranx_compare(env):
+    """The page's analysis from cached per-query values gives ranx compare's t-test p-values and the same means."""
+    from core.analysis.error_analysis import analysis_from_values, system_runs
+    from core.analysis.evaluation import compare_runs, per_query
+
+    ds = env
+    labels = label_set(ds, None, "dataset")
+    runs = system_runs(["bm25"], ds, labels.queries, k=100)
+    shuffled = run_from_dict({q: {d: -s for d, s in docs.items()} for q, docs in runs[0].to_dict().items()}, "rev")
+    runs.append(shuffled)
+    values = {r.name: {m: per_query(labels.qrels, r, m) for m in ("ndcg@10", "mrr@100")} for r in runs}
+    res = analysis_from_values(labels, ["bm25", "rev"], values, "bm25", ["ndcg@10", "mrr@100"], "student")
+    report = compare_runs(labels.qrels, runs, ["ndcg@10", "mrr@100"])
+    for m in ("ndcg@10", "mrr@100"):
+        assert res.pvalues["rev"][m] == pytest.approx(float(report.comparisons["rev", "bm25"][m]["p_value"]), rel=1e-9)
+        assert res.scores["rev"][m] == pytest.approx(report.results["rev"][m])
+    rows = res.display_table()
+    assert rows[0]["system"] == "bm25" and rows[0]["ndcg@10 p"] == "baseline" and rows[0]["ndcg@10 W/T/L"] == "baseline"
+    assert all(v is not None for row in rows for v in row.values())
+
+
+def test_the_build_stores_per_query_metrics_the_page_reads(built):
+    """write_run stores per-query metrics on the default labels; they equal ranx on the stored run, and are refused
+    for other labels, another depth, or after the model changed."""
+    from core.analysis import runs
+    from core.analysis.evaluation import per_query
+
+    ds = load_dataset("qqp-bimpm")
+    runs.write_run(ds, "bm25")
+    labels = label_set(ds, None, "dataset", runs.default_split(ds))
+    saved = runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH)
+    assert saved is not None and set(saved) == set(DEFAULT_METRICS)
+    (run,) = runs.load_runs(ds, ["bm25"], labels.queries, runs.STORED_DEPTH)
+    for m in DEFAULT_METRICS:
+        assert saved[m] == pytest.approx(per_query(labels.qrels, run, m))
+    other = {q: dict(v) for q, v in list(labels.qrels.items())[1:]}
+    assert runs.stored_per_query(ds, "bm25", other, runs.STORED_DEPTH) is None
+    assert runs.stored_per_query(ds, "bm25", labels.qrels, 10) is None
+    from core.registry import system_dir
+
+    (system_dir(ds.name, "bm25") / "metrics.json").write_text('{"changed": true}', encoding="utf-8")
+    assert runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH) is None

@@ -532,3 +532,11 @@ def test_postgresql_url_needs_no_driver_name(postgres_server):
     assert s.engine.dialect.driver == "psycopg" and s.schema_version() == SCHEMA_VERSION
     assert _label(s, 1).changed and s.judgments()[0].time.tzinfo is not None
     s.close()
+
+
+def test_typed_query_key_is_the_same_however_the_question_is_typed():
+    same = {query_key(None, t) for t in ("How can I stop my depression?", "how can i stop my depression",
+                                            "How can I stop my depression ?", "  HOW can I stop my depression!! ")}
+    assert len(same) == 1
+    assert query_key(None, "How can I stop my anxiety?") not in same
+    assert query_key("q1", "anything") == "q1"

@@ -96,7 +96,7 @@ def _cli_compare(argv: list[str]) -> dict:
 
 
 def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
-    from core.analysis.error_analysis import import_run, label_set, run_to_trec, system_runs
+    from core.analysis.error_analysis import format_p, import_run, label_set, run_to_trec, system_runs
 
     ds = env
     store = JudgmentStore()
@@ -126,10 +126,13 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
             assert got["system"] == ("run:" + row["system"] if row["system"] == "rev" else row["system"])
             for metric in cli["metrics"]:
                 assert got[metric] == row[metric]
-                if row[f"{metric} p"] is not None:
-                    assert got[f"{metric} p"] == row[f"{metric} p"]
-                    assert got[f"{metric} p (Holm)"] == row[f"{metric} p (Holm)"]
+                if row[f"{metric} p"] is not None:  # shown formatted: "0.034", "7.7e-05", "< 1e-10"
+                    assert got[f"{metric} p"] == format_p(row[f"{metric} p"])
+                    assert got[f"{metric} p (Holm)"] == format_p(row[f"{metric} p (Holm)"])
                     assert got[f"{metric} W/T/L"] == row[f"{metric} W/T/L"]
+                else:  # the baseline: no test against itself, and no "None" cell
+                    assert got[f"{metric} p"] == got[f"{metric} p (Holm)"] == "baseline"
+            assert "None" not in page.astype(str).to_string()
     # "Open on Compare", in two halves: AppTest drops a button's click when the run goes through
     # app.py's st.navigation (Streamlit 1.67), and a page run alone cannot switch pages. The page
     # hands the query to Compare through the session; Compare opens it from there.

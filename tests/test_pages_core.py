@@ -53,6 +53,34 @@ def test_compare_rejects_huge_query(built):
     assert any("limit" in e.value for e in at.error)
 
 
+def test_compare_refuses_a_query_without_words(built):
+    at = _app("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25"]).run()
+    for text in ("???", "!!"):
+        at.text_input(key="compare.query").input(text).run()
+        assert not at.exception
+        assert [e.value for e in at.error if "no words" in e.value] and len(at.error) == 1, [e.value for e in at.error]
+        assert not at.dataframe  # no ranking
+
+
+def test_compare_user_label_mark_however_the_question_is_typed(built):
+    """A label given to "How do I learn Python fast?" marks the same hit for "how do i learn python fast"."""
+    from core.data.datasets import load_dataset
+    from core.judging.judgments import JudgmentStore, default_url
+    from core.serving.runner import SystemChoice, rank_one
+
+    ds = load_dataset("qqp-bimpm")
+    query = "How do I learn Python fast?"
+    top = rank_one(SystemChoice("bm25"), ds, query, 3).doc_ids
+    JudgmentStore(default_url()).set_label("alice", ds.name, query, top[1], ds.corpus[top[1]], 2)
+    at = _app("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25"]).run()
+    at.text_input(key="compare.query").input("how do i learn python fast").run()
+    assert not at.exception
+    column = at.dataframe[1].value["bm25"].tolist()
+    assert "👤2" in column[1], column
+
+
 def test_models_page(built):
     at = _app("pages/6_Models.py").run()
     assert not at.exception

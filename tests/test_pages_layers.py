@@ -94,3 +94,13 @@ def test_layers_draws_the_chosen_measure_exclusions_and_the_ci_band(built, monke
     np.testing.assert_allclose(band[0]["y"], list(ci.high) + list(ci.low[::-1]))
     cis = at.dataframe[1].value
     assert len(cis) == 2 * 4 and {"95% CI low", "95% CI high"} <= set(cis.columns)
+
+
+def test_layers_preselects_only_what_the_default_build_builds(built):
+    at = app_test("pages/2_Layers.py")
+    at.session_state["layers.query"] = ""
+    at.run()
+    assert not at.exception, at.exception
+    chosen = at.multiselect(key="layers.sources").value
+    assert chosen == ["MiniLM [CLS]", "MiniLM mean", "DenseTrans"], chosen  # not the −AllDense ablation
+    assert "DenseTrans -AllDense" in at.multiselect(key="layers.sources").options

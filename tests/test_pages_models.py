@@ -95,3 +95,39 @@ def test_a_model_below_its_reference_says_so_on_the_page_and_in_the_trainer_outp
     summary = next(df.value for df in at.dataframe if "model" in df.value.columns).set_index("model")
     assert summary.loc["frm", "state"].startswith("below its reference")
     assert any("BELOW ITS REFERENCE" in w.value and "frm" in w.value for w in at.warning)
+
+
+def test_models_header_and_table_show_the_same_progress_and_queued_systems_no_command(built):
+    """While a build runs, the build line and the table read the same status (97 %, not 90 % vs 97.84 %), and a
+    queued system's card says where it stands instead of a command to run."""
+    from core import build
+    from core.artifacts import save_json
+
+    with build.build_lock("qqp-bimpm"):
+        save_json(build._status_dir("qqp-bimpm") / build.QUEUE_FILE, ["minilm", "dual-encoder"])
+        build.write_status("qqp-bimpm", build.BuildStatus("minilm", "building", progress=0.9784,
+                                                          message="MiniLM (mean): 35,944/36,737 texts"))
+        build.write_status("qqp-bimpm", build.BuildStatus("dual-encoder", "queued", message="waiting for its turn"))
+        lock = build._status_path("qqp-bimpm", "minilm").with_suffix(".lock")
+        with build._lock(lock):
+            at = app_test("pages/6_Models.py").run()
+            assert not at.exception, at.exception
+            line = next(c.value for c in at.caption if c.value.startswith("⏳ Background build"))
+            assert "minilm 97 %" in line, line
+            table = next(df.value for df in at.dataframe if "system" in df.value.columns).set_index("system")
+            assert table.loc["minilm", "progress"] == 97 and table.loc["minilm", "state"] == "building"
+            captions = [c.value for c in at.caption]
+            assert any("dual-encoder: queued (position 1)" in c for c in captions), captions
+            assert not any("train --system dual-encoder" in c for c in captions), captions
+
+
+def test_models_page_idle_does_not_poll():
+    """The status fragment reruns on a timer only while a build runs (idle, the page does not grey out)."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent.parent.joinpath("pages/6_Models.py").read_text(encoding="utf-8")
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and ast.unparse(n.func) == "st.fragment"]
+    assert calls and all(ast.unparse(k.value) == "3 if RUNNING else None" for c in calls for k in c.keywords
+                         if k.arg == "run_every")
+    assert "@st.fragment(run_every=3)" not in source

@@ -241,3 +241,34 @@ def test_load_tree_rebuilds_for_another_kmeans_seed(tmp_path, monkeypatch, vecto
     assert np.array_equal(other.centroids, again.centroids)
     assert other.centroids.shape != saved.centroids.shape or not np.allclose(other.centroids, saved.centroids)
     assert T.load(ds, seed=config.seed + 1).name.endswith(f"seed={config.seed + 1})")
+
+
+def test_tree_bert_reuses_minilms_embeddings_on_the_fixture(tiny_data, fresh_var, monkeypatch):
+    """minilm's build and tree-bert share one cache file per collection, stamped with the pipeline version."""
+    import json
+
+    import torch
+
+    from core.data.datasets import load_dataset
+    from core.data.pipeline import PIPELINE_VERSION
+    from core.retrieval import bert, tree
+
+    ds = load_dataset("qqp-bimpm")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        bert.build(ds)
+    finally:
+        torch.set_num_threads(threads)
+    cache = fresh_var / "cache" / "embeddings"
+    assert len(list(cache.glob("*.npy"))) == 1
+
+    def no_second_encoding(*args, **kwargs):
+        raise AssertionError("tree-bert loaded MiniLM to encode the collection a second time")
+
+    monkeypatch.setattr(bert.MiniLMEncoder, "pretrained", no_second_encoding)
+    assert tree.build(ds)["items"] == len(ds.corpus)
+    files = list(cache.glob("*.npy"))
+    assert len(files) == 1
+    meta = json.loads(files[0].with_suffix(".json").read_text())
+    assert meta["encoder"].endswith(f"|{PIPELINE_VERSION}") and meta["count"] == len(ds.corpus)

@@ -117,6 +117,16 @@ LAYER_SOURCES = {
 }
 
 
+def default_layer_sources(dataset_name: str) -> list[str]:
+    """The Layers page's representations that the default build builds for the dataset (what it preselects):
+    a default-variant system of the default build; ablation variants (``-AllDense``) are offered, not chosen."""
+    from core.registry import default_build, get_spec
+
+    ds = dataset(dataset_name)
+    return [label for label, (name, variant, _) in LAYER_SOURCES.items()
+            if variant is None and default_build(get_spec(name), ds)]
+
+
 def layer_fn(label: str, dataset_name: str):
     """texts -> per-layer vectors for one representation of the Layers page."""
     name, variant, pooling = LAYER_SOURCES[label]
@@ -166,9 +176,52 @@ class ResultCache:
 
 
 @st.cache_resource(show_spinner=False)
-def result_cache(name: str) -> ResultCache:
+def result_cache(name: str, max_entries: int = 64) -> ResultCache:
     """The process-wide ``ResultCache`` called ``name`` (one per kind of result)."""
-    return ResultCache()
+    return ResultCache(max_entries)
+
+
+def memo(kind: str, key: Hashable, compute: Callable[[], object], max_entries: int = 64):
+    """``compute()`` once per ``key`` for the process (plain data, kept in ``result_cache(kind)``)."""
+    cache = result_cache(kind, max_entries)
+    hit = cache.get(key, _MISSING)
+    if hit is _MISSING:
+        hit = compute()
+        cache.put(key, hit)
+    return hit
+
+
+_MISSING = object()
+
+
+def digest(obj) -> str:
+    """A short content key of JSON-able data (labels, query sets) for the result caches."""
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qrels: dict, qrels_key: str,
+                     metrics: list[str], stored: Callable[[], dict | None] | None = None) -> dict[str, dict[str, float]]:
+    """metric -> query -> value of one run (``core.analysis.evaluation.per_query``, ranx), kept per run key (its
+    model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
+    metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
+    from core.analysis.error_analysis import run_from_dict
+    from core.analysis.evaluation import per_query
+
+    cache = result_cache("per_query", 1024)
+    missing = [m for m in metrics if (run_key, qrels_key, m) not in cache]
+    if missing and stored is not None:  # the build's per-query metrics (``core.analysis.runs.write_per_query``)
+        saved = stored() or {}
+        for m in [m for m in missing if m in saved]:
+            cache.put((run_key, qrels_key, m), saved[m])
+        missing = [m for m in missing if m not in saved]
+    if missing:
+        run = run_from_dict(data(), name)
+        for m in missing:
+            cache.put((run_key, qrels_key, m), per_query(qrels, run, m))
+    return {m: cache.get((run_key, qrels_key, m)) for m in metrics}
 
 
 def layer_curve_cached(label: str, dataset_name: str, n: int, negatives: str, seed: int):
@@ -215,27 +268,45 @@ def _run_fingerprint(ds, name: str) -> str:
     return fingerprint(ds, system_name, variant or None)
 
 
+def stored_run_keys(dataset_name: str, names: list[str], queries: dict[str, str], k: int,
+                    query_form: str = "tokenized") -> dict[str, tuple]:
+    """The cache key of each system's run over ``queries``: dataset, name, depth, queries, form, model fingerprint."""
+    ds = dataset(dataset_name)
+    qkey = _queries_key(queries)
+    return {name: (dataset_name, name, k, qkey, query_form, _run_fingerprint(ds, name)) for name in names}
+
+
 def stored_runs(dataset_name: str, names: list[str], queries: dict[str, str], k: int,
                 progress: Callable[[float, str], None] | None = None, query_form: str = "tokenized") -> list[dict]:
     """Runs (``{qid: {doc: score}}``) of systems by name over ``queries`` for Error Analysis.
 
-    Stored runs are read (``core.analysis.runs.load_runs``); what is missing or stale is computed with
+    Stored runs are read (``core.analysis.runs.load_run_dicts``); what is missing or stale is computed with
     ``progress(fraction, "system: n/N queries")`` drawn by the page. Results are kept per model
     fingerprint, queries and depth for the process (plain dicts: nothing of the page is stored).
     """
-    from core.analysis.runs import load_runs
+    from core.analysis.runs import load_run_dicts
 
     ds = dataset(dataset_name)
     cache = result_cache("stored_runs")
-    qkey = _queries_key(queries)
-    keys = {name: (dataset_name, name, k, qkey, query_form, _run_fingerprint(ds, name)) for name in names}
+    keys = stored_run_keys(dataset_name, names, queries, k, query_form)
     missing = [name for name in names if keys[name] not in cache]
     if missing:
-        runs = load_runs(ds, missing, queries, k=k, progress=progress or (lambda f, m: None),
-                         loader=cached_loader(dataset_name), query_form=query_form)
+        runs = load_run_dicts(ds, missing, queries, k=k, progress=progress or (lambda f, m: None),
+                              loader=cached_loader(dataset_name), query_form=query_form)
         for name, run in zip(missing, runs):
-            cache.put(keys[name], run.to_dict())
+            cache.put(keys[name], run)
     return [cache.get(keys[name]) for name in names]
+
+
+def imported_run(path, name: str) -> tuple[tuple, dict]:
+    """(cache key, ``{qid: {doc: score}}``) of an imported TREC run file, read once per file version."""
+    from pathlib import Path
+
+    from core.analysis.error_analysis import load_run_file
+
+    st_ = Path(path).stat()
+    key = ("imported", str(path), st_.st_size, st_.st_mtime_ns, name)
+    return key, memo("imported_runs", key, lambda: load_run_file(path, name).to_dict())
 
 
 @st.cache_data(show_spinner="Computing Recall@k on held-out queries…", max_entries=32)

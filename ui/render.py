@@ -25,21 +25,11 @@ def error(exc: BaseException) -> None:
 
 def build_banner(dataset_name: str) -> None:
     """One line on every page while the background build runs (what is building, how far)."""
-    from core.build import build_running, read_status
-    from core.registry import list_systems, supports
+    from core.build import progress_line
 
-    if not build_running(dataset_name):
-        return
-    ds = _dataset(dataset_name)
-    building = [read_status(ds, s) for s in list_systems() if supports(s, ds)]
-    active = [b for b in building if b.state == "building"]
-    ready = sum(b.state == "ready" for b in building)
-    if active:
-        b = active[0]
-        st.caption(f"⏳ Background build: {b.system} {b.progress:.0%} — {b.message[:80]} · "
-                   f"{ready}/{len(building)} systems ready (see Models)")
-    else:
-        st.caption(f"⏳ Background build running · {ready}/{len(building)} systems ready (see Models)")
+    line = progress_line(_dataset(dataset_name))
+    if line:
+        st.caption(line)
 
 
 def _dataset(name: str):
@@ -48,10 +38,11 @@ def _dataset(name: str):
     return dataset(name)
 
 
-def page_dataset(name: str | None = None):
+def page_dataset(name: str | None = None, banner: bool = True):
     """Load the page's dataset (the current one by default), or show why not and stop the page.
 
-    Also shows the background-build line, so every page reports build progress.
+    Also shows the background-build line, so every page reports build progress (``banner=False``: the page
+    draws it itself, as Models does beside its status table so both show the same numbers).
     """
     from ui.state import current_dataset
 
@@ -61,5 +52,6 @@ def page_dataset(name: str | None = None):
     except Exception as exc:
         error(exc)
         st.stop()
-    build_banner(name)
+    if banner:
+        build_banner(name)
     return ds

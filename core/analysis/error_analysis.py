@@ -32,7 +32,7 @@ from ranx import Run
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.analysis import LABEL_SOURCES
-from core.analysis.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
+from core.analysis.evaluation import check_metrics, per_query, read_trec_run, to_run
 from core.judging.judgments import JudgmentStore
 from core.paths import artifact_dir
 from core.registry import get_spec
@@ -224,6 +224,22 @@ class Analysis:
             rows.append(row)
         return rows
 
+    def display_table(self) -> list[dict]:
+        """``table()`` for people: p-values formatted (``format_p``), the baseline row says "baseline" where
+        a test against itself has no value (no empty or "None" cells)."""
+        rows = []
+        for row in self.table():
+            out = {}
+            for key, value in row.items():
+                if key.endswith(" p") or key.endswith(" p (Holm)"):
+                    out[key] = "baseline" if row["system"] == self.baseline else format_p(value)
+                elif key.endswith(" W/T/L") and row["system"] == self.baseline:
+                    out[key] = "baseline"
+                else:
+                    out[key] = value
+            rows.append(out)
+        return rows
+
     def to_dict(self) -> dict:
         """JSON-ready summary (no per-query values)."""
         return {
@@ -243,46 +259,81 @@ def analyze(
     """ranx comparison of ``runs`` on ``labels.qrels`` with Holm-corrected tests against ``baseline``."""
     if not runs:
         raise StudioError("pick at least one system or run")
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise StudioError(f"two runs share a name: {names}")
+    checked = check_metrics(list(metrics))
+    values = {r.name: {m: per_query(labels.qrels, r, m) for m in checked} for r in runs} if labels.qrels else {}
+    return analysis_from_values(labels, names, values, baseline, checked, stat_test, max_p)
+
+
+def analysis_from_values(
+    labels: LabelSet,
+    names: Sequence[str],
+    values: Mapping[str, Mapping[str, Mapping[str, float]]],
+    baseline: str | None = None,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    stat_test: str = "student",
+    max_p: float = 0.05,
+) -> Analysis:
+    """The same comparison from per-query metric values already computed (``values``: system -> metric ->
+    query -> value, from ``core.analysis.evaluation.per_query``), so a page can keep them per run fingerprint and
+    never recompute what a widget does not change. The paired t-test is ranx's own (``paired_student_t_test``,
+    scipy's ``ttest_rel``) over the same per-query values ranx's ``compare`` would pair."""
+    from ranx.statistical_tests import paired_student_t_test
+
+    if not names:
+        raise StudioError("pick at least one system or run")
     if not labels.qrels:
         raise StudioError(f"no query has a relevant label in the '{labels.source}' label source")
     if stat_test not in ("student", "fisher"):
         raise UnknownNameError("statistical test", stat_test, ["student", "fisher"])
-    names = [r.name for r in runs]
     if len(set(names)) != len(names):
-        raise StudioError(f"two runs share a name: {names}")
+        raise StudioError(f"two runs share a name: {list(names)}")
     baseline = baseline or names[0]
     if baseline not in names:
-        raise UnknownNameError("baseline", baseline, names)
+        raise UnknownNameError("baseline", baseline, list(names))
     metrics = check_metrics(list(metrics))
-    ordered = [r for r in runs if r.name == baseline] + [r for r in runs if r.name != baseline]
-    pq = {m: {r.name: per_query(labels.qrels, r, m) for r in ordered} for m in metrics}
-    scores = {r.name: {m: float(np.mean(list(pq[m][r.name].values()))) for m in metrics} for r in ordered}
+    ordered = [baseline] + [n for n in names if n != baseline]
+    qids = list(labels.qrels)
+    pq = {m: {n: {q: float(values[n][m].get(q, 0.0)) for q in qids} for n in ordered} for m in metrics}
+    scores = {n: {m: float(np.mean(list(pq[m][n].values()))) for m in metrics} for n in ordered}
     pvalues: dict[str, dict[str, float]] = {}
     wtl: dict[str, dict[str, dict[str, int]]] = {}
-    if len(ordered) > 1:
-        report = compare_runs(labels.qrels, list(ordered), metrics, stat_test="student", max_p=max_p) \
-            if stat_test == "student" else None
-        for r in ordered[1:]:
+    for n in ordered[1:]:
+        pvalues[n] = {}
+        for m in metrics:
+            control = np.array([pq[m][baseline][q] for q in qids])
+            treatment = np.array([pq[m][n][q] for q in qids])
             if stat_test == "student":
-                pvalues[r.name] = {m: float(report.comparisons[r.name, baseline][m]["p_value"]) for m in metrics}
+                p = float(paired_student_t_test(control, treatment, max_p)[0])
             else:
-                qids = sorted(pq[metrics[0]][baseline])
-                pvalues[r.name] = {
-                    m: randomization_test([pq[m][baseline][q] for q in qids], [pq[m][r.name].get(q, 0.0) for q in qids])
-                    for m in metrics
-                }
+                p = randomization_test(control, treatment)
             # a t-test on identical per-query scores is 0/0: no evidence of a difference, p = 1
-            pvalues[r.name] = {m: 1.0 if np.isnan(p) else p for m, p in pvalues[r.name].items()}
-            wtl[r.name] = {m: win_tie_loss(pq[m][r.name], pq[m][baseline]) for m in metrics}
+            pvalues[n][m] = 1.0 if np.isnan(p) else p
+        wtl[n] = {m: win_tie_loss(pq[m][n], pq[m][baseline]) for m in metrics}
     adjusted: dict[str, dict[str, float]] = {s: {} for s in pvalues}
     for m in metrics:
         for s, p in holm({s: pvalues[s][m] for s in pvalues}).items():
             adjusted[s][m] = p
     return Analysis(
-        systems=[r.name for r in ordered], baseline=baseline, metrics=metrics, stat_test=stat_test,
+        systems=ordered, baseline=baseline, metrics=metrics, stat_test=stat_test,
         label_source=labels.source, queries=len(labels.qrels), scores=scores, pvalues=pvalues, holm=adjusted,
         win_tie_loss=wtl, per_query=pq, max_p=max_p,
     )
+
+
+P_FLOOR = 1e-10
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as people read it: three decimals down to 0.001, scientific notation below ("7.7e-05"),
+    and "< 1e-10" under ``P_FLOOR`` (smaller values are below any test's numeric precision); "—" for none."""
+    if p is None or (isinstance(p, float) and np.isnan(p)):
+        return "—"
+    if p < P_FLOOR:
+        return f"< {P_FLOOR:.0e}"
+    return f"{p:.3f}" if p >= 1e-3 else f"{p:.1e}"
 
 
 def win_tie_loss(system: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, int]:
@@ -484,6 +535,18 @@ def system_runs(
         rankings = rank_many(choice, dataset, queries, k, progress, load=load, first_stage=first)
         runs.append(to_run(rankings, name) if rankings else run_from_dict({}, name))
     return runs
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run as plain data (``{qid: {doc: score}}``) with its name: what the unjudged rates, the pools and the TREC
+    export read (``name`` and ``to_dict()``, as on a ranx ``Run``) without building ranx's typed dicts."""
+
+    name: str
+    data: Mapping[str, Mapping[str, float]]
+
+    def to_dict(self) -> Mapping[str, Mapping[str, float]]:
+        return self.data
 
 
 def run_from_dict(data: Mapping[str, Mapping[str, float]], name: str) -> Run:

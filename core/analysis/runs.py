@@ -4,10 +4,11 @@ The build (``core.build``) writes, after each system builds (or when an already 
 fresh run), ``var/stored-runs/<dataset>/<system>[@variant].trec`` (``qid Q0 docid rank score tag``,
 depth ``STORED_DEPTH`` = 100), its ``.npz`` twin (the same run as arrays: reading it is ~50x faster
 than parsing 1.7M TREC lines) and a ``.json`` beside it with the fingerprint of the model it came
-from. The fingerprint hashes the system's ``config.json`` and ``metrics.json`` (content) and the name,
-size and modification time of every other file in ``registry.system_dir`` (weights, indexes); a fusion
-adds its parts' fingerprints, a reranker the first stage's. A run whose fingerprint no longer matches
-is stale: it is not used, and the next build rewrites it.
+from, and a ``.perquery.json`` with its per-query metrics (``DEFAULT_METRICS`` on the dataset's qrels of
+``default_split``: what Error Analysis opens on, read instead of evaluated). The fingerprint hashes the
+system's ``config.json`` and ``metrics.json`` (content) and the name, size and modification time of every
+other file in ``registry.system_dir`` (weights, indexes); a fusion adds its parts' fingerprints, a reranker
+the first stage's. A run whose fingerprint no longer matches is stale: it is not used, and the next build rewrites it.
 
 Which queries
     - retrievers: every query of the dataset (QQP: 17,269), each query removed from its own ranking
@@ -210,7 +211,64 @@ def write_run(dataset: Dataset, system: str, variant: str | None = None, progres
     tmp = path.with_suffix(f".json.tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     os.replace(tmp, path.with_suffix(".json"))
+    write_per_query(dataset, system, variant)  # Error Analysis opens on these without evaluating
     return path
+
+
+def labels_digest(qrels: Mapping[str, Mapping[str, int]]) -> str:
+    """sha1 of a label set (``{qid: {doc: label}}``): which labels stored per-query metrics were computed on."""
+    return hashlib.sha1(json.dumps(qrels, sort_keys=True).encode()).hexdigest()
+
+
+def per_query_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
+    """``<run>.perquery.json`` beside a stored run: its per-query metrics on the default labels."""
+    return run_path(dataset_name, system, variant).with_suffix(".perquery.json")
+
+
+def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -> Path | None:
+    """Per-query values of ``DEFAULT_METRICS`` for a fresh stored run on the labels Error Analysis opens with (the
+    dataset's qrels on ``default_split``), through ``core.analysis.evaluation.per_query`` (ranx), stamped with the
+    run's fingerprint and the labels' digest, so opening the page reads them instead of evaluating."""
+    from core.analysis.error_analysis import DEFAULT_METRICS, label_set
+    from core.analysis.evaluation import per_query
+
+    if run_status(dataset, system, variant) != "fresh":
+        return None
+    labels = label_set(dataset, None, "dataset", default_split(dataset))
+    if not labels.qrels:
+        return None
+    data = read_run_dict(run_path(dataset.name, system, variant), list(labels.queries), STORED_DEPTH)
+    run = _to_run(data, _leaf(system, variant))
+    values = {m: per_query(labels.qrels, run, m) for m in DEFAULT_METRICS}
+    path = per_query_path(dataset.name, system, variant)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint(dataset, system, variant), "labels": labels_digest(labels.qrels),
+                               "depth": STORED_DEPTH, "metrics": values}), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def stored_per_query(dataset: Dataset, name: str, qrels: Mapping[str, Mapping[str, int]], k: int,
+                     labels_key: str | None = None) -> dict[str, dict[str, float]] | None:
+    """The build's per-query metrics of system ``name`` (metric -> query -> value) when they were computed on exactly
+    ``qrels`` (``labels_key``: its ``labels_digest`` if known) at depth ``k`` for the current model; else ``None``."""
+    if k != STORED_DEPTH:
+        return None
+    parsed = _parse(name, dataset.name)
+    if parsed.trained_on:
+        return None
+    path = per_query_path(dataset.name, parsed.system, parsed.variant)
+    if not path.is_file() or run_status(dataset, parsed.system, parsed.variant) != "fresh":
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if saved.get("fingerprint") != fingerprint(dataset, parsed.system, parsed.variant) or saved.get("depth") != k:
+        return None
+    if saved.get("labels") != (labels_key or labels_digest(qrels)):
+        return None
+    return saved.get("metrics")
 
 
 def _fused_from_stored(dataset: Dataset, variant: str | None, progress: ProgressFn) -> dict[str, Ranking] | None:
@@ -295,6 +353,14 @@ def _parse(name: str, dataset_name: str = "") -> _Name:
 def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
               progress: ProgressFn = _no_progress, loader: Loader | None = None,
               query_form: str = "tokenized") -> list[Run]:
+    """``load_run_dicts`` as ranx ``Run``s named as in ``names``."""
+    return [_to_run(data, name) for name, data in
+            zip(names, load_run_dicts(dataset, names, queries, k, progress, loader, query_form))]
+
+
+def load_run_dicts(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
+                   progress: ProgressFn = _no_progress, loader: Loader | None = None,
+                   query_form: str = "tokenized") -> list[dict[str, dict[str, float]]]:
     """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
     computed (with ``progress`` reporting query counts) for the queries a stored run lacks.
 
@@ -323,5 +389,5 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
             rankings = compute_rankings(name, dataset, {q: queries[q] for q in missing}, k, report, loader)
             data.update({q: r.as_dict() for q, r in rankings.items()})
         report(1.0, f"{name}: {len(wanted):,}/{len(wanted):,} queries")
-        out.append(_to_run(data, name))
+        out.append(data)
     return out

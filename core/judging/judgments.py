@@ -149,9 +149,19 @@ DEFAULT_GUIDELINES = (
 )
 
 
+def query_match_form(text: str) -> str:
+    """The form two typed queries are compared in: the text pipeline's terms (lower case, punctuation dropped),
+    so "How can I stop my depression?" and "how can i stop my depression" are one query; a text without any
+    term keeps its own stripped form."""
+    from core.data.pipeline import terms
+
+    return " ".join(terms(text)) or text.strip()
+
+
 def query_key(qid: str | None, text: str) -> str:
-    """The query id used in qrels/runs: the dataset id, or ``text:<hash>`` for a typed query."""
-    return qid if qid else "text:" + text_hash(text)[:16]
+    """The query id used in qrels/runs: the dataset id, or ``text:<hash>`` of a typed query's match form
+    (``query_match_form``: the same key however the question is cased or punctuated)."""
+    return qid if qid else "text:" + text_hash(query_match_form(text))[:16]
 
 
 # ----------------------------------------------------------------------------- engine

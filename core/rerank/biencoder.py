@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamped
+from core.data.pipeline import check_stamp, is_current, stamped
 from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
@@ -77,7 +77,7 @@ def pair_reranker(dataset: Dataset, encode_collection: bool = False,
     from core.retrieval import bert
     from core.retrieval.dense import cached_embeddings
 
-    encoder_id = f"{bert.PRETRAINED_ID}|mean|len{bert.MiniLMConfig().max_length}|{PIPELINE_VERSION}"  # = MiniLMEncoder's
+    encoder_id = bert.stamped_encoder_id(bert.pretrained_base_id("mean", bert.MiniLMConfig().max_length))
     known: dict[str, np.ndarray] = {}
     try:
         if encode_collection:

@@ -19,6 +19,7 @@ import numpy as np
 from ranx import Run
 
 from core.errors import QueryError
+from core.data.pipeline import terms
 from core.data.text import strip_control
 
 MAX_QUERY_CHARS = 2000
@@ -30,7 +31,10 @@ def _no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
 
 
 def validate_query(text: str, max_chars: int = MAX_QUERY_CHARS) -> str:
-    """Clean a user query or raise ``QueryError`` with a message to show (nothing is run)."""
+    """Clean a user query or raise ``QueryError`` with a message to show (nothing is run).
+
+    Refused: non-text, empty or white space only, longer than ``max_chars``, and text without a word token
+    of the text pipeline (``core.data.pipeline.terms``: punctuation or symbols only)."""
     if not isinstance(text, str):
         raise QueryError("the query must be text")
     cleaned = " ".join(strip_control(text).split())
@@ -38,6 +42,8 @@ def validate_query(text: str, max_chars: int = MAX_QUERY_CHARS) -> str:
         raise QueryError("the query is empty: type a question")
     if len(cleaned) > max_chars:
         raise QueryError(f"the query has {len(cleaned):,} characters; the limit is {max_chars:,}")
+    if not terms(cleaned):  # "???", "!!": nothing any system can match (BM25 finds no term, encoders rank junk)
+        raise QueryError(f"the query {cleaned!r} has no words (letters or digits): type a question")
     return cleaned
 
 

@@ -122,6 +122,23 @@ def _onnx_available() -> bool:
     return True
 
 
+def pretrained_base_id(pooling: str, max_length: int) -> str:
+    """The pretrained MiniLM's model id for one pooling and length (before the pipeline stamp)."""
+    return f"{PRETRAINED_ID}|{pooling}|len{max_length}"
+
+
+def stamped_encoder_id(base: str, backend: str | None = None) -> str:
+    """The embedding-cache id of a MiniLM encoder: ``base`` + the text-pipeline version (the text it reads
+    is the pipeline's ``subword_text``) + ``|onnx-int8`` for the quantized backend (its vectors differ).
+
+    ``backend`` None reads ``QRS_MINILM_BACKEND`` as ``MiniLMEncoder`` does; only ``onnx-int8`` changes the id.
+    """
+    import os
+
+    backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
+    return f"{base}|{PIPELINE_VERSION}" + ("|onnx-int8" if backend == "onnx-int8" else "")
+
+
 class MiniLMEncoder:
     """Encoder protocol for the MiniLM bi-encoder: texts -> L2-normalised (n, 384) float32.
 
@@ -149,16 +166,13 @@ class MiniLMEncoder:
         self.pooling = pooling
         self.device = device()
         self.model.to(self.device).eval()
-        # the text it reads is the pipeline's subword_text: the pipeline version keys the embedding caches
-        self.encoder_id = (encoder_id or f"{PRETRAINED_ID}|{pooling}|len{max_length}") + f"|{PIPELINE_VERSION}"
         backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
         if backend not in BACKENDS:
             raise UnknownNameError("MiniLM backend", backend, list(BACKENDS))
         if backend == "auto":
             backend = "onnx" if self.device.type == "cpu" and _onnx_available() else "torch"
         self.backend = backend
-        if backend == "onnx-int8":
-            self.encoder_id += "|onnx-int8"
+        self.encoder_id = stamped_encoder_id(encoder_id or pretrained_base_id(pooling, max_length), backend)
         self._session = None
 
     @classmethod
@@ -340,7 +354,8 @@ def collection_embeddings(dataset: Dataset, variant: str | None = None, progress
         encoder = load_encoder(dataset, variant)
     else:
         config = make_config(variant)
-        encoder = _LazyEncoder(f"{PRETRAINED_ID}|{variant}|len{config.max_length}",
+        # the same id MiniLMEncoder.pretrained gives: minilm's build and tree-bert share one cache file
+        encoder = _LazyEncoder(stamped_encoder_id(pretrained_base_id(variant, config.max_length)),
                                lambda: MiniLMEncoder.pretrained(variant, config.max_length))
     return cached_embeddings(encoder, dataset.corpus, progress)
 

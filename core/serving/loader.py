@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
 from core.data.datasets import Dataset, load_dataset
-from core.errors import StudioError
+from core.errors import BuildPendingError, MissingArtifactError, StudioError
 from core.transfer import (CHEAP, FLAT_BELOW, check_source, portable_folder, prepare_command)
 from core.registry import SystemName, get_spec, needs_training, parse_name, supports, system_module
 from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
@@ -106,7 +106,15 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
         module = system_module(parsed.system)
         if parsed.system == "fusion":  # a fusion's parts come through this loader too
             options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
-        system = module.load(dataset, variant=parsed.variant, **options)
+        try:
+            system = module.load(dataset, variant=parsed.variant, **options)
+        except MissingArtifactError as exc:
+            from core.build import pending_note
+
+            note = pending_note(dataset.name, parsed.system, parsed.variant)  # the background build has it
+            if note is None or isinstance(exc, BuildPendingError):
+                raise
+            raise BuildPendingError(exc.what, note) from None
         _interpolate(system, dataset.name, parsed)
         return pair_scorer(system, dataset, system.name, progress) if dataset.candidates else system
     check_source(parsed)

@@ -58,12 +58,13 @@ def rank_one(run: SystemChoice, dataset: Dataset, query: str, k: int = 10, query
              load: Loader | None = None) -> Ranking:
     """One ranking for one query: typed text, or the dataset query ``query_id`` (then ``query`` is its text)."""
     load = load or loader_for(dataset)
+    if not dataset.candidates:
+        query = validate_query(query)  # bad input gets its one line before any model loads
     system = load(run.name, run.variant, run.options)
     if dataset.candidates:
         if query_id is None:
             raise QueryError("this dataset ranks each question's own candidate list: pick one of its questions")
         return rank_candidates(pair_scorer(system, dataset, system.name), dataset, query_id, k)
-    query = validate_query(query)
     exclude = [query_id] if query_id and dataset.ignore_identical_ids else []
     if isinstance(system, Retriever):
         return system.search(query, k, exclude=exclude)
