@@ -73,17 +73,16 @@ def query_forms_table() -> list[str]:
     return out + ["", _source(r, "query_forms.json"), ""]
 
 
-# the untrained or zero-shot system each learned system must beat on held-out queries (core/registry.py notes)
-REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
-              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
 
 
 def reference_notes(rows: list[dict]) -> list[str]:
     """One line per learned system: its held-out H@1 against its reference's, computed from the rows."""
+    from core.registry import reference_of
+
     by_name = {row["system"]: row for row in rows if "error" not in row}
     notes = []
     for system in by_name:  # a variant (name@variant) has its base system's reference
-        reference = REFERENCES.get(system) or REFERENCES.get(system.partition("@")[0])
+        reference = reference_of(system)  # the registration's reference (SYSTEM@...: its base system's)
         if reference is None or reference not in by_name:
             continue
         mine, ref = by_name[system]["tokenized"]["hit_rate@1"], by_name[reference]["tokenized"]["hit_rate@1"]

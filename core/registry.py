@@ -445,7 +445,10 @@ def check_variant(name: str, variant: str | None) -> None:
 
 def supports(spec: SystemSpec, dataset: Dataset) -> bool:
     """Whether a system applies to a dataset: any system on a collection (trained ones natively or as
-    ``SYSTEM@TRAINED_ON``); on candidate lists every system that can score a query's own candidates."""
+    ``SYSTEM@TRAINED_ON``); on candidate lists every system that can score a query's own candidates. A fixed
+    run (family "run") applies to the dataset it ranks only."""
+    if spec.kind_family == "run":
+        return dataset.name in spec.datasets
     return spec.pair_scoring or not dataset.candidates
 
 

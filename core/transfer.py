@@ -28,7 +28,6 @@ from core.paths import artifact_dir, var_dir
 from core.registry import (SystemName, build_command, get_spec, list_systems, needs_training, parse_name, slug,
                            supports, system_module)
 
-CHEAP = ("bm25", "glove-mean")  # untrained artifacts the CLI builds itself (seconds on a user collection)
 FLAT_BELOW = 200_000  # exact search for target collections below this size, HNSW above
 
 
@@ -111,7 +110,7 @@ def applicable_systems(dataset: Dataset, kind: str | None = None) -> list[str]:
         except ModuleNotFoundError:
             continue
         if not needs_training(spec):
-            if (spec.name in CHEAP or module.is_built(dataset)
+            if (spec.cheap or module.is_built(dataset)
                     or (dataset.candidates and hasattr(module, "load_encoder"))):
                 out.append(spec.name)
             continue

@@ -7,12 +7,15 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.errors import MissingArtifactError, StudioError
-from core.registry import build_command, get_spec, supports
+from core.registry import build_command, default_first_stage, get_spec, list_systems, supports
 from core.retrieval.base import validate_query
 from ui.cache import system
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
+
+KEYWORDS = next(s.name for s in list_systems("reranker") if s.explains_keywords)  # FRM: keyword importance
+FIRST_STAGE = default_first_stage()  # where the candidates come from
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Keywords · Question Retrieval Studio", page_icon="🔑", layout="wide")
@@ -25,7 +28,7 @@ if params.get("dataset") and "keywords.seeded" not in st.session_state:
     st.session_state["dataset"] = params["dataset"]
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
-if not supports(get_spec("frm"), ds):
+if not supports(get_spec(KEYWORDS), ds):
     st.info(f"FRM is trained for question-question data (QQP); {ds_name} is not supported. Pick QQP on the home page.")
     st.stop()
 
@@ -57,7 +60,7 @@ except StudioError as exc:
     st.stop()
 
 try:
-    frm = system("frm", ds_name)
+    frm = system(KEYWORDS, ds_name)
 except MissingArtifactError as exc:
     error(exc)
     st.stop()
@@ -68,7 +71,7 @@ except Exception as exc:  # noqa: BLE001 - shown, not raised
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
 try:
-    ranking = system("bm25", ds_name).search(query, k=20, exclude=[qid] if qid else [])
+    ranking = system(FIRST_STAGE, ds_name).search(query, k=get_spec(KEYWORDS).rerank_depth, exclude=[qid] if qid else [])
     candidates = list(ranking.doc_ids)
 except MissingArtifactError as exc:
     st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
@@ -169,4 +172,4 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             show(slot, frm.explain(query, cand))
         except StudioError as exc:
             error(exc)
-st.caption(f"Rebuild FRM with: {build_command('frm', ds_name)}")
+st.caption(f"Rebuild FRM with: {build_command(KEYWORDS, ds_name)}")

@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable
 import streamlit as st
 
 from core.data.datasets import Dataset, load_dataset
+from core.registry import get_spec
+from core.registry import layer_sources as registered_layer_sources
 
 
 @st.cache_resource(show_spinner=False)
@@ -36,8 +38,8 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
     (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does."""
     from core.serving.loader import load
 
-    if name == "fusion" and variant:
-        return fusion_system(variant, dataset_name)
+    if variant and get_spec(name.split("@", 1)[0]).composite:
+        return composite_system(name, variant, dataset_name)
     return load(name, dataset(dataset_name), variant=variant, **dict(options))
 
 
@@ -47,28 +49,17 @@ def cached_loader(dataset_name: str):
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
-def fusion_system(variant: str, dataset_name: str):
-    """A fused first stage (``core.retrieval.fusion``) sharing this process's loaded parts.
+def composite_system(name: str, variant: str, dataset_name: str):
+    """A composite system (a fused first stage, ``core.retrieval.fusion``) sharing this process's loaded parts.
 
     A built variant uses its dev-tuned parameters; one not built yet fuses live with the untuned
     defaults (RRF k = 60, equal weights), and says so in ``retriever.tuned`` / ``retriever.tuned_on``.
     Missing parts raise ``MissingArtifactError`` with their build command.
     """
-    from core.retrieval import fusion
-    from core.errors import MissingArtifactError
+    from core.serving.loader import load
 
-    spec = fusion.parse_variant(variant)
-    parts = [system(name, dataset_name, v) for name, v in spec.parts]
-    try:
-        retriever = fusion.load(dataset(dataset_name), spec.variant, loader=lambda n, v: system(n, dataset_name, v))
-        retriever.tuned, retriever.tuned_on = True, "tuned on dev"
-    except MissingArtifactError:
-        params = {"k": fusion.RRF_K_DEFAULT} if spec.method == "rrf" else {}
-        if spec.method == "wsum":
-            params = {"weights": [1.0 / len(parts)] * len(parts)}
-        retriever = fusion.FusionRetriever(spec, parts, params)
-        retriever.tuned, retriever.tuned_on = False, "untuned defaults"
-    return retriever
+    return load(name, dataset(dataset_name), variant=variant, loader=lambda n, v: system(n, dataset_name, v),
+                untuned_ok=True)
 
 
 # ----------------------------------------------------------------------------- judgments (issue 7)
@@ -109,20 +100,23 @@ def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str]
 
 
 # ----------------------------------------------------------------------------- layers (issue 6)
-LAYER_SOURCES = {
-    "MiniLM [CLS]": ("minilm", None, "cls"),
-    "MiniLM mean": ("minilm", None, "mean"),
-    "DenseTrans": ("densetrans", None, None),
-    "DenseTrans -AllDense": ("densetrans", "-AllDense", None),
-}
+def layer_sources() -> list[str]:
+    """The Layers page's representations (labels), from the systems' registrations."""
+    return list(registered_layer_sources())
+
+
+def layer_source(label: str) -> tuple[str, str | None, tuple]:
+    """(system, variant, loader options) of one representation."""
+    name, src = registered_layer_sources()[label]
+    return name, src.variant, src.options
 
 
 def layer_fn(label: str, dataset_name: str):
     """texts -> per-layer vectors for one representation of the Layers page."""
-    name, variant, pooling = LAYER_SOURCES[label]
-    retriever = system(name, dataset_name, variant, (("index", "flat"),) if name == "densetrans" else ())
-    if pooling:
-        return lambda texts: retriever.layer_embeddings(texts, pooling=pooling)
+    name, src = registered_layer_sources()[label]
+    retriever = system(name, dataset_name, src.variant, src.options)
+    if src.pooling:
+        return lambda texts: retriever.layer_embeddings(texts, pooling=src.pooling)
     return retriever.layer_embeddings
 
 
@@ -183,7 +177,7 @@ def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int
     Computed once per settings and process; ``progress(fraction, message)`` is called by the page's
     own code while computing (it is never stored, so a later session gets the curve and no replay).
     """
-    from core.analysis.layers import discriminativeness, sample_triples
+    from core.analysis.layers import HARD_NEGATIVES, discriminativeness, sample_triples
 
     key = (label, dataset_name, n, negatives, seed)
     cache = result_cache("layer_curve")
@@ -191,8 +185,8 @@ def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int
     if hit is not None:
         return hit
     ds = dataset(dataset_name)
-    bm25 = system("bm25", dataset_name) if negatives == "bm25" else None
-    triples = sample_triples(ds, n, negatives, bm25=bm25, seed=seed)
+    hard = system(HARD_NEGATIVES, dataset_name) if negatives == HARD_NEGATIVES else None
+    triples = sample_triples(ds, n, negatives, bm25=hard, seed=seed)
     kwargs = {"progress": progress} if progress else {}
     curve = discriminativeness(label, layer_fn(label, dataset_name), triples, **kwargs)
     cache.put(key, curve)
@@ -257,8 +251,8 @@ def case_store(url: str):
 @st.cache_resource(show_spinner=False)
 def warm_evaluation(example_ids: tuple[str, ...]) -> threading.Thread:
     """Once per server process (and id width): compile ranx's numba code in a background thread
-    (``core.analysis.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
-    from core.analysis.evaluation import warm_up
+    (``core.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
+    from core.evaluation import warm_up
 
     thread = threading.Thread(target=warm_up, args=(example_ids,), name="ranx-warm-up", daemon=True)
     thread.start()

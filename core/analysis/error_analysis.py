@@ -6,7 +6,7 @@ Label source (``LABEL_SOURCES``)
   ties -> the most recent label).
 - ``both``: the union; **a user judgment wins** over the dataset label for the same (query, doc).
 Only queries with at least one relevant (label > 0) item are evaluated (ranx would otherwise average
-in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.analysis.evaluation``):
+in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.evaluation``):
 paired Student's t-test (``student``, ranx) or Fisher's randomization test (``fisher``, 1000
 permutations, seed 42; ranx's statistic with a seeded generator, see ``randomization_test``); the
 p-values of the systems against the baseline are Holm-corrected per metric.
@@ -25,6 +25,7 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from ranx import Run
@@ -32,10 +33,9 @@ from ranx import Run
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.analysis import LABEL_SOURCES
-from core.analysis.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
-from core.judging.judgments import JudgmentStore
+from core.evaluation import check_metrics, compare_runs, per_query, read_trec_run, to_run
 from core.paths import artifact_dir
-from core.registry import get_spec
+from core.registry import default_first_stage, get_spec, rerank_depth
 from core.retrieval.base import ProgressFn, Ranking, _no_progress
 from core.serving.runner import Loader, SystemChoice, loader_for, rank_many
 from core.data.pipeline import terms
@@ -46,6 +46,16 @@ LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 10**9))
 TIE_TOLERANCE = 1e-9
 
 Qrels = dict[str, dict[str, int]]
+
+
+class LabelStore(Protocol):
+    """What error analysis reads from a judgments store (``core.judging.judgments.JudgmentStore`` is one);
+    the store is passed in, so analysis does not depend on the judging layer above it."""
+
+    def qrels(self, dataset: str, annotators: Sequence[str] | None = None,
+              resolve: str = "majority") -> dict[str, dict[str, int]]: ...
+
+    def query_texts(self, dataset: str) -> dict[str, str]: ...
 
 
 # ----------------------------------------------------------------------------- labels
@@ -92,7 +102,7 @@ def qrels_label_set(dataset: Dataset, qrels: Mapping[str, Mapping[str, int]], so
 
 def label_set(
     dataset: Dataset,
-    store: JudgmentStore | None,
+    store: LabelStore | None,
     source: str = "both",
     split: str = "all",
     annotators: Sequence[str] | None = None,
@@ -458,8 +468,8 @@ def system_runs(
     dataset: Dataset,
     queries: Mapping[str, str],
     k: int = 100,
-    first_stage: str = "bm25",
-    depth: int = 20,
+    first_stage: str = default_first_stage(),
+    depth: int = rerank_depth(),
     loader: Loader | None = None,
     progress: ProgressFn | None = None,
 ) -> list[Run]:

@@ -7,7 +7,7 @@ Alembic):
   (dataset + doc id, and the hash of the newest text seen for that id);
 - ``judgments``: the *current* label of one annotator for one (dataset, query, document): graded
   label (0..``max_label``, 0/1/2 by default), optional note, time, the hash of the text it was given
-  on (``doc_hash``) and which systems retrieved the document at what rank (``{"bm25": 3}``). When a
+  on (``doc_hash``) and which systems retrieved the document at what rank (``{SYSTEM: 3}``). When a
   document's text changes, its labels are not duplicated: they are flagged ``stale`` (to be
   re-judged) until the annotator labels the new text;
 - ``judgment_history``: append-only log of every change (set, clear, undo) with the note before and

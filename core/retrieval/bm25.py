@@ -130,5 +130,12 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
     return BM25Retriever(model, doc_ids, config)
 
 
+def candidate_scorer(corpus: dict[str, str]):
+    """BM25 over a candidate-list dataset: one index over every candidate text (built in memory, seconds)."""
+    from core.data.candidates import BM25PairScorer
+
+    return BM25PairScorer(corpus)
+
+
 def config_dict(variant: str | None = None) -> dict:
     return {**BM25Config().__dict__, "presets": PRESETS, "paper default": "k1=3.44, b=0.87"}

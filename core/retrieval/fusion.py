@@ -126,6 +126,31 @@ def parse_variant(text: str | None) -> FusionSpec:
     return FusionSpec(tuple(parts), method)
 
 
+def parts(variant: str | None) -> list[tuple[str, str | None]]:
+    """The (system, variant) parts a fusion variant is made of (what a composite system provides)."""
+    return list(parse_variant(variant).parts)
+
+
+def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, str | None], Mapping | None],
+                depth: int, progress: ProgressFn = _no_progress) -> dict[str, list[tuple[str, float]]] | None:
+    """A fusion's run from its parts' stored runs (``part_run(system, variant)``: ``{qid: {doc: score}}`` of a
+    fresh stored run, else None), fused with the built variant's tuned parameters: exactly what
+    ``FusionRetriever.search_many`` fuses when the parts' runs are their top ``DEPTH``; None when a part has no
+    fresh run or the depths differ."""
+    spec = parse_variant(variant)
+    config = load_config(dataset, spec.variant)
+    if config.depth != DEPTH or DEPTH != depth:
+        return None
+    runs = []
+    for system, part_variant in spec.parts:
+        run = part_run(system, part_variant)
+        if run is None:
+            return None
+        runs.append(run)
+    progress(0.1, f"fusion {spec.variant}: fusing the parts' stored runs")
+    return fuse_dicts(runs, spec.method, config.params, depth)
+
+
 def _folder(dataset_name: str, variant: str | None) -> Path:
     return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
 
@@ -218,7 +243,7 @@ def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Ma
     """
     from ranx import optimize_fusion
 
-    from core.analysis.evaluation import check_metrics, to_qrels
+    from core.evaluation import check_metrics, to_qrels
 
     if method == "combsum":
         return {}
@@ -314,7 +339,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
     The parts must be built (``MissingArtifactError`` names the command of the first one missing).
     ``profile`` is accepted for the build contract; the recipe is the same in every profile.
     """
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     spec = parse_variant(variant)
     start = time.perf_counter()
@@ -377,13 +402,28 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
 def load(dataset: Dataset, variant: str | None = None, loader: Loader | None = None, **options) -> FusionRetriever:
     """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
 
-    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth).
+    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth);
+    ``untuned_ok=True`` fuses a variant not built yet live with the untuned defaults (RRF k = 60, equal
+    weights) instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
     """
     spec = parse_variant(variant)
-    config = load_config(dataset, spec.variant)
     loader = loader or _default_loader(dataset)
+    try:
+        config = load_config(dataset, spec.variant)
+    except MissingArtifactError:
+        if not options.get("untuned_ok"):
+            raise
+        parts = [loader(name, v) for name, v in spec.parts]
+        params = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
+        if spec.method == "wsum":
+            params = {"weights": [1.0 / len(parts)] * len(parts)}
+        retriever = FusionRetriever(spec, parts, params)
+        retriever.tuned, retriever.tuned_on = False, "untuned defaults"
+        return retriever
     parts = [loader(name, v) for name, v in spec.parts]
-    return FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+    retriever = FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+    retriever.tuned, retriever.tuned_on = True, "tuned on dev"
+    return retriever
 
 
 def built_variants(dataset: Dataset) -> list[str]:
