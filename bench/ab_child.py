@@ -114,7 +114,7 @@ def main() -> int:
         t_import = time.perf_counter() - t_start
         t_warm = None
         if args.get("warm"):  # a started server: the app warmed ranx in the background (app.py)
-            from core.analysis.evaluation import warm_up
+            from core.evaluation import warm_up
 
             t_warm = warm_up(tuple(list(ds.queries)[:2] + list(ds.corpus)[:3]))
         t_view = time.perf_counter()

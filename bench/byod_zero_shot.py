@@ -30,7 +30,7 @@ def main() -> None:
     from core.data.datasets import load_dataset
     from core.analysis.error_analysis import system_runs
     from core.errors import StudioError
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.serving.loader import load as load_system
 
     ap = argparse.ArgumentParser()

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15])
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
     from core.retrieval import densetrans

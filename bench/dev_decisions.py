@@ -42,7 +42,7 @@ SPLIT = "dev"
 def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
     """MAP@20 / P@1 / MRR@20 and distance computations for K = 5, 8, 10 at beam 20 on dev, one k-means tree per
     seed; paired test of the chosen K against the runner-up on per-query AP@20 (mean over seeds)."""
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.retrieval.tree import TreeBertConfig
     from core.serving.runner import SystemChoice, rank_many
 
@@ -73,13 +73,13 @@ def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
 
 def int8(dataset, queries, qrels) -> dict:
     """MiniLM fp32 (the default backend) against ONNX int8 on dev: MAP@100, R@100, H@1."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval.bert import MiniLMEncoder
     from core.retrieval.dense import DenseRetriever, cached_embeddings
     from core.retrieval.indexing import IndexSpec
     from core.serving.loader import load
 
-    from core.analysis.evaluation import per_query
+    from core.evaluation import per_query
 
     metrics = ["map@100", "recall@100", "hit_rate@1"]
     fp32 = load("minilm", dataset)
@@ -139,7 +139,7 @@ def _frm_seed_folder(dataset, variant: str | None, seed: int, built_seed: int) -
 def frm_keyword_loss(dataset, queries, qrels, variant: str, seeds: list[int]) -> dict:
     """Dev pair AUC of the two FRM recipes (their own early-stopping logs) and dev reranking of BM25's top 20, each
     recipe trained once per seed; paired test on per-query RR@20 (mean over seeds)."""
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.artifacts import load_json
     from core.registry import system_dir
     from core.rerank import frm as F

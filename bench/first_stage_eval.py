@@ -1,7 +1,7 @@
 """Evaluate first-stage systems on the QQP held-out test queries against the full 36.7k collection.
 
 Each query is removed from its own ranking (``search_many(..., ignore_identical_ids=True)``).
-For every trained system: exact (flat) and ANN indexes; ranx metrics via core.analysis.evaluation; ANN recall
+For every trained system: exact (flat) and ANN indexes; ranx metrics via core.evaluation; ANN recall
 against exact search at the same k; per-query latency (batched search with stored query vectors, and
 one-at-a-time with the query encoded from text); optional paired significance tests.
 
@@ -44,7 +44,7 @@ def main() -> None:
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
     from core.data.datasets import load_dataset
-    from core.analysis.evaluation import as_run, compare_runs, evaluate_run
+    from core.evaluation import as_run, compare_runs, evaluate_run
     from core.retrieval import bm25 as bm25_mod
 
     ds = load_dataset("qqp-bimpm")

@@ -25,7 +25,7 @@ def main() -> None:
     torch.set_num_threads(1)
     faiss.omp_set_num_threads(1)
     from core.data.datasets import load_dataset
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval import densetrans, sdml
 
     ds = load_dataset("qqp-bimpm")

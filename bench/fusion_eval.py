@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     import core  # noqa: F401
     from core.retrieval import fusion
     from core.data.datasets import load_dataset
-    from core.analysis.evaluation import compare_runs, evaluate_run
+    from core.evaluation import compare_runs, evaluate_run
     from core.analysis.runs import load_runs
 
     ds = load_dataset(args.dataset)

@@ -26,7 +26,7 @@ METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 
 def main() -> None:
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.data.datasets import load_dataset
     from core.errors import StudioError
     from core.registry import get_spec

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from core.data.datasets import load_dataset
-from core.analysis.keywords import LexicalStats, jaccard_bucket, jaccard_texts
+from core.data.keywords import LexicalStats, jaccard_bucket, jaccard_texts
 from core.rerank import frm as F
 from core.registry import system_dir
 from core.training import set_seed
@@ -58,7 +58,7 @@ def cls_baseline(ds, store, stats, train, dev, test, use_bm25: bool, epochs: int
         v = np.stack([store.cls[ds.corpus[p.id2]] for p in pairs]).astype(np.float32)
         x = [u, v, np.abs(u - v), u * v]
         if use_bm25:
-            from core.analysis.keywords import keyword_candidates
+            from core.data.keywords import keyword_candidates
 
             bm = []
             for p in pairs:

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from core.data.datasets import load_dataset
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.rerank import cnn as C
 
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.registry import load_system
 
 METRICS = ("map@20", "mrr@100", "precision@1")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from core.data.datasets import load_dataset
-from core.analysis.keywords import jaccard_bucket, jaccard_texts
+from core.data.keywords import jaccard_bucket, jaccard_texts
 from core.rerank import frm as F
 
 

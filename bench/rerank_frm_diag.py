@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from core.data.datasets import load_dataset
-from core.analysis.keywords import LexicalStats
+from core.data.keywords import LexicalStats
 from core.paths import artifact_dir
 from core.rerank import frm as F
 from core.training import device

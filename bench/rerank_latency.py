@@ -28,7 +28,7 @@ def measure(args) -> dict:
     import torch
 
     from core.data.datasets import load_dataset
-    from core.analysis.keywords import LexicalStats
+    from core.data.keywords import LexicalStats
     from core.rerank import frm as F
 
     torch.set_num_threads(args.threads)

@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--stat", default="student", choices=["student", "fisher"])
     args = ap.parse_args()
     from core.data.datasets import load_dataset
-    from core.analysis.evaluation import as_run, compare_runs, evaluate_run
+    from core.evaluation import as_run, compare_runs, evaluate_run
     from core.retrieval import sdml
 
     ds = load_dataset("qqp-bimpm")

@@ -144,7 +144,7 @@ class ImportanceNet(nn.Module):
 def level_masks(importance: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Multi-level keyword sets (§3.2) as masks (B, levels = L, L): level m keeps the n − m most important.
 
-    Ties are broken by position (the later keyword is removed first), as ``core.analysis.keywords.keyword_sets``.
+    Ties are broken by position (the later keyword is removed first), as ``core.data.keywords.keyword_sets``.
     """
     b, length = importance.shape
     pos = torch.arange(length, device=importance.device)
@@ -162,7 +162,7 @@ def assign_levels(n_q: torch.Tensor, n_d: torch.Tensor, levels_q: int, levels_d:
     """Comparable pairs (§3.3.1 rules 1-4), vectorised: for each q level m the paired d level and validity.
 
     Rules 1+2 together pick the deepest d level whose ratio is ≥ q's ratio (equal if one exists, else the
-    closest larger); rule 3 pairs single-keyword levels; rule 4 drops the rest. ``core.analysis.keywords.assign_pairs``
+    closest larger); rule 3 pairs single-keyword levels; rule 4 drops the rest. ``core.data.keywords.assign_pairs``
     is the readable reference (the tests check both agree).
     """
     m = torch.arange(levels_q, device=n_q.device)

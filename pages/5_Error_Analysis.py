@@ -36,7 +36,7 @@ from core.analysis.error_analysis import (
     unjudged_rate,
 )
 from core.errors import StudioError
-from core.analysis.evaluation import DEFAULT_METRICS as ALL_METRICS
+from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from core.retrieval.fusion import built_variants

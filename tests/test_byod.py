@@ -72,7 +72,7 @@ def test_bm25_ranks_each_querys_own_candidates(byod):
     from core.data.candidates import BM25PairScorer
     from core.analysis.error_analysis import system_runs
     from core.serving.runner import SystemChoice, rank_one
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval.bm25 import BM25Retriever
 
     _cqa, answers = byod

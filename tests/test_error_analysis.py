@@ -31,7 +31,7 @@ from core.analysis.error_analysis import (
     unjudged_rate,
 )
 from core.errors import DataFormatError, StudioError
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.judging.judgments import JudgmentStore, query_key
 from core.judging.pooling import build_pool, shuffle_seed
 from core.retrieval.base import Ranking

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Qrels, Run, evaluate
 
-from core.analysis.evaluation import (
+from core.evaluation import (
     evaluate_contract,
     evaluate_run,
     headline_convention,

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.analysis.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
+from core.data.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
                            pair_weight)
 from models.frm import FRM, FRMConfig, assign_levels, frm_loss, level_masks
 
@@ -301,7 +301,7 @@ def fixture_training(tmp_path_factory):
     import os
 
     from core.data.datasets import load_dataset
-    from core.analysis.keywords import LexicalStats
+    from core.data.keywords import LexicalStats
     from core.rerank import frm as F
     from tests.conftest import TINY_DATA
 

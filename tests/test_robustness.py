@@ -365,7 +365,7 @@ def tiny_ds(tiny_data):
 
 
 def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
-    from core.analysis.evaluation import read_trec_run
+    from core.evaluation import read_trec_run
 
     path = tmp_path / "binary.trec"
     path.write_bytes(b"q1 Q0 d1 1 2.0 x\n\xff\xfe\x00garbage\n")

@@ -1,7 +1,7 @@
 """System ``frm``: FRM reranker (frm-multiview-chong.md §3) trained on the QQP cluster-disjoint pairs.
 
 Pipeline per question: keyword candidates + spaCy POS/stop words + IDF buckets + BM25 weights
-(``core.analysis.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
+(``core.data.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
 vector of each keyword). ``models.frm.FRM`` does the rest (importance, keyword sets, pairs, views).
 
 CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed once per question under
@@ -35,7 +35,7 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp, terms
-from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
+from core.data.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir, system_path
 from core.retrieval.base import ProgressFn, Reranker, _no_progress

@@ -440,7 +440,7 @@ def dev_map(encoder: MiniLMEncoder, dataset: Dataset, max_queries: int = 0, seed
     Relevant questions of a dev query are in its cluster, hence in the dev split, so this sub-collection
     holds all of them; it costs one encoding of ~3.7k questions instead of 36.7k.
     """
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     dev_ids = sorted({q for p in dataset.pairs["dev"] for q in (p.id1, p.id2)})
     qrels = dataset.split_qrels("dev")

@@ -28,7 +28,7 @@ import torch
 
 from core.artifacts import save_torch
 from core.data.datasets import Dataset
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.retrieval.indexing import IndexSpec
 from core.retrieval.base import ProgressFn, _no_progress
 from core.training import TrainLog, device, linear_warmup_decay, load_train_state, save_train_state

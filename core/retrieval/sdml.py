@@ -204,10 +204,10 @@ def squared_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "split", k: int = 100,
                      metrics=(DEV_METRIC,), metric: str = "l2") -> dict[str, float]:
-    """Metrics (ranx, core.analysis.evaluation) of the queries of ``split`` by exact search against the questions
+    """Metrics (ranx, core.evaluation) of the queries of ``split`` by exact search against the questions
     of that split (``collection="split"``, the dev collection) or the whole collection (``"all"``);
     each query dropped from its own ranking. ``encode(texts) -> vectors``."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     doc_ids = split_collection(dataset, split) if collection == "split" else list(dataset.corpus)
     members = set(doc_ids)

@@ -57,7 +57,7 @@ def glove_matrix(vocab: WordVocab, seed: int = 13, oov_scale: float = 0.2) -> to
 def test_scores(retriever: DenseRetriever, dataset: Dataset, split: str = "test") -> dict[str, float]:
     """``split`` queries against the whole collection through ``retriever`` (each query dropped from
     its own ranking), ranx scores of ``TEST_METRICS``."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     queries = dataset.split_queries(split)
     rankings = retriever.search_many(queries, k=100, ignore_identical_ids=True)
