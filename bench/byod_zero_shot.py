@@ -2,7 +2,7 @@
 
 For each system name (``SYSTEM`` or ``SYSTEM@TRAINED_ON``) that can be loaded from the artifacts
 folder, rank each question's candidates of raw TEST and clean TEST through ``core.serving.loader.load``
-(the generic path of ``core.transfer`` / ``core.data.candidates``) and report ranx MAP / MRR over the
+(the generic path of ``core.transfer`` / ``core.serving.candidates``) and report ranx MAP / MRR over the
 questions with at least one correct answer (as the CNN report does). Systems that are not built are
 listed as skipped with the reason (the command that builds them).
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from core.data.datasets import SPLITS, Dataset, Pair, split_by_query
 from core.errors import StudioError
-from core.retrieval.base import ProgressFn, _no_progress
+from core.progress import ProgressFn, _no_progress
 
 QUERY_PREFIX = "query:"
 DEFAULT_NEGATIVES = 3  # BM25 negatives per BEIR query (QQP's training split is 37 % positive)

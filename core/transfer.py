@@ -10,7 +10,7 @@ How a trained model is applied to a target dataset (the one loader, ``core.servi
 - a bi-encoder (DenseTrans, SDML-CNN, fine-tuned MiniLM) gives its ``encoder``; the target
   collection's vectors and a faiss index are built on demand (with progress) and cached per
   (model, target dataset) in ``var/portable/<model>/<trained_on>/<target>/``;
-- on a candidate-list target every system ranks each query's own candidates (``core.data.candidates``).
+- on a candidate-list target every system ranks each query's own candidates (``core.serving.candidates``).
 
 Nothing is written for bad names: an unknown ``@dataset``, a model whose training dataset was
 deleted, or a model not trained there each raise one clear ``StudioError``.

@@ -69,7 +69,7 @@ def test_supports_candidate_lists_except_tree_search(byod):
 
 # ----------------------------------------------------------------------------- candidate lists
 def test_bm25_ranks_each_querys_own_candidates(byod):
-    from core.data.candidates import BM25PairScorer
+    from core.retrieval.bm25 import BM25PairScorer
     from core.analysis.error_analysis import system_runs
     from core.serving.runner import SystemChoice, rank_one
     from core.evaluation import evaluate_run
@@ -102,7 +102,7 @@ def test_free_text_on_candidate_lists_is_refused(byod):
 
 
 def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
-    from core.data.candidates import EncoderPairScorer
+    from core.serving.candidates import EncoderPairScorer
 
     _cqa, answers = byod
 

@@ -290,7 +290,7 @@ def _beir_folder(path, n: int = 230):
 
 
 def test_streamed_import_resumes_after_kill(tmp_path, milvus_uri):
-    from core.data.streaming import StreamConfig, encode_beir_corpus, import_beir_to_milvus
+    from core.retrieval.streaming import StreamConfig, encode_beir_corpus, import_beir_to_milvus
 
     folder = _beir_folder(tmp_path / "beir")
     config = StreamConfig(chunk_size=40, encode_batch=16)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,13 +20,9 @@ from ranx import Run
 
 from core.errors import QueryError
 from core.data.text import strip_control
+from core.progress import ProgressFn, _no_progress
 
 MAX_QUERY_CHARS = 2000
-ProgressFn = Callable[[float, str], None]
-
-
-def _no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
-    return None
 
 
 def validate_query(text: str, max_chars: int = MAX_QUERY_CHARS) -> str:

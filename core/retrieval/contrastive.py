@@ -173,7 +173,7 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
         progress: ProgressFn = _no_progress, resume: bool = True, label: str = "encoder") -> tuple[TrainLog, dict]:
     """Train ``model`` (ids -> L2-normalised vectors) with Eq. (6)-(7); best dev checkpoint in
     ``folder/model.pt``. Returns the TrainLog and run facts (queries, seconds, steps)."""
-    from core.data.negatives import bm25_negatives
+    from core.retrieval.negatives import bm25_negatives
     from models.losses import SampledSoftmaxLoss
 
     dev = device()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.data.candidates import EncoderPairScorer, pair_scorer
+from core.serving.candidates import EncoderPairScorer, pair_scorer
 from core.data.datasets import Dataset, load_dataset
 from core.errors import StudioError
 from core.transfer import FLAT_BELOW, check_source, portable_folder, prepare_command
