@@ -185,10 +185,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     # systems go through core.training_data (labelled pairs + deterministic split of any labelled dataset).
     try:
         if needs_training(get_spec(args.system), args.variant):
-            from core.training_data import train, training_data
+            from core.build import train_system
+            from core.training_data import training_data
 
             print(training_data(ds).summary(), file=sys.stderr)
-            status = train(ds, args.system, variant=args.variant, profile=args.profile, force=True, progress=bar)
+            status = train_system(ds, args.system, variant=args.variant, profile=args.profile, force=True,
+                                  progress=bar)
         else:
             status = build_system(ds, args.system, profile=args.profile, variant=args.variant, force=True, listener=bar)
     finally:
