@@ -151,7 +151,8 @@ query = st.text_input("Question", value=default_query, key="layers.query")
 source = st.selectbox("Representation", chosen or layer_sources(), key="layers.one_source")
 if query.strip():
     try:
-        retriever = system(*layer_source(source))
+        name, variant, options = layer_source(source)
+        retriever = system(name, ds_name, variant, options)
         hits = retriever.search(query, 5)
         targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         qid = next((q for q, t in ds.queries.items() if ds.display_query(q) == query.strip()), None)

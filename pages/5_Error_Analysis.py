@@ -38,8 +38,7 @@ from core.analysis.error_analysis import (
 from core.errors import StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.judging.judgments import default_url
-from core.judging.pooling import available_systems
-from core.retrieval.fusion import built_variants
+from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, run_status
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
@@ -80,7 +79,7 @@ with st.sidebar:
             except StudioError as exc:
                 error(exc)
 
-built = available_systems(ds) + [f"fusion@{v}" for v in built_variants(ds)]
+built = pool_choices(ds)
 options = built + [f"run:{n}" for n in imported]
 c1, c2, c3 = st.columns(3)
 chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")

@@ -79,6 +79,18 @@ def available_systems(dataset: Dataset) -> list[str]:
     return names
 
 
+def pool_choices(dataset: Dataset) -> list[str]:
+    """What Annotate and Error Analysis offer: :func:`available_systems` and every built variant of a composite
+    system spelled out (``fusion@bm25+minilm:rrf`` too, beside plain ``fusion``), each once."""
+    from core.registry import list_systems, system_module
+
+    names = available_systems(dataset)
+    for spec in list_systems():
+        if spec.composite:
+            names += [f"{spec.name}@{v}" for v in system_module(spec.name).built_variants(dataset)]
+    return list(dict.fromkeys(names))
+
+
 def system_top_ids(name: str, dataset: Dataset, query: str, k: int, query_id: str | None = None,
                    load: Loader | None = None) -> list[str]:
     """Top-``k`` doc ids of system ``name`` for one query through the one runner (the query's own id
