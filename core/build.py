@@ -24,6 +24,7 @@ from pathlib import Path
 from core.artifacts import save_json
 from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
+from core.progress import ProgressFn, _no_progress
 from core.registry import SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_module
 
 STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
@@ -127,7 +128,7 @@ def build_system(
         from core.errors import StudioError
         from core.training_data import training_data
 
-        try:  # imported data: its labels as pairs with a deterministic split, the same trainers (issue 15)
+        try:  # imported data: its labels as pairs with a deterministic split, the same trainers
             dataset = training_data(dataset).dataset
         except StudioError as exc:
             failed = BuildStatus(name, "failed", message=str(exc), error=str(exc))
@@ -155,6 +156,10 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
         kwargs = {}
         if force and "resume" in inspect.signature(module.build).parameters:
             kwargs["resume"] = False  # --force retrains from scratch instead of resuming a checkpoint
+        if get_spec(status.system).composite:  # a composite system's parts come through the one loader
+            from core.serving.loader import part_loader
+
+            kwargs["loader"] = part_loader(dataset)
         metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
                                variant=variant, **kwargs)
         status.metrics = dict(metrics or {})
@@ -308,3 +313,23 @@ def build_log_tail(dataset_name: str, lines: int = 40) -> str:
     if not log.is_file():
         return ""
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def train_system(dataset: Dataset, system: str, variant: str | None = None, profile: str = "quick",
+                 force: bool = False, progress: ProgressFn = _no_progress) -> BuildStatus:
+    """Train ``system`` on ``dataset``'s labels (``core.training_data``: labelled pairs with a deterministic split)
+    with the system's own trainer and convergence rule.
+
+    Returns the ``BuildStatus`` (metrics include the split sizes); status files as for any build.
+    """
+    from core.errors import StudioError
+    from core.training_data import training_data
+
+    if not needs_training(get_spec(system), variant):
+        raise StudioError(f"{system} is not trained; build it with: python -m core build --systems {system} "
+                          f"--dataset {dataset.name}")
+    data = training_data(dataset)
+    progress(0.0, data.summary())
+    status = build_system(data.dataset, system, profile=profile, variant=variant, force=force, listener=progress)
+    status.metrics = {**status.metrics, "split": data.sizes, "split_unit": data.unit}
+    return status

@@ -183,7 +183,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
                deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`)',
                family="cross-encoder", reference="minilm-pairs"),
-    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
+    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.rerank.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
                note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True,
                family="tree",

@@ -358,7 +358,7 @@ def frm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def keyword_agreement_loss(views: dict[str, torch.Tensor], eq: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Deviation (issue 12): a direct weak-supervision term for w(k, q) (Eq. 7) from the pair label.
+    """Deviation from the paper: a direct weak-supervision term for w(k, q) (Eq. 7) from the pair label.
 
     §3.2 supervises the importance only through the matching loss (Eq. 18), whose gradient reaches w(k, q)
     through ratios of importances (Eq. 8, 9, 12) and Eq. (17); the keyword sets themselves are chosen by a

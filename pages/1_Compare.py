@@ -1,7 +1,6 @@
 """Compare: several systems side by side on one query (layout only; logic in core.analysis.compare)."""
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import replace
 
@@ -33,6 +32,7 @@ from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
+from core.settings import settings
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
 from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
 from ui.nav import ensure_navigation
@@ -150,7 +150,7 @@ with st.sidebar:
                                     help="two or more: adds a fused column (ranx fuse of each part's top 100)")
         fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",
                                    format_func=FUSION_LABELS.get)
-    milvus_uri = os.environ.get("QRS_MILVUS_URI", "")
+    milvus_uri = settings().milvus_uri
     on_milvus = st.toggle("Also serve from Milvus", key="compare.milvus", disabled=not milvus_uri,
                           help=f"a second column per first stage (BM25 and the bi-encoders) served from {milvus_uri}"
                           if milvus_uri else "set QRS_MILVUS_URI to a Milvus server or cluster (README: Scale: Milvus)")

@@ -88,7 +88,7 @@ source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=
 c2.caption(f"With both: {PRECEDENCE}.")
 identity = current_identity()
 campaign, rule = None, "majority"
-if identity.is_owner:  # a judging campaign's qrels, rescored at once (issue 21: judge -> rescore)
+if identity.is_owner:  # a judging campaign's qrels, rescored at once (judge -> rescore)
     try:
         cstore = CampaignStore(store=store)
         own = [c.name for c in cstore.campaigns(identity.name or "") if c.dataset == ds.name]

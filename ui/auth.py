@@ -17,13 +17,13 @@ With login on, a visitor who is not logged in sees the login page and nothing el
 from __future__ import annotations
 
 import getpass
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import streamlit as st
 
-HEADER_ENV, OWNERS_ENV = "QRS_TRUSTED_HEADER", "QRS_OWNERS"
+from core.settings import settings
+
 NONE, OIDC, HEADER = "none", "oidc", "header"
 
 
@@ -74,8 +74,8 @@ def _names(value) -> frozenset[str]:  # noqa: ANN001 - a comma list or a TOML ar
 def auth_config() -> AuthConfig:
     """Read the configuration (environment first, then ``[qrs]`` / ``[auth]`` in the secrets)."""
     qrs = _section("qrs")
-    owners = _names(os.environ.get(OWNERS_ENV) or qrs.get("owners"))
-    header = (os.environ.get(HEADER_ENV) or str(qrs.get("trusted_header") or "")).strip()
+    owners = _names(settings().owners or qrs.get("owners"))
+    header = (settings().trusted_header or str(qrs.get("trusted_header") or "")).strip()
     claim = str(qrs.get("identity_claim") or "email")
     if header:
         return AuthConfig(HEADER, header=header, owners=owners, identity_claim=claim)
@@ -87,7 +87,7 @@ def auth_config() -> AuthConfig:
 def local_user() -> str:
     """The single-user mode's name for owner actions (``QRS_USER`` or the OS login name)."""
     try:
-        return os.environ.get("QRS_USER") or getpass.getuser() or "local"
+        return settings().user or getpass.getuser() or "local"
     except Exception:  # noqa: BLE001 - no login name in some containers
         return "local"
 

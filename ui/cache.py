@@ -13,16 +13,15 @@ import streamlit as st
 from core.data.datasets import Dataset, load_dataset
 from core.registry import get_spec
 from core.registry import layer_sources as registered_layer_sources
+from core.settings import settings
 
 
 @st.cache_resource(show_spinner=False)
 def autostart_build(name: str) -> bool:
     """Start the default build once per server process and dataset (``QRS_AUTOBUILD=0`` disables it)."""
-    import os
-
     from core.build import start_background_build
 
-    if os.environ.get("QRS_AUTOBUILD", "1") == "0":
+    if not settings().autobuild:
         return False
     return start_background_build(name)
 
@@ -62,7 +61,7 @@ def composite_system(name: str, variant: str, dataset_name: str):
                 untuned_ok=True)
 
 
-# ----------------------------------------------------------------------------- judgments (issue 7)
+# ----------------------------------------------------------------------------- judgments
 @st.cache_resource(show_spinner=False)
 def judgment_store(url: str):
     """The judgment store for a database URL (one engine per process; every call commits at once)."""
@@ -99,7 +98,7 @@ def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str]
     return run.to_dict()
 
 
-# ----------------------------------------------------------------------------- layers (issue 6)
+# ----------------------------------------------------------------------------- layers
 def layer_sources() -> list[str]:
     """The Layers page's representations (labels), from the systems' registrations."""
     return list(registered_layer_sources())
@@ -239,7 +238,7 @@ def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: i
     return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
 
 
-# ----------------------------------------------------------------------------- case studies (issue 9)
+# ----------------------------------------------------------------------------- case studies
 @st.cache_resource(show_spinner=False)
 def case_store(url: str):
     """Saved case studies in the judgments database (shares ``judgment_store(url)``'s engine)."""

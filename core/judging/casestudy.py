@@ -90,7 +90,7 @@ class StateOptions:
     @classmethod
     def for_dataset(cls, dataset: Any, datasets: Iterable[str]) -> StateOptions:
         """Options for a loaded ``core.data.datasets.Dataset`` (systems that support it, its query ids)."""
-        from core.transfer import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
+        from core.transfer import system_choices  # SYSTEM@TRAINED_ON models (trained on another dataset) included
 
         return cls(
             dataset=dataset.name,
@@ -114,7 +114,7 @@ class CompareState:
     depth: int = 20
     k: int = 10
     baseline: str | None = None
-    index: str = "auto"  # the systems' serving default, what the evaluation measured (issue 19)
+    index: str = "auto"  # the systems' serving default, what the evaluation measured
     nprobe: int = 10
     ef_search: int = 64
     beam: int | None = None  # None: the built tree's own beam and K (core.serving.loader.serving_defaults)

@@ -88,7 +88,7 @@ def order_ties(positions: Sequence[int], scores: Sequence[float], k: int,
 
     One order for one scoring function, whichever engine computed it (bm25s, Milvus's sparse index):
     engines break equal scores their own way and sum floats in their own order, so without this the
-    top-k of two exact engines differs at the tie that straddles rank k (issue 22's parity)."""
+    top-k of two exact engines differs at the tie that straddles rank k (faiss/Milvus parity)."""
     values = np.asarray(scores, dtype=np.float64)
     by_score = np.argsort(-values, kind="stable")
     group = np.zeros(len(by_score), dtype=np.int64)

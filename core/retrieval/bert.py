@@ -32,6 +32,7 @@ from core.retrieval.indexing import IndexSpec, build_index, load_index, save_ind
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
+from core.settings import settings
 from core.training import check_profile, profile_settings, device, linear_warmup_decay, set_seed
 
 VARIANTS = ("cls", "mean", "max", "finetuned")
@@ -125,7 +126,7 @@ def _onnx_available() -> bool:
 class MiniLMEncoder:
     """Encoder protocol for the MiniLM bi-encoder: texts -> L2-normalised (n, 384) float32.
 
-    Speed (issue 14 item 5): texts are tokenized once, grouped by exact token length (no padding, no
+    Speed: texts are tokenized once, grouped by exact token length (no padding, no
     attention mask) and run under ``torch.inference_mode``; with ``backend="onnx"`` (the default when
     the PyPI package ``onnxruntime`` is installed and not on CUDA) the same weights run in ONNX
     Runtime: the model is exported once, offline, from the loaded weights to
@@ -133,7 +134,7 @@ class MiniLMEncoder:
     1e-5). ``QRS_MINILM_BACKEND=torch`` forces PyTorch. ``onnx-int8`` (opt-in) runs ONNX Runtime's
     dynamic int8 quantization (per-channel weights) of that export: ~1.4x faster again, embeddings with
     cosine 0.994 on average to fp32's, dev MAP@20 0.9506 vs 0.9498, but test MAP@100 0.7918 vs 0.7935
-    (−0.0017, outside issue 14's 0.001 tolerance, so it stays opt-in; BENCHMARKS.md); it has its own
+    (−0.0017, outside the 0.001 tolerance for a faster backend, so it stays opt-in; BENCHMARKS.md); it has its own
     ``encoder_id`` so its vectors never mix with fp32 ones in the embedding cache.
     """
 
@@ -151,7 +152,7 @@ class MiniLMEncoder:
         self.model.to(self.device).eval()
         # the text it reads is the pipeline's subword_text: the pipeline version keys the embedding caches
         self.encoder_id = (encoder_id or f"{PRETRAINED_ID}|{pooling}|len{max_length}") + f"|{PIPELINE_VERSION}"
-        backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
+        backend = backend or settings().minilm_backend
         if backend not in BACKENDS:
             raise UnknownNameError("MiniLM backend", backend, list(BACKENDS))
         if backend == "auto":

@@ -1,7 +1,7 @@
 """Contrastive training of a siamese first-stage encoder, shared by DenseTrans and its DualEncoder
 baseline (densetrans-cai2021.md §3.3, Eq. (6)-(7); §4.1 BM25 hard negatives; §4.2.1 DualEncoder).
 
-Sampling (issue 12, a deviation from sampling *pairs*): the paper trains on 79.6k training questions
+Sampling (a deviation from sampling *pairs*): the paper trains on 79.6k training questions
 with 1.69 paraphrases each, so every question counts about alike. Here the cluster closure of the
 7,894 positive train pairs gives 37,960 (query, paraphrase) pairs, 40% of them from 11 clusters; a run
 over pairs mostly sees a handful of topics. So each step draws ``batch_queries`` train-split queries

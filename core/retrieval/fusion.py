@@ -25,12 +25,13 @@ Methods (all through ``ranx.fuse``; each part contributes its top ``depth`` = 10
 
 Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
     - ``parse_variant(text) -> FusionSpec``: validates a name; bad input raises one clear message.
-    - ``build(dataset, variant=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
+    - ``build(dataset, variant=..., loader=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
       ``python -m core train --system fusion --variant bm25+minilm:rrf``.
-    - ``load(dataset, variant=..., loader=None) -> FusionRetriever``: a ``Retriever``;
+    - ``load(dataset, variant=..., loader=...) -> FusionRetriever``: a ``Retriever``;
       ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
       ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
-      (the one loader, ``core.serving.loader.load``, by default). ``Ranking.stats`` holds each part's seconds.
+      (the one loader passes itself; ``core.serving.loader.part_loader(dataset)`` elsewhere); fusion imports no
+      serving code. ``Ranking.stats`` holds each part's seconds.
     - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
       loading any model.
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
@@ -153,13 +154,6 @@ def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, 
 
 def _folder(dataset_name: str, variant: str | None) -> Path:
     return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
-
-
-def _default_loader(dataset: Dataset) -> Loader:
-    """The one loader (``core.serving.loader``); it passes itself in ``load``, this serves ``build``."""
-    from core.serving.loader import load
-
-    return lambda name, variant: load(name, dataset, variant=variant)
 
 
 # ----------------------------------------------------------------------------- fusion with ranx
@@ -333,17 +327,17 @@ def _dev_parts(dataset: Dataset, parts: Sequence[Retriever], progress: ProgressF
 
 
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
-          variant: str | None = None, loader: Loader | None = None) -> dict:
+          variant: str | None = None, *, loader: Loader) -> dict:
     """Tune the method's parameters on the dev split (ranx ``optimize_fusion``) and save them.
 
     The parts must be built (``MissingArtifactError`` names the command of the first one missing).
-    ``profile`` is accepted for the build contract; the recipe is the same in every profile.
+    ``profile`` is accepted for the build contract; the recipe is the same in every profile. The parts come
+    through ``loader`` (the one loader's ``core.serving.loader.part_loader``; ``core.build`` passes it).
     """
     from core.evaluation import evaluate_run
 
     spec = parse_variant(variant)
     start = time.perf_counter()
-    loader = loader or _default_loader(dataset)
     parts = [loader(name, v) for name, v in spec.parts]
     params: dict = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
     if spec.method == "wsum":
@@ -399,7 +393,7 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
         raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
 
 
-def load(dataset: Dataset, variant: str | None = None, loader: Loader | None = None, **options) -> FusionRetriever:
+def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **options) -> FusionRetriever:
     """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
 
     ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth);
@@ -407,7 +401,6 @@ def load(dataset: Dataset, variant: str | None = None, loader: Loader | None = N
     weights) instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
     """
     spec = parse_variant(variant)
-    loader = loader or _default_loader(dataset)
     try:
         config = load_config(dataset, spec.variant)
     except MissingArtifactError:

@@ -1,4 +1,4 @@
-"""``glove-mean``: the untrained reference of the learned first-stage encoders (issue 12).
+"""``glove-mean``: the untrained reference of the learned first-stage encoders.
 
 A question is the mean of the GloVe 6B 50-d vectors of its words (words GloVe does not know are left
 out of the mean), ranked by cosine: no training. DenseTrans and the ``dual-encoder`` start from these
@@ -182,5 +182,5 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
 def config_dict(variant: str | None = None) -> dict:
     return {"paper": {"embeddings": "GloVe 6B 50-d (frozen)", "pooling": "mean over known words",
                       "relevance": "cosine", "max_words": MAX_WORDS},
-            "notes": "untrained reference of DenseTrans and dual-encoder (issue 12); words = lower-cased "
+            "notes": "untrained reference of DenseTrans and dual-encoder; words = lower-cased "
                      "whitespace tokens; words GloVe lacks are left out of the mean"}

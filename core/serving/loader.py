@@ -26,9 +26,9 @@ from core.transfer import FLAT_BELOW, check_source, portable_folder, prepare_com
 from core.registry import (SystemName, default_first_stage, get_spec, needs_training, parse_name, rerank_depth,
                            supports, system_module)
 from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
+from core.settings import settings
 
 BACKENDS = ("faiss", "milvus")  # where a first stage's index is served: in process, or a Milvus server/cluster
-BACKEND_ENV = "QRS_BACKEND"  # the default backend ("faiss"); Milvus needs QRS_MILVUS_URI (core.retrieval.milvus)
 FIRST_STAGE = default_first_stage()  # a reranker's default first stage (the build's stored runs use it too)
 RERANK_DEPTH = rerank_depth()  # and its default depth (FRM paper: top 20 of BM25)
 
@@ -65,9 +65,7 @@ def load(name: str, dataset: Dataset, variant: str | None = None, progress: Prog
     ``backend="milvus"`` (or ``QRS_BACKEND=milvus``) serves a bi-encoder's vectors or BM25's weights from the
     Milvus at ``QRS_MILVUS_URI`` (``milvus_index``: ``flat`` exact, or ``hnsw``), same ranking code after.
     """
-    import os
-
-    backend = str(options.pop("backend", None) or os.environ.get(BACKEND_ENV) or "faiss")
+    backend = str(options.pop("backend", None) or settings().backend or "faiss")
     milvus_index = str(options.pop("milvus_index", "flat"))
     if backend not in BACKENDS:
         from core.errors import UnknownNameError
@@ -176,3 +174,8 @@ def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> 
     progress(1.0, f"{name} ready on {target.name}")
     return {"system": system.name, "target": target.name, "seconds": time.perf_counter() - start,
             "texts": len(target.corpus)}
+
+
+def part_loader(dataset: Dataset, progress: ProgressFn = _no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
+    """``(system, variant) -> system`` through this loader: how a composite system (fusion) gets its parts."""
+    return lambda name, variant: load(name, dataset, variant=variant, progress=progress)

@@ -1,4 +1,4 @@
-"""The one runner: a loaded system and queries to rankings (issue 19).
+"""The one runner: a loaded system and queries to rankings.
 
 Compare, Error Analysis, the stored runs, pooling, the CLI and bench/ all rank through here, so a
 question gets the same ranking wherever it is asked:
