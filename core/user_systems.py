@@ -34,6 +34,7 @@ FILE_NAME = "user_systems.toml"
 WAYS = ("bi-encoder", "cross-encoder", "run")
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
 _PROBLEMS: list[str] = []
+_SEEN = {"file": None}  # the user file's (size, mtime) when discovery last read it
 _HEADER = ("# Your own systems (python -m core systems add / remove). One table per system:\n"
            "# way = bi-encoder | cross-encoder | run; path = the model folder or run file; dataset = the\n"
            "# dataset a run ranks (or a bi-encoder was first encoded on).\n")
@@ -125,6 +126,7 @@ def discover() -> None:
     from core.registry import register
 
     _PROBLEMS.clear()
+    _SEEN["file"] = _file_state()
     try:
         systems = read_user_systems()
     except StudioError as exc:
@@ -136,6 +138,47 @@ def discover() -> None:
         except ValueError as exc:
             _PROBLEMS.append(f"user system {system.name}: {exc}")
     _discover_plugins()
+
+
+def _file_state() -> tuple | None:
+    try:
+        stat = user_file().stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def refresh_if_changed() -> bool:
+    """Re-discover when the user systems file changed since it was read (a long-running app sees what
+    ``core systems add/remove`` did in another process); True when it did."""
+    from core.registry import list_systems, refresh
+
+    list_systems()
+    if _file_state() == _SEEN["file"]:
+        return False
+    refresh()
+    return True
+
+
+def source_key(name: str) -> str:
+    """What a loaded user system depends on outside the artifacts folder (its model folder's content digest,
+    its run file's size and time): a cache of loaded systems keys on it, so a changed folder is never served
+    from a cache. "" for built-in and plugin systems."""
+    from core.registry import get_spec
+
+    spec = get_spec(name.split("@", 1)[0])
+    if spec.origin != "user":
+        return ""
+    path = Path(spec.source)
+    try:
+        if path.is_dir():
+            from core.retrieval.st_biencoder import folder_digest
+
+            return folder_digest(path)
+        stat = path.stat()
+        return f"{stat.st_size}:{stat.st_mtime_ns}"
+    except (OSError, StudioError):
+        return "missing"
 
 
 def _discover_plugins() -> None:
@@ -251,6 +294,11 @@ def add_user_system(name: str, way: str, path: str | Path, dataset: str = "") ->
     system = UserSystem(name, way, str(path), dataset, datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     _write([*read_user_systems(), system])
     refresh()
+    if way == "run":  # nothing to train: mark it ready on its dataset (pooling lists ready systems)
+        from core.data.datasets import load_dataset
+        from core.registry import system_module
+
+        system_module(name).build(load_dataset(dataset))
     return system
 
 

@@ -32,9 +32,10 @@ def dataset(name: str) -> Dataset:
 
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=64)
-def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = ()):
+def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = ""):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
-    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does."""
+    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does. ``source``
+    keys a user system's model folder or run file (``core.user_systems.source_key``): a changed one loads anew."""
     from core.serving.loader import load
 
     if variant and get_spec(name.split("@", 1)[0]).composite:
@@ -44,7 +45,9 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
 
 def cached_loader(dataset_name: str):
     """The runner's ``(name, variant, options) -> system`` over this process's cached systems."""
-    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options))
+    from core.user_systems import source_key
+
+    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name))
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)

@@ -143,11 +143,16 @@ class FixedRun:
     def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
               variant: str | None = None) -> dict:
         """Nothing to build: read the file once (a malformed one says which line) and count what it covers."""
+        from core.artifacts import save_json
+        from core.registry import system_dir
+
         self._check_dataset(dataset)
         rankings = read_rankings(self.path)
         covered = sum(q in dataset.queries for q in rankings)
+        metrics = {"queries": covered, "run": str(self.path)}
+        save_json(system_dir(dataset.name, self.spec.name) / "config.json", metrics)  # where the run applies
         progress(1.0, f"{self.spec.name}: {covered:,} queries of {dataset.name} in the run")
-        return {"queries": covered, "run": str(self.path)}
+        return metrics
 
     def is_built(self, dataset: Dataset, variant: str | None = None) -> bool:
         return dataset.name in self.spec.datasets and self.path.is_file()
