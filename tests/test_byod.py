@@ -1,4 +1,4 @@
-"""Bring your own data all the way (issue 15): names, candidate lists, training on user labels, portability.
+"""Bring your own data all the way: names, candidate lists, training on user labels, portability.
 
 Runs on the two small fixtures of ``tests/fixtures/byod`` (a BEIR folder and a candidate-list TSV made
 from real QQP and TrecQA rows). GloVe is replaced by a small seeded table of the fixtures' words so the
@@ -265,7 +265,7 @@ def test_bad_inputs_give_one_line_and_change_nothing(byod, tmp_path):
 
 
 def test_cli_eval_on_a_candidate_list_prints_both_conventions(tmp_path, fresh_var):
-    """Issue 20: questions without a correct candidate are reported both ways, with their counts; the
+    """Questions without a correct candidate are reported both ways, with their counts; the
     headline of a candidate list is the answerable-only mean (what published answer-selection tables use)."""
     from core.data.imports import import_dataset
     from tests.conftest import run_main

@@ -363,7 +363,7 @@ def test_importance_learns_to_vary_and_favour_content_words(fixture_training):
     texts = list(feats.values())
     before = F.importance_report(untrained, texts, store, torch.device("cpu"))
     after = F.importance_report(trained, texts, store, torch.device("cpu"))
-    assert after["saturated"] == 0.0  # the literal Eq. (17) drove every w(k, q) to 1.0 (issue 12)
+    assert after["saturated"] == 0.0  # the literal Eq. (17) drove every w(k, q) to 1.0
     assert after["std_within_question"] > 5 * before["std_within_question"]  # learned spread, not one flat value
     assert after["mean_content"] > after["mean_stop"] and after["spearman_idf"] > 0
     # the issue's question (a dev-split question: never trained on): "depression" outranks the stop words

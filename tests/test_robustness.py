@@ -203,7 +203,7 @@ TYPED_QUESTIONS = [
 
 @pytest.mark.parametrize("name", ALL_SYSTEMS)
 def test_typed_and_tokenized_forms_give_the_same_top10(name, tiny_env):
-    """Issue 19: a question as people type it and its CoreNLP-tokenized form rank alike in every system,
+    """A question as people type it and its CoreNLP-tokenized form rank alike in every system,
     through the one runner (dataset queries: their display form vs the stored text; plus typed questions)."""
     from core.data.pipeline import tokens
     from core.serving.runner import SystemChoice, rank_one

@@ -1,4 +1,4 @@
-"""Serve what was measured (issue 19): one text pipeline, one loader, one runner.
+"""Serve what was measured: one text pipeline, one loader, one runner.
 
 - the pipeline gives raw and CoreNLP-tokenized text the same tokens, and an artifact built with another
   pipeline version is refused with one line (and counts as not built);
@@ -143,7 +143,7 @@ def test_the_old_second_paths_are_gone():
 
 
 def test_the_server_watches_no_files():
-    """Issue 19: the build writing var/ flooded the server's file watcher (951 inotify overflow lines)."""
+    """The build writing var/ flooded the server's file watcher (951 inotify overflow lines)."""
     import tomllib
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
@@ -151,7 +151,7 @@ def test_the_server_watches_no_files():
 
 
 def test_every_minilm_derived_system_carries_the_quora_note():
-    """Issue 20 item 8: all-MiniLM-L6-v2 saw Quora duplicates; every system built on it says so on QQP."""
+    """all-MiniLM-L6-v2 saw Quora duplicates; every system built on it says so on QQP."""
     from core.registry import contamination_note, list_systems
 
     derived = {s.name for s in list_systems() if s.minilm_derived}
@@ -164,7 +164,7 @@ def test_every_minilm_derived_system_carries_the_quora_note():
 
 
 def test_systems_that_deviate_from_their_paper_say_how():
-    """Issue 20 item 4: a model is called by the paper's name only with its deviation named beside it."""
+    """A model is called by the paper's name only with its deviation named beside it."""
     from core.registry import deviation_note
 
     assert "τ 0.05" in deviation_note("densetrans") and "[CLS]" in deviation_note("densetrans")
