@@ -176,6 +176,7 @@ def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> 
             "texts": len(target.corpus)}
 
 
-def part_loader(dataset: Dataset, progress: ProgressFn = _no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
+def part_loader(dataset: Dataset,
+                progress: ProgressFn = _no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
     """``(system, variant) -> system`` through this loader: how a composite system (fusion) gets its parts."""
     return lambda name, variant: load(name, dataset, variant=variant, progress=progress)
