@@ -76,7 +76,8 @@ class FolderEncoder:
         """Batched, length-sorted (the library sorts), ``progress`` after every chunk of batches."""
         texts = [subword_text(t) for t in texts]
         step = 8 * batch_size
-        parts = [np.empty((0, self.model.get_sentence_embedding_dimension() or 0), dtype=np.float32)]
+        dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        parts = [np.empty((0, dim() or 0), dtype=np.float32)]
         for start in range(0, len(texts), step):
             vecs = self.model.encode(texts[start:start + step], batch_size=batch_size, convert_to_numpy=True,
                                      show_progress_bar=False)
