@@ -48,7 +48,7 @@ def main() -> int:
     if task == "compare":
         cmp = _module("core.analysis.compare", "core.compare")
         SystemChoice, compare = cmp.SystemChoice, cmp.compare
-        try:  # the one loader (issue 19); older trees: core.registry.load_system
+        try:  # the one loader; older trees: core.registry.load_system
             from core.serving.loader import load as load_system
         except ModuleNotFoundError:
             from core.registry import load_system

@@ -1,4 +1,4 @@
-"""Issue 15: every system ranks TrecQA's own candidate lists, trained models applied zero-shot.
+"""Every system ranks TrecQA's own candidate lists, trained models applied zero-shot.
 
 For each system name (``SYSTEM`` or ``SYSTEM@TRAINED_ON``) that can be loaded from the artifacts
 folder, rank each question's candidates of raw TEST and clean TEST through ``core.serving.loader.load``

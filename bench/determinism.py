@@ -1,4 +1,4 @@
-"""Two default builds of the same commit give the same models (issue 20 item 6).
+"""Two default builds of the same commit give the same models.
 
 Builds ``--systems`` (with BM25, whose hard negatives they train on) into a fresh artifacts folder while
 ``--busy`` processes burn the CPU, and compares them with the build in ``QRS_VAR`` (default ``var/``,

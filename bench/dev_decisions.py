@@ -1,4 +1,4 @@
-"""Choices re-decided on the dev split only (issue 20 item 5): test is kept for the final tables.
+"""Choices re-decided on the dev split only: test is kept for the final tables.
 
 Each choice has a rule fixed before its numbers are read, applied to the QQP *dev* queries (1,790, against
 the full 36,737-question collection, each query dropped from its own ranking, exact serving), and the
@@ -6,13 +6,13 @@ report says what the rule picks and whether it is what the code serves:
 
 - ``tree-k``: the tree's branching K among the paper's 5 / 8 / 10 (tree-search-bert-guo.md §4.3) at the
   paper's beam N = 20. Rule: the highest dev MAP@20 (distance computations per query reported beside).
-- ``int8``: MiniLM encoding with ONNX Runtime's dynamic int8 quantization against fp32. Rule (issue 14's
+- ``int8``: MiniLM encoding with ONNX Runtime's dynamic int8 quantization against fp32. Rule (the faster-backend
   tolerance): int8 may be the default only if |dev MAP@100 (int8) − dev MAP@100 (fp32)| ≤ 0.001.
 - ``frm-keyword-loss``: FRM with the keyword-agreement loss against FRM with Eq. (18) alone (the default and
   ``frm@kw-loss``, each labelled by the weight in its saved config). Rule: the project's extra loss stays only if its dev
   pair AUC (the metric both trainings early-stop on) is higher; dev reranking of BM25's top 20 reported beside.
 
-Issue 20 item 6: every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
+Every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
 the seed is k-means' for the tree and the training seed for FRM; int8 has no random part, so one run) with a
 paired two-sided randomization test over the dev queries (per-query metric averaged over the seeds;
 ``core.analysis.error_analysis.randomization_test``, 10,000 sign flips) and a paired t-test beside it.

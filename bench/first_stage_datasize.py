@@ -1,4 +1,4 @@
-"""Data-size curve (issue 12, item 6): a first-stage encoder trained on 1/8, 1/4, 1/2 and all of the
+"""Data-size curve: a first-stage encoder trained on 1/8, 1/4, 1/2 and all of the
 positive train pairs (same rule: early stopping on its dev metric, Recall@100 for DenseTrans and the
 dual encoder, H@1 for SDML-CNN), scored on the 1,781 held-out QQP
 test queries against the full 36,737-question collection, exact search, each query dropped from its

@@ -1,4 +1,4 @@
-"""Milvus (FLAT, HNSW) beside faiss (Flat, HNSW) at 1M vectors, in one run on one machine (issue 22).
+"""Milvus (FLAT, HNSW) beside faiss (Flat, HNSW) at 1M vectors, in one run on one machine.
 
     nice -n 10 .venv/bin/python -m bench.milvus_scale [--n 1000000] [--queries 1000] [--out bench/reports/milvus_scale.json]
 

@@ -1,4 +1,4 @@
-"""Typed vs tokenized queries: every system on the QQP held-out test queries in both forms (issue 19).
+"""Typed vs tokenized queries: every system on the QQP held-out test queries in both forms.
 
 ``tokenized`` = the query as the dataset stores it (CoreNLP tokens: "How can I stop my depression ?"),
 ``typed`` = its display form, as people write it ("How can I stop my depression?"). Same artifacts, same

@@ -1,4 +1,4 @@
-"""FRM diagnostics (issue 12): train a configuration with the real loop (``core.rerank.frm.train_frm``) into a
+"""FRM diagnostics: train a configuration with the real loop (``core.rerank.frm.train_frm``) into a
 private folder and report its learning curve, test-pair AUC, keyword-importance behaviour on the held-out test
 questions (Spearman with IDF, stop vs content words, saturation) and the m_att input scale (content
 projection vs position/segment embeddings).

@@ -1,4 +1,4 @@
-"""BENCHMARKS.md's generated tables, rendered from bench/reports/*.json only (issue 20 item 7).
+"""BENCHMARKS.md's generated tables, rendered from bench/reports/*.json only.
 
 Every number in the section between the ``generated`` markers of BENCHMARKS.md comes from a committed
 report (with the command, commit and machine that made it); ``python -m bench.tables`` rewrites the
@@ -143,7 +143,7 @@ def _paired_line(test: dict | None) -> list[str]:
 
 
 def dev_decisions_table() -> list[str]:
-    """Choices re-decided on dev (issue 20 items 5 and 6): the rule, the dev numbers (mean ± sd over seeds), what
+    """Choices re-decided on dev: the rule, the dev numbers (mean ± sd over seeds), what
     it picks, what is served, and a paired test of the margin."""
     r = _report("dev_decisions.json")
     if r is None:
