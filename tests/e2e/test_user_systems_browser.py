@@ -58,7 +58,7 @@ def _query_id(e2e_var) -> str:
 def test_own_systems_on_compare(browser, own_systems, e2e_var):
     qid = _query_id(e2e_var)
     browser.get(f"{own_systems}/Compare?qid={qid}&systems=bm25,my-bm25,my-minilm")
-    wait_for(browser, lambda d: css(d, '[data-testid="stApp"] h1'), what="Compare")
+    wait_for(browser, lambda d: css(d, '[data-testid="stApp"] h1'), timeout=SLOW, what="Compare")
     idle(browser)
     frame, heads = wait_for(browser, lambda d: (g := _aligned_grid(d)) and len(g[1]) >= 4 and g, timeout=SLOW,
                             what="the aligned table with the user systems")
