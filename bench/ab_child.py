@@ -47,7 +47,7 @@ def main() -> int:
     if task == "compare":
         cmp = _module("core.analysis.compare", "core.compare")
         SystemChoice, compare = cmp.SystemChoice, cmp.compare
-        try:  # the one loader (issue 19); older trees: core.registry.load_system
+        try:  # the one loader; older trees: core.registry.load_system
             from core.serving.loader import load as load_system
         except ModuleNotFoundError:
             from core.registry import load_system
@@ -113,7 +113,7 @@ def main() -> int:
         t_import = time.perf_counter() - t_start
         t_warm = None
         if args.get("warm"):  # a started server: the app warmed ranx in the background (app.py)
-            from core.analysis.evaluation import warm_up
+            from core.evaluation import warm_up
 
             t_warm = warm_up(tuple(list(ds.queries)[:2] + list(ds.corpus)[:3]))
         t_view = time.perf_counter()

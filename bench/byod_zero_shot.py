@@ -1,8 +1,8 @@
-"""Issue 15: every system ranks TrecQA's own candidate lists, trained models applied zero-shot.
+"""Every system ranks TrecQA's own candidate lists, trained models applied zero-shot.
 
 For each system name (``SYSTEM`` or ``SYSTEM@TRAINED_ON``) that can be loaded from the artifacts
 folder, rank each question's candidates of raw TEST and clean TEST through ``core.serving.loader.load``
-(the generic path of ``core.transfer`` / ``core.data.candidates``) and report ranx MAP / MRR over the
+(the generic path of ``core.transfer`` / ``core.serving.candidates``) and report ranx MAP / MRR over the
 questions with at least one correct answer (as the CNN report does). Systems that are not built are
 listed as skipped with the reason (the command that builds them).
 
@@ -29,7 +29,7 @@ def main() -> None:
     from core.data.datasets import load_dataset
     from core.analysis.error_analysis import system_runs
     from core.errors import StudioError
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.serving.loader import load as load_system
 
     ap = argparse.ArgumentParser()

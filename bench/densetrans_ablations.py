@@ -1,5 +1,5 @@
 """DenseTrans and its §4.4.1 ablations (densetrans-cai2021.md Table 3) on the QQP test queries, three training
-seeds each, with paired tests between neighbouring rows (issue 20 item 6: margins below .01 need seeds).
+seeds each, with paired tests between neighbouring rows (margins below .01 need seeds).
 
 Seed 13 is the built model (``var/systems/<dataset>/densetrans[@variant]``, the default build and
 ``make reproduce``'s recipes); seeds 14 and 15 are trainings of the same recipe with only ``seed`` changed:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15])
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
     from core.retrieval import densetrans

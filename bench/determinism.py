@@ -1,4 +1,4 @@
-"""Two default builds of the same commit give the same models (issue 20 item 6).
+"""Two default builds of the same commit give the same models.
 
 Builds ``--systems`` (with BM25, whose hard negatives they train on) into a fresh artifacts folder while
 ``--busy`` processes burn the CPU, and compares them with the build in ``QRS_VAR`` (default ``var/``,
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench.reporting import head_commit, write_report
+from core.settings import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 BURN = "import time\nwhile True:\n    pass\n"
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--systems", nargs="+", default=["dual-encoder", "densetrans", "sdml-cnn"])
     ap.add_argument("--busy", type=int, default=2, help="CPU-burning processes during the second build")
-    ap.add_argument("--reference-var", default=os.environ.get("QRS_VAR", str(ROOT / "var")))
+    ap.add_argument("--reference-var", default=str(settings().var or ROOT / "var"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "reports" / "determinism.json"))
     args = ap.parse_args(argv)
     reference = Path(args.reference_var)

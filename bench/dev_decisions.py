@@ -1,4 +1,4 @@
-"""Choices re-decided on the dev split only (issue 20 item 5): test is kept for the final tables.
+"""Choices re-decided on the dev split only: test is kept for the final tables.
 
 Each choice has a rule fixed before its numbers are read, applied to the QQP *dev* queries (1,790, against
 the full 36,737-question collection, each query dropped from its own ranking, exact serving), and the
@@ -6,13 +6,13 @@ report says what the rule picks and whether it is what the code serves:
 
 - ``tree-k``: the tree's branching K among the paper's 5 / 8 / 10 (tree-search-bert-guo.md §4.3) at the
   paper's beam N = 20. Rule: the highest dev MAP@20 (distance computations per query reported beside).
-- ``int8``: MiniLM encoding with ONNX Runtime's dynamic int8 quantization against fp32. Rule (issue 14's
+- ``int8``: MiniLM encoding with ONNX Runtime's dynamic int8 quantization against fp32. Rule (the faster-backend
   tolerance): int8 may be the default only if |dev MAP@100 (int8) − dev MAP@100 (fp32)| ≤ 0.001.
 - ``frm-keyword-loss``: FRM with the keyword-agreement loss against FRM with Eq. (18) alone (the default and
   ``frm@kw-loss``, each labelled by the weight in its saved config). Rule: the project's extra loss stays only if its dev
   pair AUC (the metric both trainings early-stop on) is higher; dev reranking of BM25's top 20 reported beside.
 
-Issue 20 item 6: every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
+Every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
 the seed is k-means' for the tree and the training seed for FRM; int8 has no random part, so one run) with a
 paired two-sided randomization test over the dev queries (per-query metric averaged over the seeds;
 ``core.analysis.error_analysis.randomization_test``, 10,000 sign flips) and a paired t-test beside it.
@@ -42,7 +42,7 @@ SPLIT = "dev"
 def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
     """MAP@20 / P@1 / MRR@20 and distance computations for K = 5, 8, 10 at beam 20 on dev, one k-means tree per
     seed; paired test of the chosen K against the runner-up on per-query AP@20 (mean over seeds)."""
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.retrieval.tree import TreeBertConfig
     from core.serving.runner import SystemChoice, rank_many
 
@@ -73,13 +73,13 @@ def tree_k(dataset, queries, qrels, seeds: list[int]) -> dict:
 
 def int8(dataset, queries, qrels) -> dict:
     """MiniLM fp32 (the default backend) against ONNX int8 on dev: MAP@100, R@100, H@1."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval.bert import MiniLMEncoder
     from core.retrieval.dense import DenseRetriever, cached_embeddings
     from core.retrieval.indexing import IndexSpec
     from core.serving.loader import load
 
-    from core.analysis.evaluation import per_query
+    from core.evaluation import per_query
 
     metrics = ["map@100", "recall@100", "hit_rate@1"]
     fp32 = load("minilm", dataset)
@@ -139,7 +139,7 @@ def _frm_seed_folder(dataset, variant: str | None, seed: int, built_seed: int) -
 def frm_keyword_loss(dataset, queries, qrels, variant: str, seeds: list[int]) -> dict:
     """Dev pair AUC of the two FRM recipes (their own early-stopping logs) and dev reranking of BM25's top 20, each
     recipe trained once per seed; paired test on per-query RR@20 (mean over seeds)."""
-    from core.analysis.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_run, per_query
     from core.artifacts import load_json
     from core.registry import system_dir
     from core.rerank import frm as F

@@ -1,7 +1,7 @@
 """Declared experiments: what is compared, on which data, by which measures and which statistical test.
 
 An :class:`Experiment` names systems by their registration (``SYSTEM[@VARIANT]``, user systems
-included: ``core.registry``), a dataset and a query split, the measures (``core.analysis.evaluation``
+included: ``core.registry``), a dataset and a query split, the measures (``core.evaluation``
 names), the training seeds its claim rests on, and the paired test. ``bench.runner.run_experiment``
 runs one: every ranking from ``core.serving.runner.rank_many``, every number from ``evaluate_contract``,
 one report through ``bench.reporting``. ``python -m bench list`` prints them, ``python -m bench run NAME``

@@ -30,8 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     import core  # noqa: F401
     from core.retrieval import fusion
     from core.data.datasets import load_dataset
-    from core.analysis.evaluation import compare_runs, evaluate_run
+    from core.evaluation import compare_runs, evaluate_run
     from core.analysis.runs import load_runs
+    from core.serving.loader import part_loader
 
     ds = load_dataset(args.dataset)
     qrels = ds.split_qrels(args.split)
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         for v in variants:
             if not fusion.is_built(ds, v):
                 print(f"[fusion] tuning {v} on dev ...", flush=True)  # no stored run here: `build` writes those
-                print(f"[fusion] {v}: {fusion.build(ds, variant=v)}", flush=True)
+                print(f"[fusion] {v}: {fusion.build(ds, variant=v, loader=part_loader(ds))}", flush=True)
         spec = fusion.parse_variant(variants[0])
         part_names = [s + (f"@{pv}" if pv else "") for s, pv in spec.parts]
         t0 = time.perf_counter()

@@ -209,6 +209,7 @@ def main() -> None:
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
     from core.serving.loader import load as load_system
+    from core.settings import settings
 
     torch.set_num_threads(2)
     t_start = time.perf_counter()
@@ -219,7 +220,7 @@ def main() -> None:
     out = {"command": ".venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv),
            "commit": commit + (" (with uncommitted changes to the measure code)" if dirty else ""),
            "machine": machine(), "dataset": ds.name, "split": "test", "queries": args.queries, "seed": args.seed,
-           "artifacts": os.environ.get("QRS_VAR", "var/"),
+           "artifacts": str(settings().var or "var/"),
            "measures": {**MEASURE_NAMES, "old_clipped_mean_1e-3": "the previous measure, for reference only: "
                         "cosines clipped at 1e-3 before the log (each clipped negative adds about 6.9)"},
            "bootstrap": f"{args.resamples} resamples of the sampled queries with replacement (numpy, seed "

@@ -1,4 +1,4 @@
-"""Milvus parity on the QQP held-out test queries (issue 22): the same system served by faiss/bm25s and by
+"""Milvus parity on the QQP held-out test queries: the same system served by faiss/bm25s and by
 Milvus gives the same top-10.
 
 For each exact index (BM25 on Milvus's sparse inverted index against bm25s; glove-mean and DenseTrans on

@@ -1,4 +1,4 @@
-"""Milvus (FLAT, HNSW) beside faiss (Flat, HNSW) at 1M vectors, in one run on one machine (issue 22).
+"""Milvus (FLAT, HNSW) beside faiss (Flat, HNSW) at 1M vectors, in one run on one machine.
 
     nice -n 10 .venv/bin/python -m bench.milvus_scale [--n 1000000] [--queries 1000] [--out bench/reports/milvus_scale.json]
 
@@ -94,8 +94,10 @@ def base_vectors() -> tuple[np.ndarray, list[str], dict[str, str], str]:
     dataset = load_dataset("qqp-bimpm")
     where = "var/ (existing build)"
     if not wordmean.is_built(dataset):
-        os.environ["QRS_VAR"] = os.environ.get("QRS_BENCH_VAR", "/tmp/qrs-bench-var")
-        where = f"{os.environ['QRS_VAR']} (built by this benchmark)"
+        from core.settings import settings
+
+        os.environ["QRS_VAR"] = str(settings().bench_var)
+        where = f"{settings().bench_var} (built by this benchmark)"
         if not wordmean.is_built(dataset):
             wordmean.build(dataset)
     system = wordmean.load(dataset, index="flat")

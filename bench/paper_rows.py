@@ -1,4 +1,4 @@
-"""Paper rows: every "paper vs here" comparison, rendered from ``bench/paper_rows.json`` (issue 20 item 2).
+"""Paper rows: every "paper vs here" comparison, rendered from ``bench/paper_rows.json``.
 
 The manifest holds, per row, the paper's value as printed (``paper_value``, with the table row quoted
 verbatim in ``paper_quote``), a *reference* to the value here (``{"report": "cnn_trecqa.json", "path":

@@ -11,7 +11,7 @@ widths, Kendall τ (scipy) of the system ordering against the full-judgment orde
 pairs significantly different under full judgments (paired t-test, p < .05) whose PPI interval of the
 difference excludes 0 on the same side.
 
-Per-query metrics come from ranx through ``core.analysis.evaluation.per_query`` (the run's own order
+Per-query metrics come from ranx through ``core.evaluation.per_query`` (the run's own order
 breaks ties); a question with no correct candidate scores 0 (the "all" convention).
 
     python -m bench.ppi_simulation [--systems bm25,glove-mean,minilm-pairs,cnn-rerank] [--judge cnn-rerank]
@@ -29,7 +29,7 @@ from scipy import stats
 
 from bench.reporting import ROOT, head_commit, write_report
 from core.analysis.budget import inclusion_probabilities, poisson_sample, query_uncertainty, uniform_sample
-from core.analysis.evaluation import per_query
+from core.evaluation import per_query
 from core.analysis.ppi import ESTIMATOR, human_mean, ppi_mean
 from core.data.datasets import load_dataset
 from core.judging.calibration import fit_thresholds, relevance_model

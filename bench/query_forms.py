@@ -1,4 +1,4 @@
-"""Typed vs tokenized queries: every system on the QQP held-out test queries in both forms (issue 19).
+"""Typed vs tokenized queries: every system on the QQP held-out test queries in both forms.
 
 ``tokenized`` = the query as the dataset stores it (CoreNLP tokens: "How can I stop my depression ?"),
 ``typed`` = its display form, as people write it ("How can I stop my depression?"). Same artifacts, same
@@ -25,7 +25,7 @@ METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 
 def main() -> None:
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.data.datasets import load_dataset
     from core.errors import StudioError
     from core.registry import get_spec

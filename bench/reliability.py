@@ -1,4 +1,4 @@
-"""Reliability table of issue 13: each bad input tried through the CLI (exit code + the one line it now
+"""Reliability table: each bad input tried through the CLI (exit code + the one line it now
 prints), the load held on each judgment backend (8 processes x 500 labels, SIGKILL mid-stream) and a
 held write lock (read latency, time until a write gives up).
 

@@ -16,7 +16,7 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     from bench.reporting import head_commit, write_report
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.analysis.held_out import METRICS, held_out_verdict, reference_of
     from core.data.datasets import load_dataset
     from core.registry import system_dir, system_module

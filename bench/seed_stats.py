@@ -1,4 +1,4 @@
-"""Seed spread and paired tests for comparisons whose margin is below .01 (issue 20 item 6): mean ± sd over
+"""Seed spread and paired tests for comparisons whose margin is below .01: mean ± sd over
 training or k-means seeds, each query's metric averaged over the seeds, and a paired randomization test
 (``core.analysis.error_analysis.randomization_test``) with Student's t beside it."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""BENCHMARKS.md's generated tables, rendered from bench/reports/*.json only (issue 20 item 7).
+"""BENCHMARKS.md's generated tables, rendered from bench/reports/*.json only.
 
 Every number in the section between the ``generated`` markers of BENCHMARKS.md comes from a committed
 report (with the command, commit and machine that made it); ``python -m bench.tables`` rewrites the
@@ -70,17 +70,16 @@ def query_forms_table() -> list[str]:
     return out + ["", _source(r, "query_forms.json"), ""]
 
 
-# the untrained or zero-shot system each learned system must beat on held-out queries (core/registry.py notes)
-REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
-              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
 
 
 def reference_notes(rows: list[dict]) -> list[str]:
     """One line per learned system: its held-out H@1 against its reference's, computed from the rows."""
+    from core.registry import reference_of
+
     by_name = {row["system"]: row for row in rows if "error" not in row}
     notes = []
     for system in by_name:  # a variant (name@variant) has its base system's reference
-        reference = REFERENCES.get(system) or REFERENCES.get(system.partition("@")[0])
+        reference = reference_of(system)  # the registration's reference (SYSTEM@...: its base system's)
         if reference is None or reference not in by_name:
             continue
         mine, ref = by_name[system]["tokenized"]["hit_rate@1"], by_name[reference]["tokenized"]["hit_rate@1"]
@@ -141,7 +140,7 @@ def _paired_line(test: dict | None) -> list[str]:
 
 
 def dev_decisions_table() -> list[str]:
-    """Choices re-decided on dev (issue 20 items 5 and 6): the rule, the dev numbers (mean ± sd over seeds), what
+    """Choices re-decided on dev: the rule, the dev numbers (mean ± sd over seeds), what
     it picks, what is served, and a paired test of the margin."""
     r = _report("dev_decisions.json")
     if r is None:

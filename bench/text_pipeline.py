@@ -1,4 +1,4 @@
-"""Choose the text pipeline's tokenizer by measurement (issue 19).
+"""Choose the text pipeline's tokenizer by measurement.
 
 For every QQP question (dev + test files, CoreNLP-tokenized as distributed) the tokenizer runs on its
 display form (what people type: ``core.data.text.display_form``) and on the tokenized form; reported:

@@ -2,7 +2,7 @@
 
 Protocol: collection = 36,737 QQP dev+test questions, queries = the 17,269 questions of positive pairs
 (or the 1,781 held-out test-split queries with ``--split test``), top-20, each query removed from its
-own ranking (ignore_identical_ids). Metrics (ranx via core.analysis.evaluation): MAP@20, P@1, MRR@20, NDCG@20,
+own ranking (ignore_identical_ids). Metrics (ranx via core.evaluation): MAP@20, P@1, MRR@20, NDCG@20,
 MRR@10. Latency = wall time per query of batched search, one thread (faiss + numpy + torch), measured
 on a shared machine. all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates.
 
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from core.data.datasets import load_dataset  # noqa: E402
-from core.analysis.evaluation import evaluate_run  # noqa: E402
+from core.evaluation import evaluate_run  # noqa: E402
 from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params  # noqa: E402
 from core.retrieval.base import Hits, Retriever  # noqa: E402
 

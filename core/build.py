@@ -24,44 +24,12 @@ from pathlib import Path
 from core.artifacts import save_json
 from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
+from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _locked, _raw_status,  # noqa: F401
+                               _status_dir, _status_path, build_lock, build_running, pending_note, percent,
+                               write_status)
+from core.progress import ProgressFn, _no_progress
 from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
                            system_module)
-
-STATES = ("queued", "building", "ready", "failed", "not built", "unavailable")
-QUEUE_FILE = "queue.json"  # the running build's order: the systems it will build, as SYSTEM[@VARIANT]
-
-
-@dataclass
-class BuildStatus:
-    """What the app shows for one system on one dataset."""
-
-    system: str
-    state: str = "not built"
-    progress: float = 0.0
-    message: str = ""
-    started: float | None = None
-    finished: float | None = None
-    error: str = ""
-    metrics: dict = field(default_factory=dict)
-
-    @property
-    def seconds(self) -> float | None:
-        if self.started is None:
-            return None
-        return (self.finished or time.time()) - self.started
-
-
-def _status_dir(dataset_name: str) -> Path:
-    return artifact_dir("build", slug(dataset_name))
-
-
-def _status_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
-    return _status_dir(dataset_name) / (f"{system}@{slug(variant)}.json" if variant else f"{system}.json")
-
-
-def write_status(dataset_name: str, status: BuildStatus, variant: str | None = None) -> None:
-    save_json(_status_path(dataset_name, status.system, variant), asdict(status))
-
 
 def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) -> BuildStatus:
     """Current status: the status file, reconciled with what is on disk."""
@@ -129,7 +97,7 @@ def build_system(
         from core.errors import StudioError
         from core.training_data import training_data
 
-        try:  # imported data: its labels as pairs with a deterministic split, the same trainers (issue 15)
+        try:  # imported data: its labels as pairs with a deterministic split, the same trainers
             dataset = training_data(dataset).dataset
         except StudioError as exc:
             failed = BuildStatus(name, "failed", message=str(exc), error=str(exc))
@@ -158,6 +126,10 @@ def _build_locked(dataset, module, status: BuildStatus, profile, variant, listen
         kwargs = {}
         if force and "resume" in inspect.signature(module.build).parameters:
             kwargs["resume"] = False  # --force retrains from scratch instead of resuming a checkpoint
+        if get_spec(status.system).composite:  # a composite system's parts come through the one loader
+            from core.serving.loader import part_loader
+
+            kwargs["loader"] = part_loader(dataset)
         metrics = module.build(dataset, profile=profile, progress=_Progress(dataset.name, status, variant, listener),
                                variant=variant, **kwargs)
         status.metrics = dict(metrics or {})
@@ -179,6 +151,7 @@ def _choose_interpolation(dataset: Dataset, status: BuildStatus, variant: str | 
     (``core.rerank.interpolation``) unless one is stored (``force``: choose again, the model is new); the
     choice goes to ``status.metrics["interpolation"]``, a failure to ``interpolation_error`` (not raised)."""
     from core.rerank import interpolation
+    from core.serving.interpolation_weight import choose_for as choose_interpolation
 
     spec = get_spec(status.system)
     if spec.kind != "reranker" or not needs_training(spec, variant) or dataset.candidates:
@@ -188,7 +161,7 @@ def _choose_interpolation(dataset: Dataset, status: BuildStatus, variant: str | 
         return
     report = _Progress(dataset.name, status, variant, listener)
     try:
-        chosen = interpolation.choose_for(dataset, spec.name, variant, folder,
+        chosen = choose_interpolation(dataset, spec.name, variant, folder,
                                           progress=lambda f, m: report(min(f, 0.999), m))
     except Exception as exc:  # noqa: BLE001 - the reranker alone is still usable
         status.metrics["interpolation_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -204,6 +177,7 @@ def _store_run(dataset: Dataset, status: BuildStatus, variant: str | None, liste
     """Write the system's stored run (``core.analysis.runs``) unless a fresh one exists; a failure is recorded in
     ``status.metrics["stored_run_error"]``, not raised (the system itself is usable)."""
     from core.analysis import runs
+    from core.analysis.error_analysis import write_per_query
 
     try:
         if runs.run_status(dataset, status.system, variant) in ("fresh", "not stored"):
@@ -214,6 +188,7 @@ def _store_run(dataset: Dataset, status: BuildStatus, variant: str | None, liste
     t0 = time.time()
     try:
         runs.write_run(dataset, status.system, variant, progress=lambda f, m: report(min(f, 0.999), f"stored run: {m}"))
+        write_per_query(dataset, status.system, variant)  # Error Analysis opens on these without evaluating
         status.metrics["stored_run_seconds"] = round(time.time() - t0, 1)
         status.metrics.pop("stored_run_error", None)
     except Exception as exc:  # noqa: BLE001
@@ -276,19 +251,6 @@ def build_all(
         return results
 
 
-def _label(system: str, variant: str | None) -> str:
-    return system + (f"@{variant}" if variant else "")
-
-
-def _raw_status(dataset_name: str, system: str, variant: str | None) -> BuildStatus | None:
-    import json
-
-    try:
-        return BuildStatus(**json.loads(_status_path(dataset_name, system, variant).read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
 def progress_line(dataset: Dataset) -> str | None:
     """The one line every page shows while the background build runs (what builds, how far, how many are
     ready), or ``None`` when no build runs. Progress is a whole percent, as the Models table shows it."""
@@ -304,91 +266,6 @@ def progress_line(dataset: Dataset) -> str | None:
         return f"⏳ Background build running · {tail}"
     message = active.message.splitlines()[-1][:80] if active.message else "building"
     return f"⏳ Background build: {active.system} {percent(active.progress)} % — {message} · {tail}"
-
-
-def percent(fraction: float) -> int:
-    """A build progress (0–1) as the whole percent the pages show (rounded down: 99.6 % is not done)."""
-    return int(max(0.0, min(1.0, float(fraction))) * 100)
-
-
-def pending_note(dataset_name: str, system: str, variant: str | None = None) -> str | None:
-    """Where the running background build stands with a system that is not built yet, or ``None``
-    (no build running, or the build does not have it queued or in progress).
-
-    "minilm: queued (position 2) in the background build; bm25 is building now" or "densetrans: building:
-    step 3/7 of the background build, 42% (epoch 2/6)". The queue is the build's order
-    (``QUEUE_FILE``, written when the build starts); the position counts the queued systems up to this one.
-    """
-    if not build_running(dataset_name):
-        return None
-    status = _raw_status(dataset_name, system, variant)
-    if status is None or status.state not in ("queued", "building"):
-        return None
-    import json
-
-    label = _label(system, variant)
-    try:
-        queue = [str(x) for x in json.loads((_status_dir(dataset_name) / QUEUE_FILE).read_text(encoding="utf-8"))]
-    except (OSError, ValueError, TypeError):
-        queue = []
-    states = {name: _raw_status(dataset_name, *(name.split("@", 1) if "@" in name else (name, None)))
-              for name in queue}
-    step = f"step {queue.index(label) + 1}/{len(queue)} of the background build, " if label in queue \
-        else "in the background build, "
-    if status.state == "building":
-        detail = f" ({status.message[:80]})" if status.message else ""
-        return f"{label}: building: {step}{status.progress:.0%}{detail}; it shows here when ready."
-    ahead = [n for n in queue[: queue.index(label)] if states[n] is not None and states[n].state == "queued"] \
-        if label in queue else []
-    now = next((n for n in queue if states[n] is not None and states[n].state == "building"), None)
-    return (f"{label}: queued (position {len(ahead) + 1}) in the background build"
-            + (f"; {now} is building now" if now else "") + "; it shows here when ready.")
-
-
-@contextmanager
-def build_lock(dataset_name: str):
-    """An exclusive, non-blocking file lock per dataset; yields whether it was acquired."""
-    with _lock(_status_dir(dataset_name) / "build.lock") as acquired:
-        yield acquired
-
-
-@contextmanager
-def _lock(path: Path):
-    """Exclusive non-blocking ``flock`` on ``path``; released when the holder exits or dies."""
-    fh = open(path, "a+")
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-    finally:
-        fh.close()
-
-
-def build_running(dataset_name: str) -> bool:
-    """True while a build process holds the dataset's lock."""
-    return _locked(_status_dir(dataset_name) / "build.lock")
-
-
-def _locked(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False
 
 
 def start_background_build(dataset_name: str, profile: str = "quick", systems: list[str] | None = None) -> bool:
@@ -409,3 +286,23 @@ def build_log_tail(dataset_name: str, lines: int = 40) -> str:
     if not log.is_file():
         return ""
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+
+
+def train_system(dataset: Dataset, system: str, variant: str | None = None, profile: str = "quick",
+                 force: bool = False, progress: ProgressFn = _no_progress) -> BuildStatus:
+    """Train ``system`` on ``dataset``'s labels (``core.training_data``: labelled pairs with a deterministic split)
+    with the system's own trainer and convergence rule.
+
+    Returns the ``BuildStatus`` (metrics include the split sizes); status files as for any build.
+    """
+    from core.errors import StudioError
+    from core.training_data import training_data
+
+    if not needs_training(get_spec(system), variant):
+        raise StudioError(f"{system} is not trained; build it with: python -m core build --systems {system} "
+                          f"--dataset {dataset.name}")
+    data = training_data(dataset)
+    progress(0.0, data.summary())
+    status = build_system(data.dataset, system, profile=profile, variant=variant, force=force, listener=progress)
+    status.metrics = {**status.metrics, "split": data.sizes, "split_unit": data.unit}
+    return status

@@ -47,7 +47,7 @@ def system_config(system: str, dataset_name: str, variant: str | None = None) ->
     return {"defaults (paper)": fn(variant) if variant else fn()}
 
 
-# ----------------------------------------------------------------------------- learning curves (issue 12)
+# ----------------------------------------------------------------------------- learning curves
 def metrics_file(dataset_name: str, system: str, variant: str | None = None) -> dict:
     """The system's saved ``metrics.json`` ({} when missing or unreadable); never creates folders."""
     leaf = system if not variant else f"{system}@{slug(variant)}"
@@ -93,7 +93,7 @@ def convergence_note(log: dict) -> str:
 def below_reference(log: dict | None) -> str | None:
     """One line when the best dev metric ended below the untrained or zero-shot reference, else None.
 
-    A learned model that does not beat its reference is said to wherever it is shown (issue 19): the
+    A learned model that does not beat its reference is said to wherever it is shown: the
     trainer's output, the build's table, and the Models page.
     """
     if not log:

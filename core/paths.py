@@ -1,24 +1,25 @@
 """Where things live: bundled data (in the repo) and built artifacts (one git-ignored folder).
 
 ``QRS_VAR`` overrides the artifacts folder (tests and e2e runs point it at a temp dir);
-``QRS_DATA`` overrides the bundled data folder.
+``QRS_DATA`` overrides the bundled data folder (both read through ``core.settings``).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from core.settings import settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def data_dir() -> Path:
     """The bundled datasets folder (``data/`` in the repo)."""
-    return Path(os.environ.get("QRS_DATA", REPO_ROOT / "data"))
+    return settings().data or REPO_ROOT / "data"
 
 
 def var_dir() -> Path:
     """The git-ignored artifacts folder (indexes, checkpoints, caches, SQLite)."""
-    path = Path(os.environ.get("QRS_VAR", REPO_ROOT / "var"))
+    path = settings().var or REPO_ROOT / "var"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

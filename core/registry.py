@@ -11,7 +11,7 @@ app treat every system the same way:
 
 Optionally ``config_dict(variant=None) -> dict`` (shown on the Models page, paper defaults marked).
 
-Names that say what runs (issue 20 item 4): a system whose default build follows the project's own recipe
+Names that say what runs: a system whose default build follows the project's own recipe
 says so in its display name (``recipe_label``) and its ``deviation``; a paper's recipe that the project can
 build beside the default is a :class:`Recipe` variant (``densetrans@paper-objective``, ``frm@kw-loss``)
 with its own artifacts folder, display name and deviation note. :func:`display_name` and
@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from core.data.datasets import Dataset
 from core.errors import UnknownNameError
@@ -40,14 +42,31 @@ class Recipe:
     deviation: str  # what still differs from the paper ("" = nothing)
 
 
+FAMILIES = ("sparse", "dense", "tree", "cross-encoder", "reranker", "fusion", "run")  # SystemSpec.family
+
+
+@dataclass(frozen=True)
+class LayerSource:
+    """One representation the Layers page reads per layer: ``SYSTEM[@variant]`` with an optional pooling."""
+
+    label: str  # shown on the page ("MiniLM [CLS]")
+    variant: str | None = None
+    pooling: str | None = None  # passed to ``layer_embeddings(texts, pooling=...)``; None: the system's own
+    options: tuple[tuple[str, object], ...] = ()  # loader options (an exact index: the vectors are what is read)
+
+
 @dataclass(frozen=True)
 class SystemSpec:
-    """A named system: kind, module, paper, and whether the default build includes it."""
+    """A named system: everything a page, the CLI, the build, bench/ or pooling needs to know about it.
+
+    Nobody outside this registry and the system's own module keeps a list of systems or branches on a
+    system name: they ask the spec (``family``, ``ann_indexable``, ``composite``, ``reference``...).
+    """
 
     name: str
     kind: str  # "retriever" or "reranker"
     title: str
-    module: str
+    module: str  # "pkg.mod" (a module) or "pkg.mod:Factory" (Factory(spec) gives the provider)
     paper: str
     variants: tuple[str, ...] = ()
     default_build: bool = True
@@ -60,6 +79,29 @@ class SystemSpec:
     deviation: str = ""  # how the default (quick) build differs from the paper's recipe: said where results are shown
     recipe_label: str = ""  # what the default build runs, in its display name ("project recipe: mean, τ .05, d 60")
     recipes: tuple[Recipe, ...] = ()  # other recipes (variants with their own folder), e.g. the paper's objective
+    family: str = ""  # one of FAMILIES ("" = derived from kind: "reranker" / "dense")
+    ann_indexable: bool = False  # dense vectors in a faiss index: the index knobs (presets, nprobe, efSearch) apply
+    milvus_servable: bool = False  # its vectors (or BM25 weights) can be served from Milvus
+    cheap: bool = False  # untrained index the loader builds on demand (seconds on a user collection)
+    default_first_stage: bool = False  # THE first stage of rerankers when none is asked (one system says so)
+    rerank_depth: int = 20  # reranker: how many first-stage hits it rescores by default (FRM paper: top 20)
+    layer_sources: tuple[LayerSource, ...] = ()  # what the Layers page reads per layer
+    reference: str = ""  # the untrained reference a held-out verdict compares it with ("" = none)
+    exact_reference: str = ""  # an approximate search's exact counterpart (tree-bert: minilm with a flat index)
+    not_stored: str = ""  # why its runs are computed on demand only ("" = the build stores its runs)
+    composite: bool = False  # made of other systems: its ``load`` takes ``loader=(part, variant) -> system``
+    knobs: tuple[str, ...] = ()  # serving options Compare exposes ("index", "nprobe", "efSearch", "beam", "K")
+    explains_keywords: bool = False  # shows keyword importance (the Keywords page)
+    origin: str = "built-in"  # "built-in", "user" (core systems add) or "plugin:<distribution>"
+    source: str = ""  # where a user or plugin system comes from (a model folder, a run file, a module)
+
+    @property
+    def kind_family(self) -> str:
+        """``family`` or, when unset, the kind's family."""
+        return self.family or ("reranker" if self.kind == "reranker" else "dense")
+
+
+_DENSE = dict(family="dense", ann_indexable=True, milvus_servable=True, knobs=("index", "nprobe", "efSearch"))
 
 
 INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · BM25's, each min-max normalised over the query's "
@@ -70,20 +112,24 @@ INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · BM25's, e
 SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("bm25", "retriever", "BM25", "core.retrieval.bm25",
                "Okapi BM25 (bm25s, Lucene variant); k1=3.44, b=0.87 tuned for Quora in densetrans-cai2021.md §4.2.3",
-               variants=("anserini-default", "classic"), datasets=("*",)),
+               variants=("anserini-default", "classic"), datasets=("*",), family="sparse", milvus_servable=True,
+               cheap=True, default_first_stage=True),
     SystemSpec("minilm", "retriever", "MiniLM bi-encoder (compute-all)", "core.retrieval.bert",
                "tree-search-bert-guo.md §3.2 (representation-based, compute-all cosine)",
                variants=("cls", "mean", "max", "finetuned"), datasets=("*",), trained_variants=("finetuned",),
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
+               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True,
+               layer_sources=(LayerSource("MiniLM [CLS]", pooling="cls"), LayerSource("MiniLM mean", pooling="mean")),
+               **_DENSE),
     SystemSpec("glove-mean", "retriever", "GloVe mean (untrained reference)", "core.retrieval.wordmean",
-               "issue 12 reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
-               note="untrained starting point that DenseTrans and dual-encoder must beat"),
+               "untrained reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
+               note="untrained starting point that DenseTrans and dual-encoder must beat", cheap=True, **_DENSE),
     SystemSpec("dual-encoder", "retriever", "DualEncoder (trained word mean)", "core.retrieval.dual_encoder",
                "densetrans-cai2021.md §4.2.1 DualEncoder baseline (mean of trainable word vectors + linear, Eq. 6-7)",
-               note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean"),
+               note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean",
+               reference="glove-mean", **_DENSE),
     SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
-               pair_scoring=False,
+               pair_scoring=False, family="tree", exact_reference="minilm", knobs=("beam", "K"),
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
@@ -98,20 +144,27 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "d 60 on GloVe 6B-50d (paper: d 300, FastText), batches of 128 queries (paper: 32), "
                                "lr 2e-3 (paper: not given), 600-step cap with dev early stopping every 50 steps "
                                "(paper: trained to its dev optimum); on QQP 7,894 positive training pairs of the "
-                               "cluster-disjoint split (paper: 79.6K training questions)"),)),
+                               "cluster-disjoint split (paper: 79.6K training questions)"),),
+               reference="glove-mean",
+               layer_sources=(LayerSource("DenseTrans", options=(("index", "flat"),)),
+                              LayerSource("DenseTrans -AllDense", "-AllDense", options=(("index", "flat"),))),
+               **_DENSE),
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd"),
-               deviation="project recipe: GloVe 6B-50d input embeddings over every collection word, 450-step cap (paper: random 300-d embeddings, 50k words + hash bins; `--profile paper`); trained on 7,894 pairs (paper: 219k)"),
+               deviation="project recipe: GloVe 6B-50d input embeddings over every collection word, 450-step cap (paper: random 300-d embeddings, 50k words + hash bins; `--profile paper`); trained on 7,894 pairs (paper: 219k)",
+               reference="glove-mean", **_DENSE),
     SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.retrieval.fusion",
                "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
                variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
                          "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
                datasets=("*",), pair_scoring=False, variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
-               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split"),
+               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split",
+               family="fusion", composite=True),
     SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
                "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
-               datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True),
+               datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True,
+               family="reranker"),
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
                variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level",
@@ -125,7 +178,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
                                "the paper (weight 1), dropped as the default on dev (bench/reports/dev_decisions.json); "
                                "otherwise as the default: all-MiniLM-L6-v2 frozen (paper: BERT fine-tuned), new "
-                               "layers at lr 1e-3, 3-epoch cap; " + INTERPOLATION_NOTE),)),
+                               "layers at lr 1e-3, 3-epoch cap; " + INTERPOLATION_NOTE),),
+               family="reranker", reference="minilm-pairs", explains_keywords=True),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features", "train-all"),
@@ -134,16 +188,128 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "trained on TrecQA's TRAIN-ALL (53,417 pairs with automatic labels, assembled from "
                                "public pieces: data/trecqa/PROVENANCE.md) with overlap features and dev-MAP early "
                                "stopping; still differs: GloVe 6B-50d (paper: word2vec 50-d on Wikipedia + AQUAINT), "
-                               "quick profile capped at 6 epochs (paper: 25 with patience 5)"),)),
+                               "quick profile capped at 6 epochs (paper: 25 with patience 5)"),),
+               family="reranker", reference="bm25"),
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
                deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '
-                         + INTERPOLATION_NOTE),
-    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.retrieval.tree_cross",
+                         + INTERPOLATION_NOTE,
+               family="cross-encoder", reference="minilm-pairs"),
+    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.rerank.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
-               note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True),
+               note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True,
+               family="tree",
+               not_stored="seconds per query (a budget of cross-encoder scorings): computed on demand only"),
 )
-_BY_NAME = {s.name: s for s in SYSTEMS}
+_BUILT_IN = {s.name: s for s in SYSTEMS}
+_REGISTERED: dict[str, SystemSpec] = {}  # user and plugin systems, in registration order
+_PROVIDERS: dict[str, object] = {}  # name -> provider given to register() or made from ``module`` on first use
+DISCOVERY_MODULE = "core.user_systems"  # its ``discover()`` registers user and plugin systems (run lazily, once)
+_discovery = {"done": False, "running": False}
+
+
+class _Systems(Mapping):
+    """Every system by name: the built-in ones, then registered ones (discovered on first use)."""
+
+    def _all(self) -> dict[str, SystemSpec]:
+        _discover()
+        return {**_BUILT_IN, **_REGISTERED}
+
+    def __getitem__(self, name: str) -> SystemSpec:
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+_BY_NAME = _Systems()
+
+
+def _discover() -> None:
+    """Run ``DISCOVERY_MODULE.discover()`` once (user systems file, ``qrs.systems`` plugins); a module that is
+    not there means nothing to discover. Re-entrant calls (discovery asking the registry) see built-ins only."""
+    if _discovery["done"] or _discovery["running"]:
+        return
+    _discovery["running"] = True
+    try:
+        try:
+            module = importlib.import_module(DISCOVERY_MODULE)
+        except ModuleNotFoundError as exc:
+            if exc.name != DISCOVERY_MODULE:
+                raise
+            return
+        module.discover()
+    finally:
+        _discovery["running"] = False
+        _discovery["done"] = True
+
+
+def refresh() -> None:
+    """Forget discovered systems and discover again on next use (after ``core systems add/remove``)."""
+    for name in [n for n, s in _REGISTERED.items() if s.origin != "built-in"]:
+        unregister(name)
+    _discovery["done"] = False
+
+
+def register(spec: SystemSpec, provider: object | None = None, replace: bool = False) -> SystemSpec:
+    """Add a system: ``spec`` and, optionally, its provider (a module or object with build/is_built/load
+    [/config_dict]); without one, :func:`system_module` makes it from ``spec.module``. A built-in name, or a
+    registered one without ``replace``, raises ``ValueError``."""
+    if spec.name in _BUILT_IN:
+        raise ValueError(f"{spec.name} is a built-in system; choose another name")
+    if not replace and spec.name in _REGISTERED:
+        raise ValueError(f"{spec.name} is registered already ({_REGISTERED[spec.name].origin})")
+    if "@" in spec.name or not spec.name.strip():
+        raise ValueError(f"a system name is not empty and has no '@': {spec.name!r}")
+    if spec.kind not in ("retriever", "reranker"):
+        raise ValueError(f"{spec.name}: kind is 'retriever' or 'reranker', not {spec.kind!r}")
+    _REGISTERED[spec.name] = spec
+    _PROVIDERS.pop(spec.name, None)
+    if provider is not None:
+        _PROVIDERS[spec.name] = provider
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a registered (user or plugin) system; built-in ones stay (``ValueError``)."""
+    if name in _BUILT_IN:
+        raise ValueError(f"{name} is a built-in system")
+    _REGISTERED.pop(name, None)
+    _PROVIDERS.pop(name, None)
+
+
+def default_first_stage() -> str:
+    """The first stage rerankers use when none is asked (the build's stored runs use it too)."""
+    return next(s.name for s in SYSTEMS if s.default_first_stage)
+
+
+def rerank_depth(name: str | None = None) -> int:
+    """How many first-stage hits a reranker rescores by default (``name``'s own, else the common default)."""
+    return get_spec(name).rerank_depth if name else SystemSpec.rerank_depth
+
+
+def with_family(family: str, kind: str | None = None) -> list[SystemSpec]:
+    """Systems of one family (``"fusion"``, ``"tree"``...), in registry order."""
+    return [s for s in list_systems(kind) if s.kind_family == family]
+
+
+def with_knob(knob: str) -> list[SystemSpec]:
+    """Systems that take a serving option (``"beam"``: the tree; ``"index"``: the dense first stages)."""
+    return [s for s in list_systems() if knob in s.knobs]
+
+
+def layer_sources() -> dict[str, tuple[str, LayerSource]]:
+    """Every Layers-page representation: label -> (system, its :class:`LayerSource`)."""
+    return {src.label: (s.name, src) for s in list_systems() for src in s.layer_sources}
+
+
+def reference_of(name: str) -> str | None:
+    """The untrained reference of ``SYSTEM[@...]`` for held-out verdicts (None if it has none or is unknown)."""
+    spec = _BY_NAME.get(name.split("@", 1)[0])
+    return (spec.reference or None) if spec is not None else None
 
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
@@ -218,7 +384,8 @@ def recipe_choices(kind: str | None = None) -> list[str]:
 
 
 def list_systems(kind: str | None = None) -> list[SystemSpec]:
-    return [s for s in SYSTEMS if kind is None or s.kind == kind]
+    """Built-in systems, then registered (user, plugin) ones; ``kind`` "retriever" or "reranker" filters."""
+    return [s for s in _BY_NAME.values() if kind is None or s.kind == kind]
 
 
 def get_spec(name: str) -> SystemSpec:
@@ -262,9 +429,19 @@ def needs_training(spec: SystemSpec, variant: str | None = None) -> bool:
     return "*" not in spec.datasets or (variant is not None and variant in spec.trained_variants)
 
 
-def system_module(name: str) -> ModuleType:
-    """Import the module behind a system (raises ``ModuleNotFoundError`` if it is not implemented)."""
-    return importlib.import_module(get_spec(name).module)
+def system_module(name: str) -> ModuleType | Any:
+    """The provider of a system's build/is_built/load[/config_dict]: the one given to :func:`register`, else
+    ``spec.module`` imported ("pkg.mod") or made ("pkg.mod:Factory" -> ``Factory(spec)``, made once)."""
+    spec = get_spec(name)
+    if spec.name in _PROVIDERS:
+        return _PROVIDERS[spec.name]
+    module_name, _, factory = spec.module.partition(":")
+    module = importlib.import_module(module_name)
+    if not factory:
+        return module
+    provider = getattr(module, factory)(spec)
+    _PROVIDERS[spec.name] = provider
+    return provider
 
 
 def is_variant(spec: SystemSpec, variant: str) -> bool:
@@ -280,7 +457,10 @@ def check_variant(name: str, variant: str | None) -> None:
 
 def supports(spec: SystemSpec, dataset: Dataset) -> bool:
     """Whether a system applies to a dataset: any system on a collection (trained ones natively or as
-    ``SYSTEM@TRAINED_ON``); on candidate lists every system that can score a query's own candidates."""
+    ``SYSTEM@TRAINED_ON``); on candidate lists every system that can score a query's own candidates. A fixed
+    run (family "run") applies to the dataset it ranks only."""
+    if spec.kind_family == "run":
+        return dataset.name in spec.datasets
     return spec.pair_scoring or not dataset.candidates
 
 

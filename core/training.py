@@ -5,12 +5,13 @@ loop and calls these helpers so every trainer behaves the same (deterministic, r
 """
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from core.settings import settings
 
 PROFILES = ("quick", "full", "paper")  # quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe
 
@@ -26,8 +27,8 @@ def set_seed(seed: int = 13) -> None:
 
 def device() -> torch.device:
     """CUDA when present, else CPU (``QRS_DEVICE`` overrides)."""
-    if os.environ.get("QRS_DEVICE"):
-        return torch.device(os.environ["QRS_DEVICE"])
+    if settings().device:
+        return torch.device(settings().device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from core.data.datasets import SPLITS, Dataset, Pair, split_by_query
 from core.errors import StudioError
-from core.retrieval.base import ProgressFn, _no_progress
 
 QUERY_PREFIX = "query:"
 DEFAULT_NEGATIVES = 3  # BM25 negatives per BEIR query (QQP's training split is 37 % positive)
@@ -140,22 +139,3 @@ def training_data(dataset: Dataset, negatives: int = DEFAULT_NEGATIVES) -> Train
         tokenized=dataset.tokenized,
     )
     return TrainingData(view, source, unit, _sizes(pairs, view.query_splits))
-
-
-def train(dataset: Dataset, system: str, variant: str | None = None, profile: str = "quick", force: bool = False,
-          progress: ProgressFn = _no_progress):
-    """Train ``system`` on ``dataset``'s labels with the system's own trainer and convergence rule.
-
-    Returns the ``BuildStatus`` (metrics include the split sizes); status files as for any build.
-    """
-    from core.build import build_system
-    from core.registry import get_spec, needs_training
-
-    if not needs_training(get_spec(system), variant):
-        raise StudioError(f"{system} is not trained; build it with: python -m core build --systems {system} "
-                          f"--dataset {dataset.name}")
-    data = training_data(dataset)
-    progress(0.0, data.summary())
-    status = build_system(data.dataset, system, profile=profile, variant=variant, force=force, listener=progress)
-    status.metrics = {**status.metrics, "split": data.sizes, "split_unit": data.unit}
-    return status

@@ -10,7 +10,7 @@ How a trained model is applied to a target dataset (the one loader, ``core.servi
 - a bi-encoder (DenseTrans, SDML-CNN, fine-tuned MiniLM) gives its ``encoder``; the target
   collection's vectors and a faiss index are built on demand (with progress) and cached per
   (model, target dataset) in ``var/portable/<model>/<trained_on>/<target>/``;
-- on a candidate-list target every system ranks each query's own candidates (``core.data.candidates``).
+- on a candidate-list target every system ranks each query's own candidates (``core.serving.candidates``).
 
 Nothing is written for bad names: an unknown ``@dataset``, a model whose training dataset was
 deleted, or a model not trained there each raise one clear ``StudioError``.
@@ -28,7 +28,6 @@ from core.paths import artifact_dir, var_dir
 from core.registry import (SystemName, build_command, get_spec, list_systems, needs_training, parse_name, slug,
                            supports, system_module)
 
-CHEAP = ("bm25", "glove-mean")  # untrained artifacts the CLI builds itself (seconds on a user collection)
 FLAT_BELOW = 200_000  # exact search for target collections below this size, HNSW above
 
 
@@ -111,7 +110,7 @@ def applicable_systems(dataset: Dataset, kind: str | None = None) -> list[str]:
         except ModuleNotFoundError:
             continue
         if not needs_training(spec):
-            if (spec.name in CHEAP or module.is_built(dataset)
+            if (spec.cheap or module.is_built(dataset)
                     or (dataset.candidates and hasattr(module, "load_encoder"))):
                 out.append(spec.name)
             continue

@@ -144,7 +144,7 @@ class ImportanceNet(nn.Module):
 def level_masks(importance: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Multi-level keyword sets (§3.2) as masks (B, levels = L, L): level m keeps the n − m most important.
 
-    Ties are broken by position (the later keyword is removed first), as ``core.analysis.keywords.keyword_sets``.
+    Ties are broken by position (the later keyword is removed first), as ``core.data.keywords.keyword_sets``.
     """
     b, length = importance.shape
     pos = torch.arange(length, device=importance.device)
@@ -162,7 +162,7 @@ def assign_levels(n_q: torch.Tensor, n_d: torch.Tensor, levels_q: int, levels_d:
     """Comparable pairs (§3.3.1 rules 1-4), vectorised: for each q level m the paired d level and validity.
 
     Rules 1+2 together pick the deepest d level whose ratio is ≥ q's ratio (equal if one exists, else the
-    closest larger); rule 3 pairs single-keyword levels; rule 4 drops the rest. ``core.analysis.keywords.assign_pairs``
+    closest larger); rule 3 pairs single-keyword levels; rule 4 drops the rest. ``core.data.keywords.assign_pairs``
     is the readable reference (the tests check both agree).
     """
     m = torch.arange(levels_q, device=n_q.device)
@@ -358,7 +358,7 @@ def frm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def keyword_agreement_loss(views: dict[str, torch.Tensor], eq: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Deviation (issue 12): a direct weak-supervision term for w(k, q) (Eq. 7) from the pair label.
+    """Deviation from the paper: a direct weak-supervision term for w(k, q) (Eq. 7) from the pair label.
 
     §3.2 supervises the importance only through the matching loss (Eq. 18), whose gradient reaches w(k, q)
     through ratios of importances (Eq. 8, 9, 12) and Eq. (17); the keyword sets themselves are chosen by a

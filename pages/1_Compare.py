@@ -1,7 +1,6 @@
 """Compare: several systems side by side on one query (layout only; logic in core.analysis.compare)."""
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import replace
 
@@ -31,15 +30,17 @@ from core.errors import StudioError
 from core.judging.judgments import default_url
 from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
-from core.registry import contamination_note, deviation_note
-from core.serving.loader import serving_defaults
-from ui.cache import cached_loader, case_store, fusion_system, judgment_labels
+from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob
+from core.serving.loader import ServingDefaults, serving_defaults
+from core.settings import settings
+from ui.cache import cached_loader, case_store, composite_system, judgment_labels
 from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
-MILVUS_SERVABLE = ("bm25", "minilm", "glove-mean", "dual-encoder", "densetrans", "sdml-cnn")
+FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
+TREES = with_knob("beam")  # the systems the tree knobs (beam, K) apply to
 FUSION_LABELS = {"rrf": "RRF (reciprocal rank)", "combsum": "CombSUM (min-max)", "wsum": "weighted sum (min-max)"}
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
@@ -66,7 +67,8 @@ rerankers = system_choices(ds, "reranker")
 if ds.candidates:
     st.info("Candidate lists: every system ranks the chosen question's own candidates (pick a dataset question).")
 
-tree_defaults = serving_defaults("tree-bert", ds)  # Compare's knobs start from the systems' serving defaults
+# Compare's knobs start from the systems' serving defaults
+tree_defaults = serving_defaults(TREES[0].name, ds) if TREES else ServingDefaults()
 WIDGETS = {"compare.systems": "systems", "compare.rerankers": "rerankers", "compare.first_stage": "first_stage",
            "compare.depth": "depth", "compare.k": "k", "compare.index": "index", "compare.nprobe": "nprobe",
            "compare.ef": "ef_search", "compare.beam": "beam", "compare.tree_k": "tree_k"}
@@ -143,12 +145,12 @@ with st.sidebar:
         branching = st.selectbox("Tree K", list(TREE_BRANCHING), key="compare.tree_k")
     st.session_state.setdefault("compare.fuse_parts", [])
     with st.expander("Fusion (ranx)", expanded=bool(st.session_state["compare.fuse_parts"])):
-        fuse_parts = st.multiselect("Fuse these first stages", [r for r in retrievers if r != "fusion"],
+        fuse_parts = st.multiselect("Fuse these first stages", [r for r in retrievers if not get_spec(r).composite],
                                     key="compare.fuse_parts",
                                     help="two or more: adds a fused column (ranx fuse of each part's top 100)")
         fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",
                                    format_func=FUSION_LABELS.get)
-    milvus_uri = os.environ.get("QRS_MILVUS_URI", "")
+    milvus_uri = settings().milvus_uri
     on_milvus = st.toggle("Also serve from Milvus", key="compare.milvus", disabled=not milvus_uri,
                           help=f"a second column per first stage (BM25 and the bi-encoders) served from {milvus_uri}"
                           if milvus_uri else "set QRS_MILVUS_URI to a Milvus server or cluster (README: Scale: Milvus)")
@@ -157,13 +159,13 @@ state = CompareState(ds_name, typed, qid, tuple(chosen), tuple(chosen_rr), first
                      ef, None if beam == tree_defaults.beam else beam,
                      None if branching == tree_defaults.tree_k else branching)
 choices = state.choices()
-if on_milvus and milvus_uri:  # Milvus-served columns beside the faiss-served ones (issue 22)
+if on_milvus and milvus_uri:  # Milvus-served columns beside the faiss-served ones
     choices += [SystemChoice(c.name, c.variant, options=(("backend", "milvus"),)) for c in state.choices()
-                if not c.first_stage and c.name in MILVUS_SERVABLE]
+                if not c.first_stage and "@" not in c.name and get_spec(c.name).milvus_servable]
 labels = [c.label for c in choices]  # baselines: the chosen systems (the fused column is compared against them)
 fused = f"{'+'.join(fuse_parts)}:{fuse_method}" if len(fuse_parts) >= 2 else None
 if fused:
-    choices.append(SystemChoice("fusion", variant=fused))
+    choices.append(SystemChoice(FUSION, variant=fused))
 if st.session_state.get("compare.baseline") not in ["(none)"] + labels:
     st.session_state["compare.baseline"] = "(none)"
 baseline = st.sidebar.selectbox("Baseline for rank movement", ["(none)"] + labels, key="compare.baseline")
@@ -228,11 +230,11 @@ for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
     for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):
         st.caption(f"⚠️ {note}")
-if fused and any(r.ok and r.choice.name == "fusion" for r in result.results):
-    fuser = fusion_system(fused, ds_name)
+if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
+    fuser = composite_system(FUSION, fused, ds_name)
     how = "parameters tuned on the dev split" if fuser.tuned else (
-        f"untuned defaults; tune on dev with `python -m core train --system fusion --variant {fused}`")
-    st.caption(f"fusion@{fused}: {FUSION_LABELS[fuse_method]} over each part's top {fuser.depth}, "
+        f"untuned defaults; tune on dev with `python -m core train --system {FUSION} --variant {fused}`")
+    st.caption(f"{FUSION}@{fused}: {FUSION_LABELS[fuse_method]} over each part's top {fuser.depth}, "
                f"{fuser.params or 'no parameters'} ({how}).")
 ok = [r for r in result.results if r.ok]
 for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems

@@ -7,8 +7,9 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
-from core.registry import list_systems, supports
-from ui.cache import LAYER_SOURCES, default_layer_sources, layer_curve, layer_curve_cached, layer_fn, recall_curve, system
+from core.registry import default_first_stage, list_systems, supports
+from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, layer_fn, layer_source, layer_sources,
+                      recall_curve, system)
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -41,7 +42,7 @@ with st.sidebar:
                                   "does not say) · bm25: the best BM25 hit outside the cluster (hard) · "
                                   "labelled: a question Quora labelled as not duplicate")
     seed = st.number_input("Seed", 0, 10_000, 13, key="layers.seed")
-    chosen = st.multiselect("Representations", list(LAYER_SOURCES),
+    chosen = st.multiselect("Representations", layer_sources(),
                             default=default_layer_sources(ds_name),
                             key="layers.sources")
 
@@ -148,12 +149,11 @@ elif A in chosen or B in chosen:
 st.subheader("One query through the layers")
 default_query = st.session_state.get("compare.query") or (ds.display_query(next(iter(ds.queries))) if ds.queries else "")
 query = st.text_input("Question", value=default_query, key="layers.query")
-source = st.selectbox("Representation", chosen or list(LAYER_SOURCES), key="layers.one_source")
+source = st.selectbox("Representation", chosen or layer_sources(), key="layers.one_source")
 if query.strip():
     try:
-        name = LAYER_SOURCES[source][0]
-        retriever = system(name, ds_name, LAYER_SOURCES[source][1],
-                           (("index", "flat"),) if name == "densetrans" else ())
+        name, variant, options = layer_source(source)
+        retriever = system(name, ds_name, variant, options)
         hits = retriever.search(query, 5)
         targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         qid = next((q for q, t in ds.queries.items() if ds.display_query(q) == query.strip()), None)
@@ -171,8 +171,10 @@ if query.strip():
 # ----------------------------------------------------------------------------- recall curves
 st.subheader("Recall@k per system (Figure 6)")
 split = "test" if "test" in ds.query_splits else "all"
-retrievers = [s.name for s in list_systems("retriever") if supports(s, ds) and s.name != "tree-bert-cross"]
-picked = st.multiselect("Systems", retrievers, default=[r for r in ("bm25",) if r in retrievers], key="layers.recall")
+# systems whose runs are too slow to store (seconds per query) are too slow for a curve over many queries too
+retrievers = [s.name for s in list_systems("retriever") if supports(s, ds) and not s.not_stored]
+picked = st.multiselect("Systems", retrievers, default=[r for r in (default_first_stage(),) if r in retrievers],
+                        key="layers.recall")
 max_q = st.slider("Held-out queries", 100, 2000, 300, step=100, key="layers.recall_n")
 rfig = go.Figure()
 for name in picked:

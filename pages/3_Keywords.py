@@ -11,13 +11,17 @@ import streamlit as st
 from core.analysis.keyword_quality import keywords_default
 from core.analysis.keywords import METHODS, word_importance
 from core.errors import MissingArtifactError, StudioError
-from core.registry import build_command, display_name, get_spec, parse_name, supports, system_module
+from core.registry import (build_command, default_first_stage, display_name, get_spec, list_systems, parse_name,
+                           supports, system_module)
 from core.data.text import display_form
 from core.retrieval.base import validate_query
 from ui.cache import system
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
+
+KEYWORDS = next(s.name for s in list_systems("reranker") if s.explains_keywords)  # FRM: keyword importance
+FIRST_STAGE = default_first_stage()  # where the candidates come from
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Keywords · Question Retrieval Studio", page_icon="🔑", layout="wide")
@@ -30,7 +34,7 @@ if params.get("dataset") and "keywords.seeded" not in st.session_state:
     st.session_state["dataset"] = params["dataset"]
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
-if not supports(get_spec("frm"), ds):
+if not supports(get_spec(KEYWORDS), ds):
     st.info(f"FRM is trained for question-question data (QQP); {ds_name} is not supported. Pick QQP on the home page.")
     st.stop()
 
@@ -63,8 +67,9 @@ except StudioError as exc:
 
 # ----------------------------------------------------------------------------- which explanation
 shown = keywords_default()  # measured on held-out pairs (bench/reports/keyword_faithfulness.json)
-VIEWS = [(f"frm@{r}" if r else "frm", m) for r in (None, *[x.variant for x in get_spec("frm").recipes]) for m in METHODS]
-built_views = [v for v in VIEWS if system_module("frm").is_built(ds, variant=parse_name(v[0]).variant)]
+VIEWS = [(f"{KEYWORDS}@{r}" if r else KEYWORDS, m) for r in (None, *[x.variant for x in get_spec(KEYWORDS).recipes])
+         for m in METHODS]
+built_views = [v for v in VIEWS if system_module(KEYWORDS).is_built(ds, variant=parse_name(v[0]).variant)]
 views = built_views or [(shown.system, shown.method)]
 default_view = (shown.system, shown.method) if (shown.system, shown.method) in views else views[0]
 view = st.selectbox("Explanation", views, index=views.index(default_view), key="keywords.view",
@@ -83,11 +88,11 @@ elif view != (shown.system, shown.method):
     st.caption(f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. Not the default view "
                f"({display_name(shown.system)}, {METHODS[shown.method]}); see {shown.report or 'bench/reports'} "
                "for each view's held-out figures.")
-if shown.paper_loss_note and view[0] == "frm" and view[1] == "w":
+if shown.paper_loss_note and view[0] == KEYWORDS and view[1] == "w":
     st.warning(f"{shown.paper_loss_note} Pick “{display_name(shown.system)}: {METHODS[shown.method]}” above.")
 
 try:
-    frm = system("frm", ds_name, parse_name(view[0]).variant)
+    frm = system(KEYWORDS, ds_name, parse_name(view[0]).variant)
 except MissingArtifactError as exc:
     error(exc)
     st.stop()
@@ -98,7 +103,7 @@ except Exception as exc:  # noqa: BLE001 - shown, not raised
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
 try:
-    ranking = system("bm25", ds_name).search(query, k=20, exclude=[qid] if qid else [])
+    ranking = system(FIRST_STAGE, ds_name).search(query, k=get_spec(KEYWORDS).rerank_depth, exclude=[qid] if qid else [])
     candidates = list(ranking.doc_ids)
 except MissingArtifactError as exc:
     st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
@@ -204,4 +209,4 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             show(slot, e)
         except StudioError as exc:
             error(exc)
-st.caption(f"Rebuild FRM with: {build_command('frm', ds_name, parse_name(view[0]).variant)}")
+st.caption(f"Rebuild FRM with: {build_command(KEYWORDS, ds_name, parse_name(view[0]).variant)}")

@@ -14,8 +14,7 @@ import streamlit as st
 from core.errors import StudioError
 from core.judging.campaigns import CampaignStore
 from core.judging.judgments import default_url
-from core.retrieval.fusion import built_variants
-from core.judging.pooling import available_systems, build_pool
+from core.judging.pooling import build_pool, pool_choices
 from core.retrieval.base import validate_query
 from ui.auth import current_identity
 from ui.cache import judgment_store, pool_ids
@@ -86,7 +85,7 @@ if mine:
 # ----------------------------------------------------------------------------- queue
 with st.sidebar:
     st.header("Queue")
-    systems = available_systems(ds) + [f"fusion@{v}" for v in built_variants(ds)]
+    systems = pool_choices(ds)
     chosen = st.multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
                             help="The pool is the union of their top-k, shuffled; system names stay hidden.")
     k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")

@@ -35,11 +35,10 @@ from core.analysis.error_analysis import (
     unjudged_rate,
 )
 from core.errors import StudioError
-from core.analysis.evaluation import DEFAULT_METRICS as ALL_METRICS
-from core.analysis.evaluation import check_metrics
+from core.evaluation import DEFAULT_METRICS as ALL_METRICS
+from core.evaluation import check_metrics
 from core.judging.judgments import default_url
-from core.judging.pooling import available_systems
-from core.retrieval.fusion import built_variants
+from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.datasets import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
@@ -81,7 +80,7 @@ with st.sidebar:
             except StudioError as exc:
                 error(exc)
 
-built = available_systems(ds) + [f"fusion@{v}" for v in built_variants(ds)]
+built = pool_choices(ds)
 options = built + [f"run:{n}" for n in imported]
 c1, c2, c3 = st.columns(3)
 chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")
@@ -90,7 +89,7 @@ source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=
 c2.caption(f"With both: {PRECEDENCE}.")
 identity = current_identity()
 campaign, rule = None, "majority"
-if identity.is_owner:  # a judging campaign's qrels, rescored at once (issue 21: judge -> rescore)
+if identity.is_owner:  # a judging campaign's qrels, rescored at once (judge -> rescore)
     try:
         cstore = CampaignStore(store=store)
         own = [c.name for c in cstore.campaigns(identity.name or "") if c.dataset == ds.name]

@@ -29,7 +29,9 @@ from core.model_cards import (
 )
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
+from core.errors import StudioError
 from core.transfer import listing as portable_listing
+from core.user_systems import add_user_system, problems as user_problems, read_user_systems, remove_user_system
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
 
@@ -38,6 +40,14 @@ st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="
 st.title("Models")
 
 ds = page_dataset(banner=False)  # the build line is drawn with the status table below (same numbers)
+
+
+def read_user_systems_or_none() -> list:
+    """The user systems file's entries (a broken file is already one warning line: none here)."""
+    try:
+        return read_user_systems()
+    except StudioError:
+        return []
 
 
 def _buildable() -> list[tuple]:
@@ -101,7 +111,7 @@ with right:
         start_background_build(ds.name, profile, systems=[pick])
         st.toast(f"Building {pick} in the background (same code as `python -m core train`).")
 
-# ----------------------------------------------------------------------------- portable models (issue 15)
+# ----------------------------------------------------------------------------- models trained on another dataset
 st.subheader("Trained models on any dataset")
 st.caption("A model trained on one dataset ranks any other as SYSTEM@TRAINED_ON (zero-shot); its vectors and "
            "index for a new collection are built on first use and cached per (model, dataset).")
@@ -117,7 +127,48 @@ if not ds.pairs.get("train") and ds.qrels:  # imported data: "Build one system" 
     sizes = ", ".join(f"{k} {len(v):,}" for k, v in ds.query_splits.items())
     st.caption(f"Training here uses the dataset's labels (core.training_data), queries split by a stable hash: {sizes}.")
 
-# ----------------------------------------------------------------------------- learned models (issue 12)
+# ----------------------------------------------------------------------------- your own systems
+st.subheader("Your own systems")
+st.caption("A sentence-transformers model folder as a bi-encoder (encoded on first use, again whenever the folder "
+           "changes) or as a cross-encoder reranker; a TREC run file (`python -m core systems add NAME --run FILE "
+           "--dataset D`); or a plugin: an installed package with an entry point in the group `qrs.systems`. They "
+           "appear on every page beside the papers' systems.")
+for line in user_problems():  # a plugin or user entry that could not be registered: one line, never a crash
+    st.warning(f"Not loaded: {line}", icon="⚠️")
+_own = [s for s in list_systems() if s.origin != "built-in"]
+if _own:
+    st.dataframe(pd.DataFrame([{"system": s.name, "kind": s.kind, "origin": s.origin, "source": s.source,
+                                "applies here": supports(s, ds)} for s in _own]), hide_index=True, width="stretch")
+with st.form("models.add_own", clear_on_submit=False):
+    st.markdown("**Add your own system**")
+    own_left, own_mid, own_right = st.columns([1, 1, 2])
+    own_name = own_left.text_input("Name", key="models.own_name", placeholder="my-model")
+    own_way = own_mid.radio("It is a", ["bi-encoder", "cross-encoder"], key="models.own_way",
+                            format_func={"bi-encoder": "bi-encoder folder (retriever)",
+                                         "cross-encoder": "cross-encoder folder (reranker)"}.get)
+    own_path = own_right.text_input("Model folder on this machine", key="models.own_path",
+                                    placeholder="/path/to/sentence-transformers/model")
+    if st.form_submit_button("Add"):
+        try:
+            added = add_user_system(own_name.strip(), own_way, own_path.strip())
+        except StudioError as exc:
+            st.error(" ".join(str(exc).split()))
+        else:
+            st.success(f"Added {added.name} ({added.way}); build it here with the button above or use it on any page.")
+_removable = [s.name for s in read_user_systems_or_none()]
+if _removable:
+    rm_left, rm_right = st.columns([3, 1])
+    to_remove = rm_left.selectbox("Remove one of your systems", _removable, key="models.own_remove")
+    if rm_right.button(f"Remove {to_remove}", key="models.own_remove_button"):
+        try:
+            remove_user_system(to_remove)
+        except StudioError as exc:
+            st.error(" ".join(str(exc).split()))
+        else:
+            st.success(f"Removed {to_remove} (its built files stay in the artifacts folder).")
+            st.rerun()
+
+# ----------------------------------------------------------------------------- learned models: curves and references
 def _learned() -> list[tuple]:
     """(spec, variant, status, training log) of every built variant that saved a learning curve."""
     out = []

@@ -23,7 +23,7 @@ from core.analysis.compare import compare
 from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.judging.judgments import default_url
-from ui.cache import case_store, dataset, system
+from ui.cache import cached_loader, case_store, dataset
 from ui.nav import ensure_navigation
 from ui.render import error
 from ui.state import current_dataset
@@ -84,7 +84,7 @@ if rerun:
         if not state.query:
             state = replace(state, query=case.query)
         result = compare(ds, state.query, state.choices(),
-                         lambda name, variant, options: system(name, case.dataset, variant, tuple(options)),
+                         cached_loader(case.dataset),  # the one loader through this process's cache
                          k=state.k, query_id=state.query_id, baseline=state.baseline)
         today = case_table(result, case.dataset)
     except Exception as exc:  # a dataset that is gone, a model that no longer loads

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg_server import db_url, postgres_server  # noqa: F401  (PostgreSQL fixtures, issue 13)
+from tests.pg_server import db_url, postgres_server  # noqa: F401  (PostgreSQL fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -1,5 +1,5 @@
-"""BENCHMARKS.md's generated tables are exactly what the committed reports give (issue 20 item 7), and the
-paper rows (bench/paper_rows.json, issue 20 item 2) read every value here from a report, never a typed number."""
+"""BENCHMARKS.md's generated tables are exactly what the committed reports give, and the
+paper rows (bench/paper_rows.json) read every value here from a report, never a typed number."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Bring your own data all the way (issue 15): names, candidate lists, training on user labels, portability.
+"""Bring your own data all the way: names, candidate lists, training on user labels, portability.
 
 Runs on the two small fixtures of ``tests/fixtures/byod`` (a BEIR folder and a candidate-list TSV made
 from real QQP and TrecQA rows). GloVe is replaced by a small seeded table of the fixtures' words so the
@@ -69,10 +69,10 @@ def test_supports_candidate_lists_except_tree_search(byod):
 
 # ----------------------------------------------------------------------------- candidate lists
 def test_bm25_ranks_each_querys_own_candidates(byod):
-    from core.data.candidates import BM25PairScorer
+    from core.retrieval.bm25 import BM25PairScorer
     from core.analysis.error_analysis import system_runs
     from core.serving.runner import SystemChoice, rank_one
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval.bm25 import BM25Retriever
 
     _cqa, answers = byod
@@ -102,7 +102,7 @@ def test_free_text_on_candidate_lists_is_refused(byod):
 
 
 def test_encoder_pair_scorer_is_the_encoders_cosine_and_l2(byod):
-    from core.data.candidates import EncoderPairScorer
+    from core.serving.candidates import EncoderPairScorer
 
     _cqa, answers = byod
 
@@ -265,7 +265,7 @@ def test_bad_inputs_give_one_line_and_change_nothing(byod, tmp_path):
 
 
 def test_cli_eval_on_a_candidate_list_prints_both_conventions(tmp_path, fresh_var):
-    """Issue 20: questions without a correct candidate are reported both ways, with their counts; the
+    """Questions without a correct candidate are reported both ways, with their counts; the
     headline of a candidate list is the answerable-only mean (what published answer-selection tables use)."""
     from core.data.imports import import_dataset
     from tests.conftest import run_main

@@ -642,7 +642,7 @@ def test_login_through_a_real_oidc_provider_sets_the_streamlit_user(oidc_provide
 
 
 def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
-    """Issue 21 item 6 (judge -> rescore): the owner picks the campaign as the label source on Error Analysis;
+    """Judge, then rescore: the owner picks the campaign as the label source on Error Analysis;
     its qrels (majority rule) score the systems at once, with judged@k per system."""
     cs = page_env
     for who in TEAM:

@@ -33,7 +33,7 @@ def test_train_eval_and_run_file(cli, fresh_var, tmp_path):
     assert code == 0 and "bm25" in out and "not built" in out
     code, _, err = cli("eval", "--system", "densetrans")  # an expensive artifact names its build command
     assert code == 2 and "python -m core train --system densetrans" in err
-    code, _, err = cli("eval", "--system", "bm25", "--metrics", "map@20")  # a cheap one is built (issue 15)
+    code, _, err = cli("eval", "--system", "bm25", "--metrics", "map@20")  # a cheap one is built
     assert code == 0 and "note: building the bm25 index for qqp-bimpm" in err, err
     code, _, err = cli("train", "--system", "bm25")
     assert code == 0, err

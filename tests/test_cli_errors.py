@@ -1,4 +1,4 @@
-"""Issue 13 (3): every former traceback is now one ``error:`` line and exit code 2 (CLI), and the pages
+"""Every former traceback is now one ``error:`` line and exit code 2 (CLI), and the pages
 show the same line naming the database."""
 from __future__ import annotations
 

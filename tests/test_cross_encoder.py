@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.evaluation import pair_auc, score_pairs_of
 from core.training import TrainLog
 
 
@@ -24,8 +25,7 @@ def _log_loss(scores: np.ndarray, pairs) -> float:
 def test_training_lowers_loss_and_beats_untrained_copy_on_held_out_pairs(tiny):
     """The shipped head ("segments", quick/full profiles) through the real loop on the fixture's 98
     training pairs; held out = the cluster-disjoint dev + test pairs (25)."""
-    from core.rerank.cross_encoder import (CrossEncoderConfig, CrossEncoderReranker, new_model, pair_auc,
-                                           score_pairs_of, train)
+    from core.rerank.cross_encoder import CrossEncoderConfig, CrossEncoderReranker, new_model, train
 
     held_out = tiny.pairs["dev"] + tiny.pairs["test"]
     assert {p.label > 0 for p in held_out} == {True, False}
@@ -63,7 +63,7 @@ def test_build_early_stops_saves_curve_reference_and_round_trips(tiny, monkeypat
     a = reranker.score_pairs([tiny.corpus[q.id1]], [tiny.corpus[q.id2]])
     assert a.shape == (1,) and reranker.pairs_scored == 1
     # the saved best weights reproduce the reported test AUC
-    again = ce.pair_auc(ce.score_pairs_of(reranker, tiny.pairs["test"], tiny.corpus), tiny.pairs["test"])
+    again = pair_auc(score_pairs_of(reranker, tiny.pairs["test"], tiny.corpus), tiny.pairs["test"])
     assert again == pytest.approx(metrics["test_roc_auc"], abs=1e-6)
 
 

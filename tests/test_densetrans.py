@@ -10,7 +10,7 @@ import torch
 
 from core.data.datasets import dataset_from_pairs
 from core.errors import MissingArtifactError
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from models.densetrans import VARIANTS, DenseTrans, layer_input_widths
 from models.losses import SampledSoftmaxLoss
 

@@ -1,4 +1,4 @@
-"""Deterministic builds (issue 20 item 6): a commit and a seed give the same model whether the machine is
+"""Deterministic builds: a commit and a seed give the same model whether the machine is
 idle or both cores are busy. Training stops by step caps and dev patience only (no wall-clock budget), so
 a second training run next to CPU-burning processes must give bit-identical weights and the same test
 numbers as the first.

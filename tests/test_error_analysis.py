@@ -33,7 +33,7 @@ from core.analysis.error_analysis import (
     unjudged_rate,
 )
 from core.errors import DataFormatError, StudioError
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.judging.judgments import JudgmentStore, query_key
 from core.judging.pooling import build_pool, shuffle_seed
 from core.retrieval.base import Ranking
@@ -282,7 +282,7 @@ def test_p_values_are_readable_and_the_baseline_row_has_no_none():
 def test_analysis_from_values_equals_ranx_compare(env):
     """The page's analysis from cached per-query values gives ranx compare's t-test p-values and the same means."""
     from core.analysis.error_analysis import analysis_from_values, system_runs
-    from core.analysis.evaluation import compare_runs, per_query
+    from core.evaluation import compare_runs, per_query
 
     ds = env
     labels = label_set(ds, None, "dataset")
@@ -301,13 +301,15 @@ def test_analysis_from_values_equals_ranx_compare(env):
 
 
 def test_the_build_stores_per_query_metrics_the_page_reads(built):
-    """write_run stores per-query metrics on the default labels; they equal ranx on the stored run, and are refused
-    for other labels, another depth, or after the model changed."""
+    """The build stores per-query metrics on the default labels beside a stored run; they equal ranx on the stored
+    run, and are refused for other labels, another depth, or after the model changed."""
     from core.analysis import runs
-    from core.analysis.evaluation import per_query
+    from core.analysis.error_analysis import write_per_query
+    from core.evaluation import per_query
 
     ds = load_dataset("qqp-bimpm")
     runs.write_run(ds, "bm25")
+    write_per_query(ds, "bm25")
     labels = label_set(ds, None, "dataset", runs.default_split(ds))
     saved = runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH)
     assert saved is not None and set(saved) == set(DEFAULT_METRICS)

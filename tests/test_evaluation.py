@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import DataFormatError, UnknownNameError
-from core.analysis.evaluation import check_metrics, evaluate_run, per_query, read_trec_run, write_trec_run
+from core.evaluation import check_metrics, evaluate_run, per_query, read_trec_run, write_trec_run
 from core.retrieval.base import Ranking
 
 QRELS = {"a": {"d1": 1, "d2": 1}, "b": {"d3": 1}, "c": {"d9": 1}}
@@ -48,7 +48,7 @@ def test_warm_up_compiles_ranx_so_a_later_evaluation_pays_no_compile():
     """The app's background warm-up (app.py) leaves nothing for the first real evaluation to compile."""
     import numba.core.dispatcher as dispatcher
 
-    from core.analysis.evaluation import per_query, warm_up
+    from core.evaluation import per_query, warm_up
 
     ids = ("q00007", "q00011", "q00013", "q00017", "q00019")
     assert warm_up(ids) >= 0.0
@@ -82,7 +82,7 @@ def test_metrics_from_several_threads_at_once_do_not_abort_the_process():
         import threading
         import numpy as np
         from ranx import Run
-        from core.analysis.evaluation import evaluate_run
+        from core.evaluation import evaluate_run
         rng = np.random.default_rng(0)
         qrels = {f"q{i:04d}": {f"d{j:04d}": 1 for j in rng.choice(500, 3)} for i in range(800)}
         run = Run.from_dict({q: {f"d{j:04d}": float(rng.random()) for j in rng.choice(500, 50)} for q in qrels})

@@ -1,4 +1,4 @@
-"""The evaluation contract (issue 20) against trec_eval itself: pytrec_eval is the oracle.
+"""The evaluation contract against trec_eval itself: pytrec_eval is the oracle.
 
 Measured facts these tests pin down (pytrec_eval = trec_eval 9 internals):
 - trec_eval orders by score descending, scores compared as 32-bit floats, then doc id descending.
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Qrels, Run, evaluate
 
-from core.analysis.evaluation import (
+from core.evaluation import (
     evaluate_contract,
     evaluate_run,
     headline_convention,

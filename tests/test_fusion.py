@@ -73,14 +73,14 @@ def tiny_bm25(tiny_data, fresh_var):
 
 def test_build_tunes_on_dev_and_fused_search_drops_the_query(tiny_bm25):
     from core.retrieval import fusion
-    from core.serving.loader import load as load_system
+    from core.serving.loader import load as load_system, part_loader
 
     ds = tiny_bm25
     variant = "bm25+bm25[classic]:wsum"
     assert not fusion.is_built(ds, variant)
     with pytest.raises(MissingArtifactError, match="python -m core train --system fusion"):
-        fusion.load(ds, variant)
-    metrics = fusion.build(ds, variant=variant)
+        fusion.load(ds, variant, loader=part_loader(ds))
+    metrics = fusion.build(ds, variant=variant, loader=part_loader(ds))
     assert metrics["dev_queries"] == len(ds.split_qrels("dev")) > 0
     assert len(metrics["params"]["weights"]) == 2 and metrics["tuned_on"].startswith("dev")
     assert fusion.is_built(ds, variant) and variant in fusion.built_variants(ds)
@@ -100,12 +100,13 @@ def test_fusion_of_a_missing_part_names_the_part_command(tiny_data, fresh_var):
     from core.retrieval import fusion
     from core.data.datasets import load_dataset
     from core.retrieval import bm25
+    from core.serving.loader import part_loader
 
     ds = load_dataset("qqp-bimpm")
     bm25.build(ds)
     with pytest.raises(MissingArtifactError, match="--system densetrans"):
-        fusion.build(ds, variant="bm25+densetrans:combsum")
+        fusion.build(ds, variant="bm25+densetrans:combsum", loader=part_loader(ds))
     assert not fusion.is_built(ds, "bm25+densetrans:combsum")
     # a cheap part (a BM25 preset: seconds) is built on demand by the one loader, as everywhere else
-    fusion.build(ds, variant="bm25+bm25[classic]:combsum")
+    fusion.build(ds, variant="bm25+bm25[classic]:combsum", loader=part_loader(ds))
     assert fusion.is_built(ds, "bm25+bm25[classic]:combsum")

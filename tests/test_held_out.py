@@ -7,19 +7,22 @@ import pytest
 
 @pytest.fixture
 def tiny(built, monkeypatch):
-    from core.analysis import held_out
     from core.data.datasets import load_dataset
     from core.retrieval import wordmean
 
     dataset = load_dataset("qqp-bimpm")
     wordmean.build(dataset)
     # two untrained systems stand in for a learned one and its reference (seconds instead of a training)
-    monkeypatch.setitem(held_out.REFERENCES, "glove-mean", "bm25")
+    from dataclasses import replace
+
+    from core import registry
+
+    monkeypatch.setitem(registry._BUILT_IN, "glove-mean", replace(registry.get_spec("glove-mean"), reference="bm25"))
     return dataset
 
 
 def test_verdict_equals_the_evaluation_of_both_runs_and_is_cached(tiny):
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.analysis.held_out import held_out_verdict
     from core.serving.loader import load
 

@@ -1,4 +1,4 @@
-"""Issue 13 (4): bad input that used to be accepted silently is refused with file and line, imports
+"""Bad input that used to be accepted silently is refused with file and line, imports
 nothing; a BOM is accepted; non-UTF-8 is reported by line; texts have a (configurable) length limit."""
 from __future__ import annotations
 

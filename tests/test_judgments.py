@@ -305,7 +305,7 @@ def test_stats_counts(store):
     assert (st_.judgments, st_.queries, st_.documents, st_.history) == (3, 1, 2, 3)
 
 
-# ----------------------------------------------------------------------------- issue 13: faults
+# ----------------------------------------------------------------------------- faults
 SQLITE_LOCKER = r"""
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -336,7 +336,7 @@ def _hold_lock(url: str, seconds: float) -> subprocess.Popen:
 
 
 def test_held_write_lock_never_blocks_reads_and_bounds_writes(db_url, capsys):
-    """Issue 13 (1): with another process holding the write lock, opening the store and reading answer at
+    """With another process holding the write lock, opening the store and reading answer at
     once (no write lock for a current schema, WAL readers) and a write fails within its bound."""
     from core.cli.main import main
     from core.judging.judgments import DEFAULT_LOCK_TIMEOUT
@@ -411,7 +411,7 @@ def _studio_file(path: Path, version: str | None = None, truncate: int | None = 
     ("version_99", "newer than this app"),
 ])
 def test_a_database_that_is_not_ours_is_refused_and_left_byte_identical(kind, fragment, tmp_path):
-    """Issue 13 (2, 3): no tables added, no version stamped, no WAL switch, one line naming the file."""
+    """No tables added, no version stamped, no WAL switch, one line naming the file."""
     path = tmp_path / "other.db"
     if kind == "foreign":
         _foreign_sqlite(path)
@@ -451,7 +451,7 @@ def test_a_foreign_postgresql_database_is_refused_untouched(postgres_server):
 
 
 def test_read_only_opening_never_creates_a_database(tmp_path):
-    """Issue 13 (5): a typo in a path is an error, not an empty answer; no file, no folders."""
+    """A typo in a path is an error, not an empty answer; no file, no folders."""
     missing = tmp_path / "typo" / "judgmnets.sqlite"
     with pytest.raises(StoreError, match="does not exist"):
         JudgmentStore(f"sqlite:///{missing}", create=False)
@@ -459,7 +459,7 @@ def test_read_only_opening_never_creates_a_database(tmp_path):
 
 
 def test_a_changed_text_flags_the_label_instead_of_adding_one(store):
-    """Issue 13 (5): identity is (dataset, query, document, annotator); the text hash is a property."""
+    """Identity is (dataset, query, document, annotator); the text hash is a property."""
     q = "How do I learn Python?"
     store.set_label("alice", DS, q, "d1", "old text", 2, query_id="q1")
     store.set_label("bob", DS, q, "d1", "new text", 1, query_id="q1")  # bob sees the edited text
@@ -498,7 +498,7 @@ def test_notes_can_be_cleared_and_undo_restores_the_previous_note(store):
 
 
 def test_a_permanent_integrity_error_is_not_retried(store):
-    """Issue 13 (5): only transient errors are retried; a NOT NULL violation surfaces at once."""
+    """Only transient errors are retried; a NOT NULL violation surfaces at once."""
     from sqlalchemy import text
 
     calls = []
@@ -526,7 +526,7 @@ def test_bad_database_urls_say_what_works(url, fragment):
 
 
 def test_postgresql_url_needs_no_driver_name(postgres_server):
-    """Issue 13 (3): ``postgresql://`` works with the pinned psycopg 3 (no ``No module named`` error)."""
+    """``postgresql://`` works with the pinned psycopg 3 (no ``No module named`` error)."""
     url = postgres_server.database()
     s = JudgmentStore(url)
     assert s.engine.dialect.driver == "psycopg" and s.schema_version() == SCHEMA_VERSION

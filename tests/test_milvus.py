@@ -1,4 +1,4 @@
-"""Milvus backend (issue 22): parity with faiss Flat and bm25s, self-match removal, RRF hybrid, atomic
+"""Milvus backend: parity with faiss Flat and bm25s, self-match removal, RRF hybrid, atomic
 alias switch, unreachable servers, and the streamed, resumable BEIR import.
 
 A ``milvus-lite server`` on 127.0.0.1 is started once per session (``tests/milvus_server.py``); without
@@ -290,7 +290,7 @@ def _beir_folder(path, n: int = 230):
 
 
 def test_streamed_import_resumes_after_kill(tmp_path, milvus_uri):
-    from core.data.streaming import StreamConfig, encode_beir_corpus, import_beir_to_milvus
+    from core.retrieval.streaming import StreamConfig, encode_beir_corpus, import_beir_to_milvus
 
     folder = _beir_folder(tmp_path / "beir")
     config = StreamConfig(chunk_size=40, encode_batch=16)
@@ -323,7 +323,7 @@ def test_streamed_import_resumes_after_kill(tmp_path, milvus_uri):
 
 
 def test_cli_search_on_milvus_ranks_like_the_faiss_default(tiny_data, fresh_var, milvus_uri, monkeypatch):
-    """Issue 22: ``QRS_MILVUS_URI=... python -m core search --system S --backend milvus`` ranks like faiss,
+    """``QRS_MILVUS_URI=... python -m core search --system S --backend milvus`` ranks like faiss,
     through the one loader and runner; Compare labels a Milvus-served column apart from the faiss one."""
     from core.data.datasets import load_dataset
     from core.retrieval import bm25, wordmean

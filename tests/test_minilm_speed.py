@@ -1,4 +1,4 @@
-"""MiniLM encoding speed path (issue 14 item 5): same-length batches, the unmasked forward, ONNX Runtime backends."""
+"""MiniLM encoding speed path: same-length batches, the unmasked forward, ONNX Runtime backends."""
 from __future__ import annotations
 
 import numpy as np

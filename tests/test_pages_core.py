@@ -103,7 +103,7 @@ def test_compare_fused_column_names_missing_parts_and_bad_links(built):
 
 
 def test_compare_marks_user_labels(built):
-    """Issue 19: the 👤 mark (a label from Annotate) shows on Compare; it never could (a missing import was swallowed)."""
+    """The 👤 mark (a label from Annotate) shows on Compare; it never could (a missing import was swallowed)."""
     from core.data.datasets import load_dataset
     from core.judging.judgments import JudgmentStore, default_url
     from core.serving.runner import SystemChoice, rank_one

@@ -1,7 +1,7 @@
 """AppTest: the Layers page from two independent sessions that share the process-wide caches; the measure it draws,
 its exclusion counts and the DenseTrans − (−AllDense) confidence band.
 
-Regression for issue 14: the per-layer curve was an ``st.cache_data`` function handed the page's
+Regression: the per-layer curve was an ``st.cache_data`` function handed the page's
 progress bar, so the second session (another browser, a reload) replayed the bar's calls onto a block
 that no longer existed and got ``CacheReplayClosureError`` instead of the curve.
 """

@@ -77,7 +77,7 @@ def test_training_log_ignores_broken_points(models_var):
 
 
 def test_a_model_below_its_reference_says_so_on_the_page_and_in_the_trainer_output(built):
-    """Issue 19: FRM on an imported list ended at dev AUC .820 under zero-shot MiniLM's .851 and said nothing."""
+    """FRM on an imported list ended at dev AUC .820 under zero-shot MiniLM's .851 and said nothing."""
     from core.model_cards import below_reference
 
     folder = built / "systems" / "qqp-bimpm" / "frm"

@@ -1,4 +1,4 @@
-"""Names that say what runs (issue 20 item 4): the papers' recipes built beside the defaults.
+"""Names that say what runs: the papers' recipes built beside the defaults.
 
 - ``densetrans@paper-objective``: the paper's objective ([CLS], τ 1, dropout 0.1, PyTorch's default position
   init) at the default build's CPU size; ``frm@kw-loss``: FRM without the keyword-agreement loss;

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.retrieval.indexing import IndexSpec
 from core.retrieval.dense import DenseRetriever, l2_normalize
 from core.data.tokenizers import IdsEncoder

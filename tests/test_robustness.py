@@ -203,7 +203,7 @@ TYPED_QUESTIONS = [
 
 @pytest.mark.parametrize("name", ALL_SYSTEMS)
 def test_typed_and_tokenized_forms_give_the_same_top10(name, tiny_env):
-    """Issue 19: a question as people type it and its CoreNLP-tokenized form rank alike in every system,
+    """A question as people type it and its CoreNLP-tokenized form rank alike in every system,
     through the one runner (dataset queries: their display form vs the stored text; plus typed questions)."""
     from core.data.pipeline import tokens
     from core.serving.runner import SystemChoice, rank_one
@@ -365,7 +365,7 @@ def tiny_ds(tiny_data):
 
 
 def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
-    from core.analysis.evaluation import read_trec_run
+    from core.evaluation import read_trec_run
 
     path = tmp_path / "binary.trec"
     path.write_bytes(b"q1 Q0 d1 1 2.0 x\n\xff\xfe\x00garbage\n")

@@ -19,7 +19,7 @@ def ds(tiny_data, fresh_var):
 def test_build_writes_a_trec_run_per_system_with_the_query_dropped(ds):
     from core.analysis import runs
     from core.build import build_system
-    from core.analysis.evaluation import read_trec_run
+    from core.evaluation import read_trec_run
 
     status = build_system(ds, "bm25")
     assert status.state == "ready" and "stored_run_seconds" in status.metrics

@@ -136,7 +136,7 @@ def test_tiny_training_beats_untrained_copy(tmp_path, monkeypatch):
     # the served (exact, default) index gives the same test H@1 as the build's measurement
     retriever = sdml.load(toy)
     assert retriever.spec.metric == "l2" and "IVF" not in retriever.spec.factory
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     qrels = toy.split_qrels("test")
     run = retriever.search_many({q: toy.queries[q] for q in qrels}, k=100, ignore_identical_ids=True)

@@ -1,17 +1,15 @@
-"""Serve what was measured (issue 19): one text pipeline, one loader, one runner.
+"""Serve what was measured: one text pipeline, one loader, one runner.
 
 - the pipeline gives raw and CoreNLP-tokenized text the same tokens, and an artifact built with another
   pipeline version is refused with one line (and counts as not built);
 - an imported raw-text dataset is tokenized like the bundled CoreNLP text, queries and documents alike;
 - Compare's default ranking of a query equals ``python -m core search`` for the same query and system;
-- the loader, the runner and the data modules import no circle (function-level imports included);
+- the runner loads through the loader (every import of core: tests/test_layers_imports.py);
 - the typed-vs-tokenized top-10 of every registered system: tests/test_robustness.py (built systems).
 """
 from __future__ import annotations
 
-import ast
 import json
-from pathlib import Path
 
 import pytest
 
@@ -123,48 +121,19 @@ def test_compare_default_ranking_equals_cli_search(built, query):
         assert column.ranking.doc_ids == cli_ids and len(cli_ids) == 10
 
 
-# ----------------------------------------------------------------------------- no import circle
-SERVING_MODULES = ("core/serving/loader.py", "core/serving/runner.py")
+# ----------------------------------------------------------------------------- imports
+# Circles and upward imports over every module of core: tests/test_layers_imports.py.
+def test_the_runner_loads_through_the_loader():
+    from tests.test_layers_imports import _graph
 
-
-def _module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-
-
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports, at module level or inside functions."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-    return found
-
-
-def test_loader_runner_and_data_modules_import_no_circle():
-    files = [ROOT / p for p in SERVING_MODULES] + sorted((ROOT / "core" / "data").glob("*.py")) + [
-        ROOT / "core" / "registry.py", ROOT / "core" / "transfer.py"]
-    names = {_module_name(f): f for f in files}
-    graph = {name: {m for m in _imports(path) if m in names and m != name} for name, path in names.items()}
-
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        for nxt in graph[start]:
-            if nxt == goal or (nxt not in seen and (seen.add(nxt) or reaches(nxt, goal, seen))):
-                return True
-        return False
-
-    circles = [name for name in graph if reaches(name, name, set())]
-    assert circles == [], f"import circles through {circles}"
-    assert "core.serving.loader" in graph["core.serving.runner"]  # the runner loads through the loader
+    assert "core.serving.loader" in {target for target, _line in _graph()["core.serving.runner"]}
 
 
 def test_the_old_second_paths_are_gone():
     """The run-a-system logic exists once: no module outside core.serving ranks through its own copy."""
     from core import registry
     from core.analysis import compare, error_analysis
-    from core.data import candidates
+    from core.serving import candidates
 
     assert not hasattr(registry, "load_system") and not hasattr(candidates, "rank")
     assert not hasattr(compare, "run_system") and not hasattr(error_analysis, "run_system")
@@ -174,7 +143,7 @@ def test_the_old_second_paths_are_gone():
 
 
 def test_the_server_watches_no_files():
-    """Issue 19: the build writing var/ flooded the server's file watcher (951 inotify overflow lines)."""
+    """The build writing var/ flooded the server's file watcher (951 inotify overflow lines)."""
     import tomllib
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
@@ -182,7 +151,7 @@ def test_the_server_watches_no_files():
 
 
 def test_every_minilm_derived_system_carries_the_quora_note():
-    """Issue 20 item 8: all-MiniLM-L6-v2 saw Quora duplicates; every system built on it says so on QQP."""
+    """all-MiniLM-L6-v2 saw Quora duplicates; every system built on it says so on QQP."""
     from core.registry import contamination_note, list_systems
 
     derived = {s.name for s in list_systems() if s.minilm_derived}
@@ -195,7 +164,7 @@ def test_every_minilm_derived_system_carries_the_quora_note():
 
 
 def test_systems_that_deviate_from_their_paper_say_how():
-    """Issue 20 item 4: a model is called by the paper's name only with its deviation named beside it."""
+    """A model is called by the paper's name only with its deviation named beside it."""
     from core.registry import deviation_note
 
     assert "τ 0.05" in deviation_note("densetrans") and "[CLS]" in deviation_note("densetrans")

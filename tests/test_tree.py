@@ -195,7 +195,7 @@ class DotReranker:
 
 
 def test_tree_cross_counts_pairs_respects_budget_and_is_exact_when_wide(vectors):
-    from core.retrieval.tree_cross import TreeCrossConfig, TreeCrossRetriever
+    from core.rerank.tree_cross import TreeCrossConfig, TreeCrossRetriever
 
     tree = KMeansTree.build(vectors, TreeConfig(branching=5))
     ids = [f"q{i}" for i in range(len(vectors))]

@@ -22,15 +22,14 @@ else (``gate``), not even page names in the sidebar.
 from __future__ import annotations
 
 import getpass
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import streamlit as st
 
-from core.judging.identity import OWNERS_ENV, RESEARCHERS_ENV, canonical_identity, identity_set
+from core.judging.identity import canonical_identity, identity_set
+from core.settings import settings
 
-HEADER_ENV = "QRS_TRUSTED_HEADER"
 NONE, OIDC, HEADER = "none", "oidc", "header"
 
 
@@ -84,9 +83,9 @@ def _section(name: str) -> Mapping:
 def auth_config() -> AuthConfig:
     """Read the configuration (environment first, then ``[qrs]`` / ``[auth]`` in the secrets)."""
     qrs = _section("qrs")
-    owners = identity_set(os.environ.get(OWNERS_ENV) or qrs.get("owners"))
-    researchers = identity_set(os.environ.get(RESEARCHERS_ENV) or qrs.get("researchers"))
-    header = (os.environ.get(HEADER_ENV) or str(qrs.get("trusted_header") or "")).strip()
+    owners = identity_set(settings().owners or qrs.get("owners"))
+    researchers = identity_set(settings().researchers or qrs.get("researchers"))
+    header = (settings().trusted_header or str(qrs.get("trusted_header") or "")).strip()
     claim = str(qrs.get("identity_claim") or "email")
     if header:
         return AuthConfig(HEADER, header=header, owners=owners, researchers=researchers, identity_claim=claim)
@@ -99,7 +98,7 @@ def auth_config() -> AuthConfig:
 def local_user() -> str:
     """The single-user mode's name for owner actions (``QRS_USER`` or the OS login name)."""
     try:
-        return os.environ.get("QRS_USER") or getpass.getuser() or "local"
+        return settings().user or getpass.getuser() or "local"
     except Exception:  # noqa: BLE001 - no login name in some containers
         return "local"
 

@@ -11,16 +11,17 @@ from collections.abc import Callable, Hashable
 import streamlit as st
 
 from core.data.datasets import Dataset, load_dataset
+from core.registry import get_spec
+from core.registry import layer_sources as registered_layer_sources
+from core.settings import settings
 
 
 @st.cache_resource(show_spinner=False)
 def autostart_build(name: str) -> bool:
     """Start the default build once per server process and dataset (``QRS_AUTOBUILD=0`` disables it)."""
-    import os
-
     from core.build import start_background_build
 
-    if os.environ.get("QRS_AUTOBUILD", "1") == "0":
+    if not settings().autobuild:
         return False
     return start_background_build(name)
 
@@ -31,47 +32,39 @@ def dataset(name: str) -> Dataset:
 
 
 @st.cache_resource(show_spinner="Loading model…", max_entries=64)
-def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = ()):
+def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = ""):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
-    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does."""
+    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does. ``source``
+    keys a user system's model folder or run file (``core.user_systems.source_key``): a changed one loads anew."""
     from core.serving.loader import load
 
-    if name == "fusion" and variant:
-        return fusion_system(variant, dataset_name)
+    if variant and get_spec(name.split("@", 1)[0]).composite:
+        return composite_system(name, variant, dataset_name)
     return load(name, dataset(dataset_name), variant=variant, **dict(options))
 
 
 def cached_loader(dataset_name: str):
     """The runner's ``(name, variant, options) -> system`` over this process's cached systems."""
-    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options))
+    from core.user_systems import source_key
+
+    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name))
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
-def fusion_system(variant: str, dataset_name: str):
-    """A fused first stage (``core.retrieval.fusion``) sharing this process's loaded parts.
+def composite_system(name: str, variant: str, dataset_name: str):
+    """A composite system (a fused first stage, ``core.retrieval.fusion``) sharing this process's loaded parts.
 
     A built variant uses its dev-tuned parameters; one not built yet fuses live with the untuned
     defaults (RRF k = 60, equal weights), and says so in ``retriever.tuned`` / ``retriever.tuned_on``.
     Missing parts raise ``MissingArtifactError`` with their build command.
     """
-    from core.retrieval import fusion
-    from core.errors import MissingArtifactError
+    from core.serving.loader import load
 
-    spec = fusion.parse_variant(variant)
-    parts = [system(name, dataset_name, v) for name, v in spec.parts]
-    try:
-        retriever = fusion.load(dataset(dataset_name), spec.variant, loader=lambda n, v: system(n, dataset_name, v))
-        retriever.tuned, retriever.tuned_on = True, "tuned on dev"
-    except MissingArtifactError:
-        params = {"k": fusion.RRF_K_DEFAULT} if spec.method == "rrf" else {}
-        if spec.method == "wsum":
-            params = {"weights": [1.0 / len(parts)] * len(parts)}
-        retriever = fusion.FusionRetriever(spec, parts, params)
-        retriever.tuned, retriever.tuned_on = False, "untuned defaults"
-    return retriever
+    return load(name, dataset(dataset_name), variant=variant, loader=lambda n, v: system(n, dataset_name, v),
+                untuned_ok=True)
 
 
-# ----------------------------------------------------------------------------- judgments (issue 7)
+# ----------------------------------------------------------------------------- judgments
 @st.cache_resource(show_spinner=False)
 def judgment_store(url: str):
     """The judgment store for a database URL (one engine per process; every call commits at once)."""
@@ -108,13 +101,16 @@ def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str]
     return run.to_dict()
 
 
-# ----------------------------------------------------------------------------- layers (issue 6)
-LAYER_SOURCES = {
-    "MiniLM [CLS]": ("minilm", None, "cls"),
-    "MiniLM mean": ("minilm", None, "mean"),
-    "DenseTrans": ("densetrans", None, None),
-    "DenseTrans -AllDense": ("densetrans", "-AllDense", None),
-}
+# ----------------------------------------------------------------------------- layers
+def layer_sources() -> list[str]:
+    """The Layers page's representations (labels), from the systems' registrations."""
+    return list(registered_layer_sources())
+
+
+def layer_source(label: str) -> tuple[str, str | None, tuple]:
+    """(system, variant, loader options) of one representation."""
+    name, src = registered_layer_sources()[label]
+    return name, src.variant, src.options
 
 
 def default_layer_sources(dataset_name: str) -> list[str]:
@@ -123,16 +119,16 @@ def default_layer_sources(dataset_name: str) -> list[str]:
     from core.registry import default_build, get_spec
 
     ds = dataset(dataset_name)
-    return [label for label, (name, variant, _) in LAYER_SOURCES.items()
-            if variant is None and default_build(get_spec(name), ds)]
+    return [label for label, (name, src) in registered_layer_sources().items()
+            if src.variant is None and default_build(get_spec(name), ds)]
 
 
 def layer_fn(label: str, dataset_name: str):
     """texts -> per-layer vectors for one representation of the Layers page."""
-    name, variant, pooling = LAYER_SOURCES[label]
-    retriever = system(name, dataset_name, variant, (("index", "flat"),) if name == "densetrans" else ())
-    if pooling:
-        return lambda texts: retriever.layer_embeddings(texts, pooling=pooling)
+    name, src = registered_layer_sources()[label]
+    retriever = system(name, dataset_name, src.variant, src.options)
+    if src.pooling:
+        return lambda texts: retriever.layer_embeddings(texts, pooling=src.pooling)
     return retriever.layer_embeddings
 
 
@@ -204,11 +200,11 @@ def digest(obj) -> str:
 
 def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qrels: dict, qrels_key: str,
                      metrics: list[str], stored: Callable[[], dict | None] | None = None) -> dict[str, dict[str, float]]:
-    """metric -> query -> value of one run (``core.analysis.evaluation.per_query``, ranx), kept per run key (its
+    """metric -> query -> value of one run (``core.evaluation.per_query``, ranx), kept per run key (its
     model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
     metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
     from core.analysis.error_analysis import run_from_dict
-    from core.analysis.evaluation import per_query
+    from core.evaluation import per_query
 
     cache = result_cache("per_query", 1024)
     missing = [m for m in metrics if (run_key, qrels_key, m) not in cache]
@@ -236,7 +232,7 @@ def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int
     Computed once per settings and process; ``progress(fraction, message)`` is called by the page's
     own code while computing (it is never stored, so a later session gets the curve and no replay).
     """
-    from core.analysis.layers import discriminativeness, sample_triples
+    from core.analysis.layers import HARD_NEGATIVES, discriminativeness, sample_triples
 
     key = (label, dataset_name, n, negatives, seed)
     cache = result_cache("layer_curve")
@@ -244,8 +240,8 @@ def layer_curve(label: str, dataset_name: str, n: int, negatives: str, seed: int
     if hit is not None:
         return hit
     ds = dataset(dataset_name)
-    bm25 = system("bm25", dataset_name) if negatives == "bm25" else None
-    triples = sample_triples(ds, n, negatives, bm25=bm25, seed=seed)
+    hard = system(HARD_NEGATIVES, dataset_name) if negatives == HARD_NEGATIVES else None
+    triples = sample_triples(ds, n, negatives, bm25=hard, seed=seed)
     kwargs = {"progress": progress} if progress else {}
     curve = discriminativeness(label, layer_fn(label, dataset_name), triples, **kwargs)
     cache.put(key, curve)
@@ -316,7 +312,7 @@ def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: i
     return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
 
 
-# ----------------------------------------------------------------------------- case studies (issue 9)
+# ----------------------------------------------------------------------------- case studies
 @st.cache_resource(show_spinner=False)
 def case_store(url: str):
     """Saved case studies in the judgments database (shares ``judgment_store(url)``'s engine)."""
@@ -328,8 +324,8 @@ def case_store(url: str):
 @st.cache_resource(show_spinner=False)
 def warm_evaluation(example_ids: tuple[str, ...]) -> threading.Thread:
     """Once per server process (and id width): compile ranx's numba code in a background thread
-    (``core.analysis.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
-    from core.analysis.evaluation import warm_up
+    (``core.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
+    from core.evaluation import warm_up
 
     thread = threading.Thread(target=warm_up, args=(example_ids,), name="ranx-warm-up", daemon=True)
     thread.start()

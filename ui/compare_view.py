@@ -1,7 +1,7 @@
 """Compare's tables as data (no Streamlit calls): one aligned table for 1–8 systems, a summary row per
 system, and the per-system detail table. The page renders them with ``st.dataframe`` (escaped text).
 
-Layout (issue 14): a row per rank and a column per system; each cell holds the relevance marks, the
+Layout: a row per rank and a column per system; each cell holds the relevance marks, the
 question (wrapped: the row height grows with the number of columns) and the score. Up to
 ``MAX_PER_TABLE`` systems share one table; past that the systems are stacked into balanced tables
 (5 -> 3 + 2, 8 -> 4 + 4), each aligned by rank, so rankings stay readable at 1,400 pixels (the main

@@ -86,7 +86,10 @@ def ensure_navigation() -> None:
     import streamlit as st
     from streamlit.runtime.pages_manager import PagesManager
 
+    from core.user_systems import refresh_if_changed
     from ui.auth import gate
+
+    refresh_if_changed()  # systems added or removed by `python -m core systems` while the app runs
 
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False

@@ -13,7 +13,8 @@ from itertools import combinations
 
 from core.data.datasets import Dataset
 from core.errors import StudioError
-from core.analysis.evaluation import evaluate_run
+from core.registry import get_spec
+from core.evaluation import evaluate_run
 from core.retrieval.base import Ranking, validate_query
 from core.serving.runner import SystemChoice, rank_one  # noqa: F401 (SystemChoice re-exported for pages)
 
@@ -96,7 +97,6 @@ def overlap_at_k(a: list[str], b: list[str]) -> float:
     return len(set(a) & set(b)) / k if k else 1.0
 
 
-ANN_SYSTEMS = ("densetrans", "sdml-cnn", "minilm", "dual-encoder", "glove-mean")
 EXACT_INDEXES = ("auto", "flat")  # "auto": exact below 1M vectors (every system's serving default)
 
 
@@ -105,9 +105,15 @@ def exact_choice(choice: SystemChoice) -> SystemChoice | None:
     options = dict(choice.options)
     if choice.first_stage:
         return None
-    if choice.name == "tree-bert":
-        return SystemChoice("minilm", None, options=(("index", "flat"),))
-    if choice.name in ANN_SYSTEMS and options.get("index", "auto") not in EXACT_INDEXES:
+    if "@" in choice.name:  # a model trained elsewhere takes no index knob
+        return None
+    try:
+        spec = get_spec(choice.name)
+    except StudioError:
+        return None
+    if spec.exact_reference:  # an approximate search over another system's vectors (the tree: minilm's)
+        return SystemChoice(spec.exact_reference, None, options=(("index", "flat"),))
+    if spec.ann_indexable and options.get("index", "auto") not in EXACT_INDEXES:
         return SystemChoice(choice.name, choice.variant, options=(("index", "flat"),))
     return None
 

@@ -6,7 +6,7 @@ Label source (``LABEL_SOURCES``)
   ties -> the most recent label).
 - ``both``: the union; **a user judgment wins** over the dataset label for the same (query, doc).
 Only queries with at least one relevant (label > 0) item are evaluated (ranx would otherwise average
-in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.analysis.evaluation``):
+in zeros for queries nothing could answer). Metrics and tests are ranx's (``core.evaluation``):
 paired Student's t-test (``student``, ranx) or Fisher's randomization test (``fisher``, 1000
 permutations, seed 42; ranx's statistic with a seeded generator, see ``randomization_test``); the
 p-values of the systems against the baseline are Holm-corrected per metric.
@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from ranx import Run
@@ -32,10 +35,9 @@ from ranx import Run
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.analysis import LABEL_SOURCES
-from core.analysis.evaluation import check_metrics, per_query, read_trec_run, to_run
-from core.judging.judgments import JudgmentStore
+from core.evaluation import check_metrics, per_query, read_trec_run, to_run
 from core.paths import artifact_dir
-from core.registry import get_spec
+from core.registry import default_first_stage, get_spec, rerank_depth
 from core.retrieval.base import ProgressFn, Ranking, _no_progress
 from core.serving.runner import Loader, SystemChoice, loader_for, rank_many
 from core.data.pipeline import terms
@@ -46,6 +48,16 @@ LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 10**9))
 TIE_TOLERANCE = 1e-9
 
 Qrels = dict[str, dict[str, int]]
+
+
+class LabelStore(Protocol):
+    """What error analysis reads from a judgments store (``core.judging.judgments.JudgmentStore`` is one);
+    the store is passed in, so analysis does not depend on the judging layer above it."""
+
+    def qrels(self, dataset: str, annotators: Sequence[str] | None = None,
+              resolve: str = "majority") -> dict[str, dict[str, int]]: ...
+
+    def query_texts(self, dataset: str) -> dict[str, str]: ...
 
 
 # ----------------------------------------------------------------------------- labels
@@ -92,7 +104,7 @@ def qrels_label_set(dataset: Dataset, qrels: Mapping[str, Mapping[str, int]], so
 
 def label_set(
     dataset: Dataset,
-    store: JudgmentStore | None,
+    store: LabelStore | None,
     source: str = "both",
     split: str = "all",
     annotators: Sequence[str] | None = None,
@@ -277,7 +289,7 @@ def analysis_from_values(
     max_p: float = 0.05,
 ) -> Analysis:
     """The same comparison from per-query metric values already computed (``values``: system -> metric ->
-    query -> value, from ``core.analysis.evaluation.per_query``), so a page can keep them per run fingerprint and
+    query -> value, from ``core.evaluation.per_query``), so a page can keep them per run fingerprint and
     never recompute what a widget does not change. The paired t-test is ranx's own (``paired_student_t_test``,
     scipy's ``ttest_rel``) over the same per-query values ranx's ``compare`` would pair."""
     from ranx.statistical_tests import paired_student_t_test
@@ -509,8 +521,8 @@ def system_runs(
     dataset: Dataset,
     queries: Mapping[str, str],
     k: int = 100,
-    first_stage: str = "bm25",
-    depth: int = 20,
+    first_stage: str = default_first_stage(),
+    depth: int = rerank_depth(),
     loader: Loader | None = None,
     progress: ProgressFn | None = None,
 ) -> list[Run]:
@@ -554,3 +566,26 @@ def run_from_dict(data: Mapping[str, Mapping[str, float]], name: str) -> Run:
     run = Run.from_dict({q: dict(v) for q, v in data.items() if v}, name=name)
     run.name = name
     return run
+
+
+def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -> Path | None:
+    """Per-query values of ``DEFAULT_METRICS`` for a fresh stored run on the labels Error Analysis opens with (the
+    dataset's qrels on ``default_split``), through ``core.evaluation.per_query`` (ranx), stamped with the
+    run's fingerprint and the labels' digest, so opening the page reads them instead of evaluating."""
+    from core.analysis.runs import (STORED_DEPTH, _leaf, _to_run, default_split, fingerprint, labels_digest,
+                                    per_query_path, read_run_dict, run_path, run_status)
+
+    if run_status(dataset, system, variant) != "fresh":
+        return None
+    labels = label_set(dataset, None, "dataset", default_split(dataset))
+    if not labels.qrels:
+        return None
+    data = read_run_dict(run_path(dataset.name, system, variant), list(labels.queries), STORED_DEPTH)
+    run = _to_run(data, _leaf(system, variant))
+    values = {m: per_query(labels.qrels, run, m) for m in DEFAULT_METRICS}
+    path = per_query_path(dataset.name, system, variant)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint(dataset, system, variant), "labels": labels_digest(labels.qrels),
+                               "depth": STORED_DEPTH, "metrics": values}), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

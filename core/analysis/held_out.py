@@ -18,12 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from core.data.datasets import Dataset
+from core.errors import StudioError
 from core.paths import artifact_dir
-from core.registry import slug
+from core.registry import get_spec, slug
 
-# the untrained or zero-shot system each learned system must beat (the registry's notes say the same)
-REFERENCES = {"dual-encoder": "glove-mean", "densetrans": "glove-mean", "sdml-cnn": "glove-mean",
-              "cross-encoder": "minilm-pairs", "frm": "minilm-pairs", "cnn-rerank": "bm25"}
 METRICS = ("hit_rate@1", "mrr@100")
 PRIMARY = "hit_rate@1"
 
@@ -58,8 +56,14 @@ class HeldOutVerdict:
 
 
 def reference_of(system: str, variant: str | None = None) -> str | None:  # noqa: ARG001 (variants share it)
-    """The reference a learned system must beat, or None (untrained and zero-shot systems have none)."""
-    return REFERENCES.get(system)
+    """The reference a learned system must beat (its registration's ``reference``), or None (untrained and
+    zero-shot systems have none)."""
+    if "@" in system:
+        return None
+    try:
+        return get_spec(system).reference or None
+    except StudioError:
+        return None
 
 
 def _leaf(system: str, variant: str | None) -> str:
@@ -91,7 +95,7 @@ def held_out_verdict(dataset: Dataset, system: str, variant: str | None = None, 
         pass
     if not compute:
         return None
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     qrels = dataset.split_qrels(split)
     queries = {q: dataset.queries[q] for q in qrels}

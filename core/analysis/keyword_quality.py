@@ -9,7 +9,7 @@ predicted class (duplicate when sim(q, d) ≥ .5, else not), delete query words 
 
 Both are averaged over k ∈ ``KS`` (ERASER's AOPC over bins; QQP questions have ~10 words) and compared with
 the same deletions of k random words (``RANDOM_DRAWS`` draws, seeded) and of the k bottom-weighted words.
-Words are the keyword candidates (``core.analysis.keywords.keyword_candidates``); a query is rebuilt from the
+Words are the keyword candidates (``core.data.keywords.keyword_candidates``); a query is rebuilt from the
 words kept, joined by spaces, and the full query is scored in the same rebuilt form. Questions with fewer
 than ``MIN_WORDS`` words are skipped (nothing to delete and keep).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.analysis.keywords import keyword_candidates
+from core.data.keywords import keyword_candidates
 from core.paths import REPO_ROOT
 
 KS = (1, 2, 3)

@@ -34,11 +34,13 @@ from scipy.stats import rankdata
 
 from core.data.datasets import Dataset
 from core.errors import StudioError, UnknownNameError
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
+from core.registry import default_first_stage
 from core.retrieval.base import ProgressFn, Retriever, _no_progress
 
 LayerFn = Callable[[list[str]], list[np.ndarray]]
-NEGATIVE_SAMPLERS = ("random", "bm25", "labelled")
+HARD_NEGATIVES = default_first_stage()  # the sampler named after the first stage whose top non-relevant hit it takes
+NEGATIVE_SAMPLERS = ("random", HARD_NEGATIVES, "labelled")
 MEASURES = ("auc", "paper")
 MEASURE_NAMES = {
     "auc": "AUC P(cos(q,q⁺) > cos(q,q⁻)), ties ½",
@@ -252,7 +254,7 @@ def sample_triples(
     corpus_ids = list(dataset.corpus)
     out = []
     hard: dict[str, list[str]] = {}
-    if negatives == "bm25":
+    if negatives == HARD_NEGATIVES:
         if bm25 is None:
             raise StudioError("the bm25 sampler needs the BM25 index (build bm25 first)")
         hard = {q: r.doc_ids for q, r in bm25.search_many({q: dataset.queries[q] for q in chosen}, k=30).items()}
@@ -261,7 +263,7 @@ def sample_triples(
         positive = sorted(rel)[int(rng.integers(len(rel)))]
         if negatives == "labelled":
             negative = labelled[q][int(rng.integers(len(labelled[q])))]
-        elif negatives == "bm25" and any(d not in rel for d in hard[q]):
+        elif negatives == HARD_NEGATIVES and any(d not in rel for d in hard[q]):
             negative = next(d for d in hard[q] if d not in rel)
         else:
             negative = q

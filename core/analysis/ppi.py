@@ -187,9 +187,9 @@ def metric_estimates(metric: str, judge: Mapping[str, float], human: Mapping[str
 
 # ----------------------------------------------------------------------------- a campaign's estimates
 def per_query_values(qrels: Mapping[str, Mapping[str, int]], run, metric: str, queries: Sequence[str]) -> np.ndarray:
-    """``metric`` per query of ``queries`` through ``core.analysis.evaluation.per_query`` (ranx); a query
+    """``metric`` per query of ``queries`` through ``core.evaluation.per_query`` (ranx); a query
     without a label > 0 scores 0 (the "all" convention)."""
-    from core.analysis.evaluation import per_query
+    from core.evaluation import per_query
 
     judged = {q: dict(qrels[q]) for q in queries if any(v > 0 for v in qrels.get(q, {}).values())}
     values = per_query(judged, run, metric) if judged else {}

@@ -15,13 +15,14 @@ Which queries
       (``ignore_identical_ids``);
     - rerankers: the queries of ``default_split`` (QQP: the 1,781 test queries), rescoring
       ``FIRST_STAGE`` (bm25)'s top ``RERANK_DEPTH`` (20), or the dataset's own candidate lists;
-    - not stored: ``NOT_STORED`` (tree-bert-cross costs seconds per query).
+    - not stored: systems whose registration gives a ``not_stored`` reason (the interaction tree search costs
+      seconds per query).
 
 API for the Error Analysis page (``pages/5_Error_Analysis.py``)::
 
     from core.analysis.runs import default_split, load_runs
     split = default_split(ds)                       # "test" where the dataset has one, else "all"
-    runs = load_runs(ds, ["bm25", "minilm", "fusion@bm25+minilm:rrf"], labels.queries, k=100,
+    runs = load_runs(ds, names, labels.queries, k=100,  # names: SYSTEM[@VARIANT]...
                      progress=lambda fraction, message: bar.progress(fraction, text=message))
     # -> list[ranx.Run], named as asked. Stored runs are read (well under a second each on QQP);
     # whatever is missing or stale is computed for just those queries, and ``progress`` reports
@@ -44,7 +45,7 @@ from ranx import Run
 
 from core.data.datasets import Dataset
 from core.paths import artifact_dir
-from core.registry import SystemName, get_spec, parse_name, slug
+from core.registry import SystemName, get_spec, parse_name, slug, system_module
 from core.retrieval.base import ProgressFn, Ranking, _no_progress
 from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.runner import Loader, SystemChoice, rank_many
@@ -53,7 +54,6 @@ STORED_DEPTH = 100
 # bumped when the ranking code changes what a run holds for the same model files (every stored run goes stale):
 # 2 = BM25 cuts a score tie at rank k by collection position (core.retrieval.base.order_ties)
 RUNS_VERSION = 2
-NOT_STORED = {"tree-bert-cross": "seconds per query (a budget of cross-encoder scorings): computed on demand only"}
 _JSON_FILES = ("config.json", "metrics.json")
 
 
@@ -105,10 +105,8 @@ def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> st
     spec = get_spec(system)
     items: list = [RUNS_VERSION, system, variant, STORED_DEPTH, len(dataset.corpus), len(dataset.queries),
                    [(f.name, _folder_fingerprint(f)) for f in _model_folders(dataset, system, variant)]]
-    if system == "fusion":
-        from core.retrieval.fusion import parse_variant
-
-        items.append([fingerprint(dataset, s, v) for s, v in parse_variant(variant).parts])
+    if spec.composite:
+        items.append([fingerprint(dataset, s, v) for s, v in system_module(system).parts(variant)])
     elif spec.kind == "reranker" and not dataset.candidates:
         items.append((FIRST_STAGE, RERANK_DEPTH, fingerprint(dataset, FIRST_STAGE)))
     return hashlib.sha1(json.dumps(items, default=str).encode()).hexdigest()
@@ -129,8 +127,8 @@ def _meta(path: Path) -> dict:
 
 
 def run_status(dataset: Dataset, system: str, variant: str | None = None) -> str:
-    """``fresh``, ``stale`` (the model changed), ``missing`` or ``not stored`` (see ``NOT_STORED``)."""
-    if system in NOT_STORED:
+    """``fresh``, ``stale`` (the model changed), ``missing`` or ``not stored`` (``SystemSpec.not_stored``)."""
+    if get_spec(system).not_stored:
         return "not stored"
     path = run_path(dataset.name, system, variant)
     if not path.is_file():
@@ -193,12 +191,13 @@ def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
 
 def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = _no_progress,
               loader=None) -> Path | None:  # noqa: ANN001
-    """Compute and store one system's run (what the build calls); ``None`` for ``NOT_STORED`` systems."""
-    if system in NOT_STORED:
+    """Compute and store one system's run (what the build calls); ``None`` for systems not stored."""
+    spec = get_spec(system)
+    if spec.not_stored:
         return None
     start = time.perf_counter()
     queries = stored_queries(dataset, system)
-    rankings = _fused_from_stored(dataset, variant, progress) if system == "fusion" else None
+    rankings = _combined_from_stored(dataset, system, variant, progress) if spec.composite else None
     if rankings is None:
         rankings = compute_rankings(f"{system}@{variant}" if variant else system, dataset, queries, STORED_DEPTH,
                                     progress, loader)
@@ -211,7 +210,6 @@ def write_run(dataset: Dataset, system: str, variant: str | None = None, progres
     tmp = path.with_suffix(f".json.tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     os.replace(tmp, path.with_suffix(".json"))
-    write_per_query(dataset, system, variant)  # Error Analysis opens on these without evaluating
     return path
 
 
@@ -223,29 +221,6 @@ def labels_digest(qrels: Mapping[str, Mapping[str, int]]) -> str:
 def per_query_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
     """``<run>.perquery.json`` beside a stored run: its per-query metrics on the default labels."""
     return run_path(dataset_name, system, variant).with_suffix(".perquery.json")
-
-
-def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -> Path | None:
-    """Per-query values of ``DEFAULT_METRICS`` for a fresh stored run on the labels Error Analysis opens with (the
-    dataset's qrels on ``default_split``), through ``core.analysis.evaluation.per_query`` (ranx), stamped with the
-    run's fingerprint and the labels' digest, so opening the page reads them instead of evaluating."""
-    from core.analysis.error_analysis import DEFAULT_METRICS, label_set
-    from core.analysis.evaluation import per_query
-
-    if run_status(dataset, system, variant) != "fresh":
-        return None
-    labels = label_set(dataset, None, "dataset", default_split(dataset))
-    if not labels.qrels:
-        return None
-    data = read_run_dict(run_path(dataset.name, system, variant), list(labels.queries), STORED_DEPTH)
-    run = _to_run(data, _leaf(system, variant))
-    values = {m: per_query(labels.qrels, run, m) for m in DEFAULT_METRICS}
-    path = per_query_path(dataset.name, system, variant)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"fingerprint": fingerprint(dataset, system, variant), "labels": labels_digest(labels.qrels),
-                               "depth": STORED_DEPTH, "metrics": values}), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
 
 
 def stored_per_query(dataset: Dataset, name: str, qrels: Mapping[str, Mapping[str, int]], k: int,
@@ -271,21 +246,18 @@ def stored_per_query(dataset: Dataset, name: str, qrels: Mapping[str, Mapping[st
     return saved.get("metrics")
 
 
-def _fused_from_stored(dataset: Dataset, variant: str | None, progress: ProgressFn) -> dict[str, Ranking] | None:
-    """A fusion's run from its parts' fresh stored runs (each part's top 100, self removed: exactly what
-    ``FusionRetriever.search_many`` fuses), or ``None`` if a part has none."""
-    from core.retrieval.fusion import DEPTH, fuse_dicts, load_config, parse_variant
-
-    spec = parse_variant(variant)
-    config = load_config(dataset, spec.variant)
-    if config.depth != DEPTH or DEPTH != STORED_DEPTH:
+def _combined_from_stored(dataset: Dataset, system: str, variant: str | None,
+                          progress: ProgressFn) -> dict[str, Ranking] | None:
+    """A composite system's run from its parts' fresh stored runs (a fusion: each part's top 100, self removed,
+    exactly what ``FusionRetriever.search_many`` fuses), or ``None`` if a part has none."""
+    module = system_module(system)
+    if any(run_status(dataset, s, v) != "fresh" for s, v in module.parts(variant)):
         return None
-    if any(run_status(dataset, s, v) != "fresh" for s, v in spec.parts):
+    fused = module.fuse_stored(dataset, variant, lambda s, v: read_run_dict(run_path(dataset.name, s, v)),
+                               STORED_DEPTH, progress)
+    if fused is None:
         return None
-    progress(0.1, f"fusion {spec.variant}: fusing the parts' stored runs")
-    parts = [read_run_dict(run_path(dataset.name, s, v)) for s, v in spec.parts]
-    fused = fuse_dicts(parts, spec.method, config.params, STORED_DEPTH)
-    name = f"fusion@{spec.variant}"
+    name = f"{system}@{variant}" if variant else system
     return {q: Ranking(name, [d for d, _ in r], [x for _, x in r]) for q, r in fused.items()}
 
 

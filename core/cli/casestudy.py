@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from core.errors import StudioError
+from core.registry import default_first_stage
 
 FORMATS = {"md": "md", "tex": "tex", "csv": "csv"}
 
@@ -43,7 +44,7 @@ def cmd_casestudy(args: argparse.Namespace) -> int:
     from core.analysis.compare import SystemChoice, compare
     from core.data.datasets import load_dataset
     from core.analysis.error_analysis import system_runs
-    from core.analysis.evaluation import check_metrics, short
+    from core.evaluation import check_metrics, short
     from core.registry import get_spec
     from core.serving.loader import load as load_system
 
@@ -129,7 +130,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="all", help="query split --disagree looks at (default all)")
     p.add_argument("--systems", help="comma-separated systems shown in each table (default: the --disagree pair)")
     p.add_argument("--k", type=int, default=5, help="top-k per system (default 5, as in Table 4)")
-    p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
+    p.add_argument("--first-stage", default=default_first_stage(), help="candidates for rerankers")
     p.add_argument("--depth", type=int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--format", choices=sorted(FORMATS), default="md")
     p.add_argument("--mark", choices=["color", "bold"], default="color", help="LaTeX: ground-truth hits in red or bold")

@@ -16,7 +16,7 @@ from core.errors import QueryError, StudioError
 
 
 def _checked(text: str, what: str) -> str:
-    from core.analysis.keywords import keyword_candidates
+    from core.data.keywords import keyword_candidates
     from core.retrieval.base import validate_query
 
     cleaned = validate_query(text)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from core.registry import default_first_stage
+
 
 
 def _store(args: argparse.Namespace):
@@ -171,7 +173,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--annotator", action="append", help="only these annotators' judgments")
     p.add_argument("--split", default="all")
     p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth of built-in systems")
-    p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
+    p.add_argument("--first-stage", default=default_first_stage(), help="candidates for rerankers")
     p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--json", action="store_true", help="full-precision JSON")
     p.set_defaults(func=cmd_compare)

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from core.data.datasets import DEFAULT_DATASET, list_datasets, load_dataset
 from core.errors import StudioError, describe_error
+from core.registry import default_first_stage
 
 
 class TqdmProgress:
@@ -75,22 +76,60 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
+    """List every system with its origin (built-in, user, plugin:<distribution>); ``add`` / ``remove`` user systems."""
+    if getattr(args, "action", None) == "add":
+        return _systems_add(args)
+    if getattr(args, "action", None) == "remove":
+        from core.user_systems import remove_user_system
+
+        removed = remove_user_system(args.name)
+        print(f"removed {removed.name} ({removed.way}: {removed.path}); its built files stay in var/systems")
+        return 0
     from core.build import read_status
     from core.transfer import trained_datasets
     from core.registry import display_name, list_systems, needs_training, supports
+    from core.user_systems import problems
 
     ds = load_dataset(args.dataset)
     rows = []
     for spec in list_systems():
-        state = read_status(ds, spec).state if supports(spec, ds) else "n/a (tree search over a collection)"
-        rows.append((spec.name, spec.kind, state, ",".join(spec.variants) or "-", spec.paper))
+        state = read_status(ds, spec).state if supports(spec, ds) else "n/a on this dataset"
+        rows.append((spec.name, spec.kind, spec.origin, state, ",".join(spec.variants) or "-", spec.paper))
         if supports(spec, ds):  # a paper's recipe built beside the default, in its own folder
-            rows += [(f"{spec.name}@{r.variant}", spec.kind, read_status(ds, spec, r.variant).state, "-",
+            rows += [(f"{spec.name}@{r.variant}", spec.kind, spec.origin, read_status(ds, spec, r.variant).state, "-",
                       display_name(f"{spec.name}@{r.variant}")) for r in spec.recipes]
         if supports(spec, ds) and needs_training(spec):
-            rows += [(f"{spec.name}@{src}", spec.kind, "ready (zero-shot)", "-", f"trained on {src}")
+            rows += [(f"{spec.name}@{src}", spec.kind, spec.origin, "ready (zero-shot)", "-", f"trained on {src}")
                      for src in trained_datasets(spec.name) if src != ds.name]
-    print(tabulate(rows, headers=["system", "kind", f"status ({ds.name})", "variants", "paper"]))
+    print(tabulate(rows, headers=["system", "kind", "origin", f"status ({ds.name})", "variants", "paper / source"]))
+    for line in problems():
+        print(f"not loaded: {line}")
+    return 0
+
+
+def _systems_add(args: argparse.Namespace) -> int:
+    """``systems add NAME --bi-encoder PATH | --cross-encoder PATH | --run FILE [--dataset D]``: validate, save;
+    a bi-encoder given ``--dataset`` is encoded there now (else on first use)."""
+    from core.user_systems import add_user_system
+
+    way, path = next((w, p) for w, p in (("bi-encoder", args.bi_encoder), ("cross-encoder", args.cross_encoder),
+                                         ("run", args.run)) if p)
+    system = add_user_system(args.name, way, path, args.dataset or "")
+    print(f"added {system.name} ({system.way}: {system.path})")
+    if way == "bi-encoder" and args.dataset:
+        from core.build import build_system
+
+        bar = TqdmProgress(f"encode {system.name} on {args.dataset}")
+        try:
+            status = build_system(load_dataset(args.dataset), system.name, force=True, listener=bar)
+        finally:
+            bar.close()
+        if status.state != "ready":
+            raise StudioError(f"encoding {system.name} on {args.dataset} failed: {status.error}")
+        print(f"{system.name} encoded on {args.dataset}")
+    elif way == "bi-encoder":
+        print(f"{system.name} is encoded on first use (or now: python -m core train --system {system.name} "
+              f"--dataset D)")
     return 0
 
 
@@ -146,10 +185,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     # systems go through core.training_data (labelled pairs + deterministic split of any labelled dataset).
     try:
         if needs_training(get_spec(args.system), args.variant):
-            from core.training_data import train, training_data
+            from core.build import train_system
+            from core.training_data import training_data
 
             print(training_data(ds).summary(), file=sys.stderr)
-            status = train(ds, args.system, variant=args.variant, profile=args.profile, force=True, progress=bar)
+            status = train_system(ds, args.system, variant=args.variant, profile=args.profile, force=True,
+                                  progress=bar)
         else:
             status = build_system(ds, args.system, profile=args.profile, variant=args.variant, force=True, listener=bar)
     finally:
@@ -190,7 +231,7 @@ def _notice(message: str) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.analysis.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
+    from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
     from core.registry import parse_name
     from core.serving.runner import SystemChoice, loader_for, rank_many
 
@@ -322,7 +363,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="file or folder")
     p.set_defaults(func=cmd_data)
 
-    with_dataset(sub.add_parser("systems", help="list systems and their build status")).set_defaults(func=cmd_systems)
+    p = with_dataset(sub.add_parser("systems", help="list systems (origin, build status); add or remove your own"))
+    p.set_defaults(func=cmd_systems)
+    actions = p.add_subparsers(dest="action", required=False, parser_class=OneLineParser)
+    a = actions.add_parser("add", help="add your own system: a sentence-transformers folder or a TREC run file")
+    a.add_argument("name", help="a new system name (lower-case letters, digits, '-', '_', '.')")
+    way = a.add_mutually_exclusive_group(required=True)
+    way.add_argument("--bi-encoder", metavar="PATH", help="sentence-transformers model folder: a bi-encoder retriever")
+    way.add_argument("--cross-encoder", metavar="PATH", help="sentence-transformers cross-encoder folder: a reranker")
+    way.add_argument("--run", metavar="FILE", help="TREC run file: a fixed system of --dataset (its queries only)")
+    a.add_argument("--dataset", default="", help="the dataset a run ranks; for a bi-encoder: encode it there now")
+    r = actions.add_parser("remove", help="remove one of your own systems")
+    r.add_argument("name")
 
     p = with_dataset(sub.add_parser("build", help="build systems (the app's default build)"))
     p.add_argument("--systems", help="comma-separated system names; SYSTEM@VARIANT builds a variant in its own folder "
@@ -347,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="all", help="query split: all, train, dev, test, paper-004 (QQP: the first question of each positive pair, tree-search-bert-guo.md §4.1); test, clean-test... (TrecQA)")
     p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth")
     p.add_argument("--metrics", help="comma-separated ranx metrics (H@k, P@k accepted)")
-    p.add_argument("--first-stage", default="bm25", help="candidates for rerankers")
+    p.add_argument("--first-stage", default=default_first_stage(), help="candidates for rerankers")
     p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--option", action="append", help="system option key=value (e.g. nprobe=20, index=flat)")
     p.add_argument("--run-out", type=Path, help="write the run as a TREC file")
@@ -361,10 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
 
     p = with_dataset(sub.add_parser("search", help="search one query (on candidate lists: a query id)"))
-    p.add_argument("--system", default="bm25")
+    p.add_argument("--system", default=default_first_stage())
     p.add_argument("--variant", help="a variant of the system; fusion: PART+PART:METHOD, e.g. bm25+minilm:rrf (core/retrieval/fusion.py)")
     p.add_argument("-k", "--k", type=_positive_int, default=10)
-    p.add_argument("--first-stage", default="bm25")
+    p.add_argument("--first-stage", default=default_first_stage())
     p.add_argument("--depth", type=_positive_int, default=20)
     p.add_argument("--option", action="append")
 

@@ -1,1 +1,1 @@
-"""Datasets, imports, candidate lists, text forms, tokenizers, word vectors, negatives, overlap features."""
+"""Datasets, imports, text forms, tokenizers, word vectors, keyword features, overlap features."""

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from core.errors import DataFormatError, UnknownNameError
 from core.paths import data_dir
+import core.settings as settings_module
 from core.data.text import display_form
 
 SPLITS = ("train", "dev", "test")
@@ -228,24 +229,16 @@ def dataset_from_pairs(
 
 # ----------------------------------------------------------------------------- file readers
 MAX_TEXT_ENV = "QRS_MAX_TEXT_CHARS"
-DEFAULT_MAX_TEXT_CHARS = 20_000
+DEFAULT_MAX_TEXT_CHARS = settings_module.DEFAULT_MAX_TEXT_CHARS
 """Longest text (question, document, title + text) a dataset file may hold; QQP's longest is 756."""
 
 
 def max_text_chars() -> int:
     """``QRS_MAX_TEXT_CHARS`` or ``DEFAULT_MAX_TEXT_CHARS``."""
-    import os
-
-    raw = os.environ.get(MAX_TEXT_ENV)
-    if not raw:
-        return DEFAULT_MAX_TEXT_CHARS
     try:
-        value = int(raw)
-    except ValueError:
-        raise DataFormatError(MAX_TEXT_ENV, None, f"must be a whole number of characters, got {raw!r}") from None
-    if value < 1:
-        raise DataFormatError(MAX_TEXT_ENV, None, f"must be at least 1, got {value}")
-    return value
+        return settings_module.settings().max_text_chars
+    except settings_module.SettingsError as exc:
+        raise DataFormatError(MAX_TEXT_ENV, None, str(exc).removeprefix(f"{MAX_TEXT_ENV}: ")) from None
 
 
 def _check_text(text: str, path: Path, lineno: int, what: str) -> str:

@@ -1,4 +1,4 @@
-"""The one text pipeline: every word-level component tokenizes through here (issue 19).
+"""The one text pipeline: every word-level component tokenizes through here.
 
 Vocabularies and GloVe look-ups (glove-mean, dual-encoder, DenseTrans, SDML-CNN, the CNN reranker),
 the CNN reranker's overlap features, FRM's keywords, BM25 and the Jaccard/length buckets of Error

@@ -18,15 +18,27 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime
 
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
 from core.judging.judgments import Judgment
 
-if TYPE_CHECKING:
-    from core.judging.campaigns import CampaignLabel
+
+@dataclass(frozen=True)
+class CampaignLabel:
+    """One annotator's current label on a campaign item (``label`` None: can't judge, ``reason`` says why);
+    ``core.judging.campaigns`` reads them from its store, this module measures their agreement."""
+
+    item_id: int
+    query_id: str
+    doc_id: str
+    annotator: str
+    label: int | None
+    reason: str | None
+    rationale: str | None
+    time: datetime
 
 
 @dataclass

@@ -15,7 +15,7 @@ of the judge against the human reference, beside the human–human agreement on 
 the annotators' ratings, mean pairwise Cohen's κ; and the judge's mean κ against each annotator); the
 per-grade confusion matrix (rows human, columns judge); the system ordering the judge induces on the
 campaign's pooled systems against the humans' (Kendall τ, scipy; per-query metric by ranx through
-``core.analysis.evaluation.per_query``) and the share of pairs significantly different under human
+``core.evaluation.per_query``) and the share of pairs significantly different under human
 labels (paired t-test, p < .05) that stay significant with the same sign under judge labels; and a
 circularity warning when the judge and a pooled system share a model family (MiniLM:
 ``SystemSpec.minilm_derived``), since judges favour systems built like them (Clarke & Dietz 2024).
@@ -171,7 +171,7 @@ def score_items(scorer, items: Sequence[PoolItem], batch: int = BATCH,
 
 def load_judge(system: str, dataset_name: str):
     """The judge as a pair scorer, through the one loader (one line when it cannot score pairs)."""
-    from core.data.candidates import pair_scorer
+    from core.serving.candidates import pair_scorer
     from core.data.datasets import load_dataset
     from core.serving.loader import load
 
@@ -210,7 +210,7 @@ def system_values(items: Sequence[PoolItem], qrels: Mapping[str, Mapping[str, in
     """Per system, the per-query ``metric`` over ``queries`` of its pooled ranking (0 where no label > 0)."""
     from ranx import Run
 
-    from core.analysis.evaluation import per_query
+    from core.evaluation import per_query
 
     out = {}
     for system, run in sorted(_runs(items).items()):

@@ -37,6 +37,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.judging.agreement import CampaignLabel
 from core.judging.identity import canonical_identity
 from core.judging.judgments import MAX_NOTE_CHARS, JudgmentError, JudgmentStore, LabelResult, query_key
 from core.judging.schema import (MAX_NAME_CHARS, Annotator, CampaignAdjudicationRow, CampaignHistoryRow,
@@ -175,20 +176,6 @@ class QueueItem:
     cant_judge: str | None = None
     rationale: str | None = None
     judged: bool = False
-
-
-@dataclass(frozen=True)
-class CampaignLabel:
-    """One annotator's current label on an item (``label`` None: can't judge, ``reason`` says why)."""
-
-    item_id: int
-    query_id: str
-    doc_id: str
-    annotator: str
-    label: int | None
-    reason: str | None
-    rationale: str | None
-    time: datetime
 
 
 @dataclass(frozen=True)

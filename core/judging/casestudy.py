@@ -15,7 +15,7 @@
   as a formula get a leading apostrophe). Long questions are cut at ``max_chars`` (``None``: never).
 - ``changes``: what moved between a saved table and today's models (entered, left, rank moves, RBO).
 - ``disagreements``: the queries on which two runs differ most, by per-query metric delta
-  (``core.analysis.evaluation.per_query``, ranx).
+  (``core.evaluation.per_query``, ranx).
 - ``figure_image``: PNG/SVG of a plotly figure via plotly's own export (kaleido >= 1, which drives a
   locally installed Chrome); ``None`` plus the reason when that is not possible (offline, no Chrome),
   in which case the page offers the chart's data as CSV and a self-contained HTML file instead.
@@ -30,12 +30,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from core.analysis.compare import Comparison, SystemChoice, rank_biased_overlap
-from core.analysis.evaluation import check_metrics, per_query
+from core.evaluation import check_metrics, per_query
 from core.data.text import strip_control
+from core.errors import StudioError
+from core.registry import SystemSpec, default_first_stage, get_spec, recipe
 
 INDEXES = ("auto", "flat", "ivfpq", "ivf", "hnsw")  # "auto" = each system's serving default (exact below 1M vectors)
 TREE_BRANCHING = (5, 8, 10)
-DENSE_SYSTEMS = ("densetrans", "sdml-cnn", "minilm", "dual-encoder", "glove-mean")
 NONE = "-"  # URL value of an explicitly empty system list
 _RANGES: dict[str, tuple[int, int, int]] = {  # field -> (min, max, step), the page's slider bounds
     "depth": (5, 100, 5),
@@ -55,10 +56,24 @@ MAX_URL_QUERY_CHARS = 2000
 def _dense_here(name: str) -> bool:
     """A dense first stage built on this dataset (``densetrans`` or a recipe such as ``densetrans@paper-objective``;
     not a model trained elsewhere): the index knobs apply to it."""
-    from core.registry import recipe
-
     system, _, variant = name.partition("@")
-    return system in DENSE_SYSTEMS and (not variant or recipe(name) is not None and name.count("@") == 1)
+    spec = _spec(system)
+    return spec is not None and spec.ann_indexable and (not variant or recipe(name) is not None
+                                                         and name.count("@") == 1)
+
+
+def _knobs(name: str) -> tuple[str, ...]:
+    """The serving knobs of ``name`` as typed (a model trained elsewhere, ``SYSTEM@X``, takes none)."""
+    spec = _spec(name) if "@" not in name else None
+    return spec.knobs if spec is not None else ()
+
+
+def _spec(system: str) -> SystemSpec | None:
+    """The registration of ``system`` (None for a name the registry does not know)."""
+    try:
+        return get_spec(system)
+    except StudioError:
+        return None
 
 
 # ----------------------------------------------------------------------------- state <-> URL
@@ -75,7 +90,7 @@ class StateOptions:
     @classmethod
     def for_dataset(cls, dataset: Any, datasets: Iterable[str]) -> StateOptions:
         """Options for a loaded ``core.data.datasets.Dataset`` (systems that support it, its query ids)."""
-        from core.transfer import system_choices  # SYSTEM@TRAINED_ON models included (issue 15)
+        from core.transfer import system_choices  # SYSTEM@TRAINED_ON models (trained on another dataset) included
 
         return cls(
             dataset=dataset.name,
@@ -93,13 +108,13 @@ class CompareState:
     dataset: str
     query: str = ""
     query_id: str | None = None
-    systems: tuple[str, ...] = ("bm25",)
+    systems: tuple[str, ...] = (default_first_stage(),)
     rerankers: tuple[str, ...] = ()
-    first_stage: str = "bm25"
+    first_stage: str = default_first_stage()
     depth: int = 20
     k: int = 10
     baseline: str | None = None
-    index: str = "auto"  # the systems' serving default, what the evaluation measured (issue 19)
+    index: str = "auto"  # the systems' serving default, what the evaluation measured
     nprobe: int = 10
     ef_search: int = 64
     beam: int | None = None  # None: the built tree's own beam and K (core.serving.loader.serving_defaults)
@@ -115,7 +130,7 @@ class CompareState:
         out = []
         for name in self.systems:
             opts: tuple[tuple[str, object], ...] = dense if _dense_here(name) else ()
-            if name == "tree-bert":
+            if "beam" in _knobs(name):  # the tree's beam and K
                 opts = tuple((key, value) for key, value in (("beam", self.beam), ("K", self.tree_k)) if value is not None)
             out.append(SystemChoice(name, options=opts))
         out += [SystemChoice(name, first_stage=self.first_stage, depth=self.depth) for name in self.rerankers]
@@ -396,7 +411,7 @@ def _ground(table: CaseTable) -> list[str]:
 
 
 def _metrics_line(col: CaseColumn) -> str:
-    from core.analysis.evaluation import short
+    from core.evaluation import short
 
     return ", ".join(f"{short(m)} {v:.2f}" for m, v in col.metrics)
 

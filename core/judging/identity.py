@@ -16,10 +16,11 @@ never trusted because it was typed.
 """
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from core.settings import settings
 
 OWNERS_ENV, RESEARCHERS_ENV = "QRS_OWNERS", "QRS_RESEARCHERS"
 ROLES_ENV = {"owners": OWNERS_ENV, "researchers": RESEARCHERS_ENV}
@@ -58,7 +59,7 @@ def configured_people(role: str, files: Iterable[Path] | None = None) -> frozens
     """The configuration's ``owners`` or ``researchers`` (environment first, then ``[qrs]`` of the secrets)."""
     if role not in ROLES_ENV:
         raise ValueError(f"role must be one of {', '.join(ROLES_ENV)}, got {role!r}")
-    env = os.environ.get(ROLES_ENV[role])
+    env = settings().people(role)
     if env:
         return identity_set(env)
     return identity_set(_qrs_section(secrets_files() if files is None else files).get(role))

@@ -7,7 +7,7 @@ Alembic):
   (dataset + doc id, and the hash of the newest text seen for that id);
 - ``judgments``: the *current* label of one annotator for one (dataset, query, document): graded
   label (0..``max_label``, 0/1/2 by default), optional note, time, the hash of the text it was given
-  on (``doc_hash``) and which systems retrieved the document at what rank (``{"bm25": 3}``). When a
+  on (``doc_hash``) and which systems retrieved the document at what rank (``{SYSTEM: 3}``). When a
   document's text changes, its labels are not duplicated: they are flagged ``stale`` (to be
   re-judged) until the annotator labels the new text;
 - ``judgment_history``: append-only log of every change (set, clear, undo) with the note before and
@@ -39,7 +39,6 @@ The default database is ``var_dir()/judgments.sqlite``; ``QRS_DB_URL`` overrides
 """
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -59,12 +58,11 @@ from core.judging.migrations import SchemaError, inspect_schema, upgrade_in
 from core.judging.schema import (MAX_NAME_CHARS, SCHEMA_VERSION, Annotator, Base, DocumentRow, GuidelinesRow,  # noqa: F401
                                  HistoryRow, JudgmentRow, Meta, QueryRow, _now, _utc, text_hash)
 from core.paths import var_dir
+from core.settings import DEFAULT_DB_LOCK_TIMEOUT, SettingsError, settings
 
 DEFAULT_MAX_LABEL = 2
 MAX_NOTE_CHARS = 4000
-DB_ENV = "QRS_DB_URL"
-LOCK_TIMEOUT_ENV = "QRS_DB_LOCK_TIMEOUT"
-DEFAULT_LOCK_TIMEOUT = 10.0
+DEFAULT_LOCK_TIMEOUT = DEFAULT_DB_LOCK_TIMEOUT
 SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
 _local = threading.local()  # the write deadline of the transaction this thread is starting
@@ -167,21 +165,15 @@ def query_key(qid: str | None, text: str) -> str:
 # ----------------------------------------------------------------------------- engine
 def default_url() -> str:
     """``QRS_DB_URL`` or a SQLite file in the artifacts folder."""
-    return os.environ.get(DB_ENV) or f"sqlite:///{Path(var_dir()) / 'judgments.sqlite'}"
+    return settings().db_url or f"sqlite:///{Path(var_dir()) / 'judgments.sqlite'}"
 
 
 def default_lock_timeout() -> float:
     """Seconds a write waits for the lock: ``QRS_DB_LOCK_TIMEOUT`` or ``DEFAULT_LOCK_TIMEOUT``."""
-    raw = os.environ.get(LOCK_TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_LOCK_TIMEOUT
     try:
-        value = float(raw)
-    except ValueError:
-        raise JudgmentError(f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise JudgmentError(f"{LOCK_TIMEOUT_ENV} must be between 0 and 3600 seconds, got {raw}")
-    return value
+        return settings().db_lock_timeout
+    except SettingsError as exc:
+        raise JudgmentError(str(exc)) from None
 
 
 SUPPORTED = "sqlite:///PATH/judgments.sqlite or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
@@ -381,7 +373,7 @@ class JudgmentStore:
         if self._busy(exc):
             return StoreBusyError(
                 f"judgments database {self.where} is busy: another process holds its write lock; gave up after "
-                f"{self.lock_timeout:g} s ({LOCK_TIMEOUT_ENV} sets the limit); nothing was written")
+                f"{self.lock_timeout:g} s (QRS_DB_LOCK_TIMEOUT sets the limit); nothing was written")
         return StoreError(f"judgments database {self.where}: {_first_line(exc)}")
 
     def _busy(self, exc: DBAPIError) -> bool:

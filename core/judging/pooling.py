@@ -67,12 +67,28 @@ def build_pool(
 def available_systems(dataset: Dataset) -> list[str]:
     """Systems that can rank the dataset now, trained models from other datasets included
     (``SYSTEM@TRAINED_ON``, see ``core.transfer.applicable_systems``)."""
-    from core.retrieval.fusion import DEFAULT_VARIANT, built_variants
+    from core.registry import list_systems, system_module
     from core.transfer import applicable_systems
 
     names = applicable_systems(dataset)
-    # every built fusion joins as fusion@PART+PART:METHOD (the default one is plain "fusion")
-    return names + [f"fusion@{v}" for v in built_variants(dataset) if v != DEFAULT_VARIANT]
+    for spec in list_systems():  # every built variant of a composite joins as SYSTEM@VARIANT (the default one is
+        if not spec.composite:   # plain SYSTEM), e.g. fusion@PART+PART:METHOD
+            continue
+        module = system_module(spec.name)
+        names += [f"{spec.name}@{v}" for v in module.built_variants(dataset) if v != module.DEFAULT_VARIANT]
+    return names
+
+
+def pool_choices(dataset: Dataset) -> list[str]:
+    """What Annotate and Error Analysis offer: :func:`available_systems` and every built variant of a composite
+    system spelled out (``fusion@bm25+minilm:rrf`` too, beside plain ``fusion``), each once."""
+    from core.registry import list_systems, system_module
+
+    names = available_systems(dataset)
+    for spec in list_systems():
+        if spec.composite:
+            names += [f"{spec.name}@{v}" for v in system_module(spec.name).built_variants(dataset)]
+    return list(dict.fromkeys(names))
 
 
 def system_top_ids(name: str, dataset: Dataset, query: str, k: int, query_id: str | None = None,

@@ -1,7 +1,7 @@
 """System "minilm-pairs": the zero-shot all-MiniLM-L6-v2 bi-encoder as a pair scorer, cos(u_q, u_d) with
 mean pooling (tree-search-bert-guo.md §3.2, representation-based method, no fine-tuning).
 
-It is the untrained reference the fine-tuned ``cross-encoder`` must beat (issue 12): the same pairs,
+It is the untrained reference the fine-tuned ``cross-encoder`` must beat: the same pairs,
 scored by the pretrained sentence embeddings instead of the interaction model. Collection texts reuse
 the ``minilm`` system's cached collection embeddings; other texts (typed queries) are encoded on the
 fly in one batch. No training; ``build`` caches the embeddings and measures the pair ROC AUC on the
@@ -107,7 +107,7 @@ class _LazyPretrained:
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
           variant: str | None = None) -> dict:
     """No training: caches the collection embeddings; measures pair ROC AUC on held-out dev/test pairs."""
-    from core.rerank.cross_encoder import pair_auc, score_pairs_of
+    from core.evaluation import pair_auc, score_pairs_of
 
     start = time.perf_counter()
     reranker = pair_reranker(dataset, True, lambda f, m: progress(0.9 * f, m))
@@ -138,4 +138,4 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BiEncoderPa
 def config_dict(variant: str | None = None) -> dict:
     return {"encoder": "sentence-transformers/all-MiniLM-L6-v2 (pretrained, no fine-tuning)", "pooling": "mean",
             "max_length": 64, "score": "cosine of the two sentence embeddings (tree-search-bert-guo.md §3.2)",
-            "role": "untrained reference for the cross-encoder (issue 12)", "note": QUORA_NOTE}
+            "role": "untrained reference for the cross-encoder", "note": QUORA_NOTE}

@@ -35,7 +35,7 @@ import torch
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
 from core.data.datasets import Dataset, training_split_view
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from core.data.pipeline import check_stamp, is_current, stamp
 from core.registry import build_command, system_dir

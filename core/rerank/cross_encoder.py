@@ -39,6 +39,7 @@ from core.data.pipeline import check_stamp, is_current, stamped, subword_text
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
 from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
+from core.evaluation import pair_auc, score_pairs_of
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
 from core.training import TrainLog, device, linear_warmup_decay, profile_settings, set_seed
@@ -195,20 +196,6 @@ def sample_pairs(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
         return list(pairs)
     pick = np.sort(np.random.default_rng(seed).choice(len(pairs), n, replace=False))
     return [pairs[i] for i in pick]
-
-
-def pair_auc(scores: np.ndarray, pairs: list[Pair]) -> float:
-    """ROC AUC of pair scores against the pairs' 0/1 labels (sklearn); NaN when one class is missing."""
-    from sklearn.metrics import roc_auc_score
-
-    labels = np.array([int(p.label > 0) for p in pairs])
-    if len(labels) == 0 or labels.min() == labels.max():
-        return float("nan")
-    return float(roc_auc_score(labels, np.asarray(scores, dtype=np.float64)))
-
-
-def score_pairs_of(reranker: Reranker, pairs: list[Pair], corpus: dict[str, str]) -> np.ndarray:
-    return reranker.score_pairs([corpus[p.id1] for p in pairs], [corpus[p.id2] for p in pairs])
 
 
 def train(model, tokenizer, pairs: list[Pair], corpus: dict[str, str], config: CrossEncoderConfig,

@@ -1,7 +1,7 @@
 """System ``frm``: FRM reranker (frm-multiview-chong.md §3) trained on the QQP cluster-disjoint pairs.
 
 Pipeline per question: keyword candidates + spaCy POS/stop words + IDF buckets + BM25 weights
-(``core.analysis.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
+(``core.data.keywords``) and MiniLM vectors (``models.frm.KeywordEncoder``: E_CLS and the mean WordPiece
 vector of each keyword). ``models.frm.FRM`` does the rest (importance, keyword sets, pairs, views).
 
 CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed once per question under
@@ -11,7 +11,7 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 epoch cap, and in ``quick`` 1,000 dev pairs; no wall-clock budget); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
 fine-tunes MiniLM (lr 2e-5, warm-up). References in ``metrics["training"]["reference"]``: the zero-shot
 MiniLM cosine of the same dev pairs and the untrained FRM (the curve's step 0).
-Loss: the paper's Eq. (18) alone (``keyword_loss`` 0), decided on dev (issue 20 item 5: best dev ROC AUC 0.8987
+Loss: the paper's Eq. (18) alone (``keyword_loss`` 0), decided on dev (best dev ROC AUC 0.8987
 against 0.8956 with the keyword-agreement term; ``bench/reports/dev_decisions.json``). Recipes (variants with
 their own folder, ``registry.Recipe``): ``kw-loss`` = the project's earlier recipe, Eq. (18) plus
 ``models.frm.keyword_agreement_loss`` (weight 1), in ``frm@kw-loss/`` beside the default.
@@ -35,7 +35,7 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp, terms
-from core.analysis.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
+from core.data.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir, system_path
 from core.retrieval.base import ProgressFn, Reranker, _no_progress
@@ -69,7 +69,7 @@ RECIPES: dict[str, dict] = {
 @dataclass(frozen=True)
 class FRMTrainConfig:
     """Training settings: paper §4.1.4 (AdamW, lr 2e-5 with warm-up, batch 64 on Quora, dropout 0.3) and the
-    convergence rule of issue 12: evaluate dev ROC AUC every ``eval_every`` steps, keep the best, stop after
+    convergence rule of every trainer: evaluate dev ROC AUC every ``eval_every`` steps, keep the best, stop after
     ``patience`` evaluations without improvement (``core.training.TrainLog``), or at ``max_epochs`` /
     ``max_seconds`` (then ``stopped`` says "cap" / "budget")."""
 
@@ -591,7 +591,7 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
 
     Measured (bench/frm_threads.py): with two intra-op threads the same seed gives different weights from run to
     run (the curves part after ~20 steps), with one thread they are bit-identical; a commit and a seed must give
-    one model (issue 20 item 6), so FRM trains single-threaded on CPU.
+    one model, so FRM trains single-threaded on CPU.
     """
     threads = torch.get_num_threads()
     if device().type == "cpu":

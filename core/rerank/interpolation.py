@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.retrieval.base import minmax, mix  # noqa: F401  (the served score, Eq. above)
+
 GRID = tuple(round(0.1 * i, 1) for i in range(10))  # 0 … 0.9: α = 1 would be the first stage alone
 TIE = 1e-4
 DEV_QUERIES = 600  # dev queries (sampled, seed 13) the weight is chosen on; 0 = all
@@ -42,22 +44,6 @@ class Interpolation:
     rule: str = RULE
     dev_queries: int = 0
     dev: dict[str, dict[str, float]] = field(default_factory=dict)  # α -> {mrr@100, hit_rate@1}
-
-
-def minmax(values: Sequence[float]) -> np.ndarray:
-    """Scores scaled to [0, 1] over one candidate list (all equal: zeros)."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.size == 0:
-        return arr
-    lo, hi = float(arr.min()), float(arr.max())
-    return (arr - lo) / (hi - lo) if hi - lo > 1e-12 else np.zeros_like(arr)
-
-
-def mix(reranker_scores: Sequence[float], first_scores: Sequence[float], weight: float) -> np.ndarray:
-    """(1 − α) · minmax(reranker) + α · minmax(first stage) for one query's candidate list."""
-    if weight <= 0:
-        return np.asarray(reranker_scores, dtype=np.float64)
-    return (1.0 - weight) * minmax(reranker_scores) + weight * minmax(first_scores)
 
 
 def path_for(folder: Path) -> Path:
@@ -83,7 +69,7 @@ def choose(dev_scores: dict[str, tuple[list[str], list[float], list[float]]], qr
            grid: Sequence[float] = GRID) -> tuple[float, dict[str, dict[str, float]]]:
     """Apply ``RULE``: ``dev_scores`` maps a dev query to (candidate ids, reranker scores, first-stage scores).
     Returns (α, per-α dev MRR@100 and H@1)."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
     from core.retrieval.base import Ranking
 
     table: dict[str, dict[str, float]] = {}
@@ -102,45 +88,6 @@ def choose(dev_scores: dict[str, tuple[list[str], list[float], list[float]]], qr
         if scores["mrr@100"] > best_mrr + TIE:
             best, best_mrr = alpha, scores["mrr@100"]
     return best, table
-
-
-def choose_for(dataset, system: str, variant: str | None, folder: Path, progress=None) -> Interpolation | None:
-    """Choose and store α for a built reranker on ``dataset``'s dev split (None: no dev split or not a reranker
-    over a collection). The reranker is loaded through the one loader, without any stored α."""
-    from core.serving.loader import FIRST_STAGE, RERANK_DEPTH, load
-
-    dev_ids = sorted(dataset.split_queries("dev")) if dataset.query_splits.get("dev") else []
-    if not dev_ids or dataset.candidates:
-        return None
-    if DEV_QUERIES and len(dev_ids) > DEV_QUERIES:
-        dev_ids = sorted(np.random.default_rng(13).choice(dev_ids, DEV_QUERIES, replace=False).tolist())
-    stale = path_for(folder)
-    if stale.exists():
-        stale.unlink()  # choose on the reranker's own scores
-    reranker = load(system, dataset, variant)
-    first = load(FIRST_STAGE, dataset)
-    queries = {q: dataset.queries[q] for q in dev_ids}
-    cands = first.search_many(queries, k=RERANK_DEPTH, ignore_identical_ids=dataset.ignore_identical_ids)
-    flat_q, flat_d, owners = [], [], []
-    for q, r in cands.items():
-        for d in r.doc_ids:
-            flat_q.append(queries[q])
-            flat_d.append(dataset.corpus[d])
-            owners.append(q)
-    scores = np.empty(len(flat_q))
-    for s in range(0, len(flat_q), 1024):
-        scores[s:s + 1024] = reranker.score_pairs(flat_q[s:s + 1024], flat_d[s:s + 1024])
-        if progress is not None:
-            progress(min(1.0, (s + 1024) / max(1, len(flat_q))), f"interpolation weight on dev: {s + 1024}/{len(flat_q)} pairs")
-    dev_scores, pos = {}, 0
-    for q, r in cands.items():
-        n = len(r.doc_ids)
-        dev_scores[q] = (list(r.doc_ids), scores[pos:pos + n].tolist(), list(r.scores))
-        pos += n
-    alpha, table = choose(dev_scores, {q: dataset.qrels.get(q, {}) for q in dev_ids})
-    chosen = Interpolation(weight=alpha, first_stage=FIRST_STAGE, depth=RERANK_DEPTH, dev_queries=len(dev_ids), dev=table)
-    write(folder, chosen)
-    return chosen
 
 
 def apply(reranker, folder: Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,13 +21,9 @@ from ranx import Run
 from core.errors import QueryError
 from core.data.pipeline import terms
 from core.data.text import strip_control
+from core.progress import ProgressFn, _no_progress
 
 MAX_QUERY_CHARS = 2000
-ProgressFn = Callable[[float, str], None]
-
-
-def _no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
-    return None
 
 
 def validate_query(text: str, max_chars: int = MAX_QUERY_CHARS) -> str:
@@ -98,7 +94,7 @@ def order_ties(positions: Sequence[int], scores: Sequence[float], k: int,
 
     One order for one scoring function, whichever engine computed it (bm25s, Milvus's sparse index):
     engines break equal scores their own way and sum floats in their own order, so without this the
-    top-k of two exact engines differs at the tie that straddles rank k (issue 22's parity)."""
+    top-k of two exact engines differs at the tie that straddles rank k (faiss/Milvus parity)."""
     values = np.asarray(scores, dtype=np.float64)
     by_score = np.argsort(-values, kind="stable")
     group = np.zeros(len(by_score), dtype=np.int64)
@@ -173,8 +169,6 @@ class Reranker(ABC):
             return scores
         if len(candidates.scores) != len(scores):
             return scores
-        from core.rerank.interpolation import mix
-
         return mix(scores, candidates.scores, mixing.weight)
 
     @abstractmethod
@@ -233,3 +227,20 @@ class Reranker(ABC):
             order = np.argsort(-s, kind="stable")[: k or len(ids)]
             out[q] = Ranking(self.name, [ids[i] for i in order], [float(s[i]) for i in order], per_query)
         return out
+
+
+# ----------------------------------------------------------------------------- interpolation with a first stage
+def minmax(values: Sequence[float]) -> np.ndarray:
+    """Scores scaled to [0, 1] over one candidate list (all equal: zeros)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return arr
+    lo, hi = float(arr.min()), float(arr.max())
+    return (arr - lo) / (hi - lo) if hi - lo > 1e-12 else np.zeros_like(arr)
+
+
+def mix(reranker_scores: Sequence[float], first_scores: Sequence[float], weight: float) -> np.ndarray:
+    """(1 − α) · minmax(reranker) + α · minmax(first stage) for one query's candidate list."""
+    if weight <= 0:
+        return np.asarray(reranker_scores, dtype=np.float64)
+    return (1.0 - weight) * minmax(reranker_scores) + weight * minmax(first_scores)

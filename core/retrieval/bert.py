@@ -32,6 +32,7 @@ from core.retrieval.indexing import IndexSpec, build_index, load_index, save_ind
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
+from core.settings import settings
 from core.training import check_profile, profile_settings, device, linear_warmup_decay, set_seed
 
 VARIANTS = ("cls", "mean", "max", "finetuned")
@@ -133,16 +134,14 @@ def stamped_encoder_id(base: str, backend: str | None = None) -> str:
 
     ``backend`` None reads ``QRS_MINILM_BACKEND`` as ``MiniLMEncoder`` does; only ``onnx-int8`` changes the id.
     """
-    import os
-
-    backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
+    backend = backend or settings().minilm_backend
     return f"{base}|{PIPELINE_VERSION}" + ("|onnx-int8" if backend == "onnx-int8" else "")
 
 
 class MiniLMEncoder:
     """Encoder protocol for the MiniLM bi-encoder: texts -> L2-normalised (n, 384) float32.
 
-    Speed (issue 14 item 5): texts are tokenized once, grouped by exact token length (no padding, no
+    Speed: texts are tokenized once, grouped by exact token length (no padding, no
     attention mask) and run under ``torch.inference_mode``; with ``backend="onnx"`` (the default when
     the PyPI package ``onnxruntime`` is installed and not on CUDA) the same weights run in ONNX
     Runtime: the model is exported once, offline, from the loaded weights to
@@ -150,7 +149,7 @@ class MiniLMEncoder:
     1e-5). ``QRS_MINILM_BACKEND=torch`` forces PyTorch. ``onnx-int8`` (opt-in) runs ONNX Runtime's
     dynamic int8 quantization (per-channel weights) of that export: ~1.4x faster again, embeddings with
     cosine 0.994 on average to fp32's, dev MAP@20 0.9506 vs 0.9498, but test MAP@100 0.7918 vs 0.7935
-    (−0.0017, outside issue 14's 0.001 tolerance, so it stays opt-in; BENCHMARKS.md); it has its own
+    (−0.0017, outside the 0.001 tolerance for a faster backend, so it stays opt-in; BENCHMARKS.md); it has its own
     ``encoder_id`` so its vectors never mix with fp32 ones in the embedding cache.
     """
 
@@ -166,7 +165,7 @@ class MiniLMEncoder:
         self.pooling = pooling
         self.device = device()
         self.model.to(self.device).eval()
-        backend = backend or os.environ.get("QRS_MINILM_BACKEND", "auto")
+        backend = backend or settings().minilm_backend
         if backend not in BACKENDS:
             raise UnknownNameError("MiniLM backend", backend, list(BACKENDS))
         if backend == "auto":
@@ -455,7 +454,7 @@ def dev_map(encoder: MiniLMEncoder, dataset: Dataset, max_queries: int = 0, seed
     Relevant questions of a dev query are in its cluster, hence in the dev split, so this sub-collection
     holds all of them; it costs one encoding of ~3.7k questions instead of 36.7k.
     """
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     dev_ids = sorted({q for p in dataset.pairs["dev"] for q in (p.id1, p.id2)})
     qrels = dataset.split_qrels("dev")

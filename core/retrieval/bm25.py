@@ -10,6 +10,7 @@ stemming, no stop-word removal; the pipeline's version is stamped into the index
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import bm25s
@@ -17,9 +18,9 @@ import numpy as np
 
 from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
-from core.errors import MissingArtifactError
+from core.errors import MissingArtifactError, QueryError
 from core.registry import build_command, system_dir
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress, order_ties, tie_depth
+from core.retrieval.base import Hits, ProgressFn, Reranker, Retriever, _no_progress, order_ties, tie_depth
 from core.data.pipeline import check_stamp, is_current, stamped, terms
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
@@ -128,6 +129,40 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
     if len(doc_ids) != len(dataset.corpus):
         raise MissingArtifactError("the BM25 index", command + " --force", "stale (collection changed)")
     return BM25Retriever(model, doc_ids, config)
+
+
+class BM25PairScorer(Reranker):
+    """BM25 as a pair scorer over a fixed set of candidate texts (one index over all of them)."""
+
+    def __init__(self, corpus: Mapping[str, str], name: str = "bm25") -> None:
+        self.name = name
+        self.retriever = BM25Retriever.index(dict(corpus), name=name)
+        self._row_of_text: dict[str, int] = {}
+        for i, text in enumerate(corpus.values()):
+            self._row_of_text.setdefault(text, i)
+        self._query_cache: dict[str, np.ndarray] = {}
+
+    def _scores(self, query: str) -> np.ndarray:
+        if query not in self._query_cache:
+            model = self.retriever.model
+            known = [t for t in terms(query) if t in model.vocab_dict]
+            self._query_cache[query] = (np.asarray(model.get_scores(known), dtype=np.float64) if known
+                                        else np.zeros(len(self.retriever.doc_ids)))
+        return self._query_cache[query]
+
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        out = np.zeros(len(queries), dtype=np.float64)
+        for i, (q, d) in enumerate(zip(queries, docs)):
+            row = self._row_of_text.get(d)
+            if row is None:
+                raise QueryError("BM25 here scores the dataset's own candidate texts only")
+            out[i] = self._scores(q)[row]
+        return out
+
+
+def candidate_scorer(corpus: dict[str, str]) -> BM25PairScorer:
+    """BM25 over a candidate-list dataset: one index over every candidate text (built in memory, seconds)."""
+    return BM25PairScorer(corpus)
 
 
 def config_dict(variant: str | None = None) -> dict:

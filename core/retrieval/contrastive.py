@@ -1,7 +1,7 @@
 """Contrastive training of a siamese first-stage encoder, shared by DenseTrans and its DualEncoder
 baseline (densetrans-cai2021.md §3.3, Eq. (6)-(7); §4.1 BM25 hard negatives; §4.2.1 DualEncoder).
 
-Sampling (issue 12, a deviation from sampling *pairs*): the paper trains on 79.6k training questions
+Sampling (a deviation from sampling *pairs*): the paper trains on 79.6k training questions
 with 1.69 paraphrases each, so every question counts about alike. Here the cluster closure of the
 7,894 positive train pairs gives 37,960 (query, paraphrase) pairs, 40% of them from 11 clusters; a run
 over pairs mostly sees a handful of topics. So each step draws ``batch_queries`` train-split queries
@@ -28,7 +28,7 @@ import torch
 
 from core.artifacts import save_torch
 from core.data.datasets import Dataset
-from core.analysis.evaluation import evaluate_run
+from core.evaluation import evaluate_run
 from core.retrieval.indexing import IndexSpec
 from core.retrieval.base import ProgressFn, _no_progress
 from core.training import TrainLog, device, linear_warmup_decay, load_train_state, save_train_state
@@ -173,7 +173,7 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
         progress: ProgressFn = _no_progress, resume: bool = True, label: str = "encoder") -> tuple[TrainLog, dict]:
     """Train ``model`` (ids -> L2-normalised vectors) with Eq. (6)-(7); best dev checkpoint in
     ``folder/model.pt``. Returns the TrainLog and run facts (queries, seconds, steps)."""
-    from core.data.negatives import bm25_negatives
+    from core.retrieval.negatives import bm25_negatives
     from models.losses import SampledSoftmaxLoss
 
     dev = device()

@@ -14,7 +14,7 @@ N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` ro
 0.9900 vs 0.9877, test 0.9513 vs 0.9402), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
 600 steps (no wall-clock budget: a commit and a seed give the same model on an idle or a busy machine);
 ``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``).
-Recipes (variants with their own folder, ``registry.Recipe``; issue 20 item 4): ``paper-objective`` = the
+Recipes (variants with their own folder, ``registry.Recipe``; each named beside the paper's): ``paper-objective`` = the
 paper's objective ([CLS] pooling, τ = 1, dropout 0.1, PyTorch's default position init) at the default build's
 CPU size (d = 60, batches of 128, lr 2e-3, 600-step cap, the same dev early stopping) in
 ``densetrans@paper-objective/``: built beside the default, never over it. A 3,000-step schedule (warm-up 300, slow decay) was measured
@@ -45,7 +45,7 @@ from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_
 from core.training import check_profile, device, set_seed
 
 SYSTEM = "densetrans"
-DEFAULT_INDEX = "auto"  # exact below 1M vectors (issue 12); the paper's IVFPQ (§4.2.3) is the "ivfpq" preset
+DEFAULT_INDEX = "auto"  # exact below 1M vectors; the paper's IVFPQ (§4.2.3) is the "ivfpq" preset
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ PROFILES = {
     "paper": {},
     # CPU budget of the default build; every deviation measured in bench/reports/first_stage.md
     # (mean pooling + dropout 0.2: BENCHMARKS.md, "DenseTrans pooling")
-    # deterministic (issue 20): step caps and patience only, no wall-clock budget, so a commit and a seed give
+    # deterministic: step caps and patience only, no wall-clock budget, so a commit and a seed give
     # the same model on an idle or a busy machine
     "quick": {**_CPU, "patience": 4},
     "full": {**_CPU, "patience": 6},  # quick with more patience

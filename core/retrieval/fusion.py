@@ -25,12 +25,13 @@ Methods (all through ``ranx.fuse``; each part contributes its top ``depth`` = 10
 
 Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
     - ``parse_variant(text) -> FusionSpec``: validates a name; bad input raises one clear message.
-    - ``build(dataset, variant=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
+    - ``build(dataset, variant=..., loader=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
       ``python -m core train --system fusion --variant bm25+minilm:rrf``.
-    - ``load(dataset, variant=..., loader=None) -> FusionRetriever``: a ``Retriever``;
+    - ``load(dataset, variant=..., loader=...) -> FusionRetriever``: a ``Retriever``;
       ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
       ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
-      (the one loader, ``core.serving.loader.load``, by default). ``Ranking.stats`` holds each part's seconds.
+      (the one loader passes itself; ``core.serving.loader.part_loader(dataset)`` elsewhere); fusion imports no
+      serving code. ``Ranking.stats`` holds each part's seconds.
     - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
       loading any model.
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
@@ -126,15 +127,33 @@ def parse_variant(text: str | None) -> FusionSpec:
     return FusionSpec(tuple(parts), method)
 
 
+def parts(variant: str | None) -> list[tuple[str, str | None]]:
+    """The (system, variant) parts a fusion variant is made of (what a composite system provides)."""
+    return list(parse_variant(variant).parts)
+
+
+def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, str | None], Mapping | None],
+                depth: int, progress: ProgressFn = _no_progress) -> dict[str, list[tuple[str, float]]] | None:
+    """A fusion's run from its parts' stored runs (``part_run(system, variant)``: ``{qid: {doc: score}}`` of a
+    fresh stored run, else None), fused with the built variant's tuned parameters: exactly what
+    ``FusionRetriever.search_many`` fuses when the parts' runs are their top ``DEPTH``; None when a part has no
+    fresh run or the depths differ."""
+    spec = parse_variant(variant)
+    config = load_config(dataset, spec.variant)
+    if config.depth != DEPTH or DEPTH != depth:
+        return None
+    runs = []
+    for system, part_variant in spec.parts:
+        run = part_run(system, part_variant)
+        if run is None:
+            return None
+        runs.append(run)
+    progress(0.1, f"fusion {spec.variant}: fusing the parts' stored runs")
+    return fuse_dicts(runs, spec.method, config.params, depth)
+
+
 def _folder(dataset_name: str, variant: str | None) -> Path:
     return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
-
-
-def _default_loader(dataset: Dataset) -> Loader:
-    """The one loader (``core.serving.loader``); it passes itself in ``load``, this serves ``build``."""
-    from core.serving.loader import load
-
-    return lambda name, variant: load(name, dataset, variant=variant)
 
 
 # ----------------------------------------------------------------------------- fusion with ranx
@@ -218,7 +237,7 @@ def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Ma
     """
     from ranx import optimize_fusion
 
-    from core.analysis.evaluation import check_metrics, to_qrels
+    from core.evaluation import check_metrics, to_qrels
 
     if method == "combsum":
         return {}
@@ -308,17 +327,17 @@ def _dev_parts(dataset: Dataset, parts: Sequence[Retriever], progress: ProgressF
 
 
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
-          variant: str | None = None, loader: Loader | None = None) -> dict:
+          variant: str | None = None, *, loader: Loader) -> dict:
     """Tune the method's parameters on the dev split (ranx ``optimize_fusion``) and save them.
 
     The parts must be built (``MissingArtifactError`` names the command of the first one missing).
-    ``profile`` is accepted for the build contract; the recipe is the same in every profile.
+    ``profile`` is accepted for the build contract; the recipe is the same in every profile. The parts come
+    through ``loader`` (the one loader's ``core.serving.loader.part_loader``; ``core.build`` passes it).
     """
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     spec = parse_variant(variant)
     start = time.perf_counter()
-    loader = loader or _default_loader(dataset)
     parts = [loader(name, v) for name, v in spec.parts]
     params: dict = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
     if spec.method == "wsum":
@@ -374,16 +393,30 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
         raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
 
 
-def load(dataset: Dataset, variant: str | None = None, loader: Loader | None = None, **options) -> FusionRetriever:
+def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **options) -> FusionRetriever:
     """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
 
-    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth).
+    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth);
+    ``untuned_ok=True`` fuses a variant not built yet live with the untuned defaults (RRF k = 60, equal
+    weights) instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
     """
     spec = parse_variant(variant)
-    config = load_config(dataset, spec.variant)
-    loader = loader or _default_loader(dataset)
+    try:
+        config = load_config(dataset, spec.variant)
+    except MissingArtifactError:
+        if not options.get("untuned_ok"):
+            raise
+        parts = [loader(name, v) for name, v in spec.parts]
+        params = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
+        if spec.method == "wsum":
+            params = {"weights": [1.0 / len(parts)] * len(parts)}
+        retriever = FusionRetriever(spec, parts, params)
+        retriever.tuned, retriever.tuned_on = False, "untuned defaults"
+        return retriever
     parts = [loader(name, v) for name, v in spec.parts]
-    return FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+    retriever = FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+    retriever.tuned, retriever.tuned_on = True, "tuned on dev"
+    return retriever
 
 
 def built_variants(dataset: Dataset) -> list[str]:

@@ -9,7 +9,7 @@ preset              factory                         search params  paper
 ``ivfpq``           ``IVF{nlist},PQ{m}x8``          ``nprobe=10``  DenseTrans §4.2.3: 2000 lists, 16×8-bit
 ``ivf``             ``IVF{nlist},Flat``             ``nprobe=10``  SDML §4.3: 2000 lists
 ``hnsw``            ``HNSW32,Flat``                 ``efSearch=64`` —
-``auto``            ``Flat`` below 1M vectors,      —/``efSearch=  serving default (issue 12)
+``auto``            ``Flat`` below 1M vectors,      —/``efSearch=  serving default
                     else ``HNSW32,Flat``            128``
 ==================  ==============================  =============  ==============================
 

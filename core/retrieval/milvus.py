@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import sys
 import threading
@@ -68,11 +67,9 @@ import numpy as np
 
 from core.errors import StudioError
 from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress, order_ties, tie_depth
+from core.settings import DEFAULT_MILVUS_TIMEOUT, settings
 
-ENV_URI = "QRS_MILVUS_URI"
-ENV_TOKEN = "QRS_MILVUS_TOKEN"
-ENV_TIMEOUT = "QRS_MILVUS_TIMEOUT"
-DEFAULT_TIMEOUT = 5.0
+DEFAULT_TIMEOUT = DEFAULT_MILVUS_TIMEOUT
 HYBRID_DEPTH = 100
 RRF_K = 60
 EMPTY_DOC_DIM = 2**32 - 2  # a document without terms (never in a query): Milvus refuses empty sparse rows
@@ -104,16 +101,11 @@ class MilvusConfig:
 def milvus_config(uri: str | None = None, token: str | None = None) -> MilvusConfig:
     """The configured server: arguments first, else ``QRS_MILVUS_URI`` / ``QRS_MILVUS_TOKEN`` /
     ``QRS_MILVUS_TIMEOUT``; ``StudioError`` when no URI is set anywhere."""
-    uri = (uri or os.environ.get(ENV_URI, "")).strip()
+    uri = (uri or settings().milvus_uri).strip()
     if not uri:
-        raise StudioError(f"no Milvus server configured: set {ENV_URI} (e.g. http://127.0.0.1:19530)")
-    token = token if token is not None else os.environ.get(ENV_TOKEN, "")
-    raw = os.environ.get(ENV_TIMEOUT, "")
-    try:
-        timeout = float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise StudioError(f"{ENV_TIMEOUT} must be a number of seconds, got {raw!r}") from None
-    return MilvusConfig(uri, token, timeout)
+        raise StudioError(f"no Milvus server configured: set QRS_MILVUS_URI (e.g. http://127.0.0.1:19530)")
+    token = token if token is not None else settings().milvus_token
+    return MilvusConfig(uri, token, settings().milvus_timeout)
 
 
 @dataclass(frozen=True)

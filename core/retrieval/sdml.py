@@ -2,13 +2,13 @@
 smoothed deep metric loss (variant ``sdml``) or the triplet-loss baselines TL(Rand) with Euclidean
 (``tl-euc``) or squared Euclidean (``tl-ssd``) distance.
 
-Training (issue 12): early stopping with patience on dev H@1 (the paper's main metric, §4.4) of the dev
+Training: early stopping with patience on dev H@1 (the paper's main metric, §4.4) of the dev
 queries by exact search against the dev collection (every question of the dev split's pairs, each query
 dropped from its own ranking), evaluated every ``eval_every`` steps; the learning curve is a
 ``core.training.TrainLog`` (metrics.json["training"]) whose reference is the untrained mean-GloVe-50d
 baseline; the untrained copy of the CNN is measured too (step 0 of the curve, and on test).
 
-Serving: exact squared-L2 search by default (below 1M vectors; issue 12 §4); the paper's IVF index
+Serving: exact squared-L2 search by default (below 1M vectors, as every trained first stage); the paper's IVF index
 (§4.3: IVF2000,Flat, nprobe 10, nlist scaled to the collection, see core.retrieval.indexing) via ``index="ivf"``.
 
 Artifacts (``registry.system_dir(dataset, "sdml-cnn", variant)``): ``config.json``, ``vocab.json``,
@@ -41,7 +41,7 @@ from core.training import (TrainLog, check_profile, device, load_train_state, pr
                            set_seed)
 
 SYSTEM = "sdml-cnn"
-DEFAULT_INDEX = "auto" if "auto" in PRESETS else "flat"  # exact below 1M vectors (issue 12 §4); §4.3 IVF via index="ivf"
+DEFAULT_INDEX = "auto" if "auto" in PRESETS else "flat"  # exact below 1M vectors; §4.3 IVF via index="ivf"
 LOSSES = {"sdml": ("sdml", "ssd"), "tl-euc": ("triplet", "euc"), "tl-ssd": ("triplet", "ssd")}
 
 
@@ -204,10 +204,10 @@ def squared_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "split", k: int = 100,
                      metrics=(DEV_METRIC,), metric: str = "l2") -> dict[str, float]:
-    """Metrics (ranx, core.analysis.evaluation) of the queries of ``split`` by exact search against the questions
+    """Metrics (ranx, core.evaluation) of the queries of ``split`` by exact search against the questions
     of that split (``collection="split"``, the dev collection) or the whole collection (``"all"``);
     each query dropped from its own ranking. ``encode(texts) -> vectors``."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     doc_ids = split_collection(dataset, split) if collection == "split" else list(dataset.corpus)
     members = set(doc_ids)

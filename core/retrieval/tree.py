@@ -144,6 +144,12 @@ def saved_config(dataset: Dataset) -> TreeBertConfig | None:
         return None
 
 
+def serving_defaults(dataset: Dataset | None = None) -> dict:
+    """How the tree serves when nothing is asked: the built tree's saved beam and K (else the config's)."""
+    cfg = (saved_config(dataset) if dataset is not None else None) or TreeBertConfig()
+    return {"beam": cfg.beam, "tree_k": cfg.branching}
+
+
 def load_tree(dataset: Dataset, **options) -> tuple[KMeansTree, TreeBertConfig, list[str]]:
     """The saved tree, rebuilt in memory when ``K``/``leaf_size``/``balanced``/``seed`` (k-means init) differ from
     the saved one."""

@@ -1,4 +1,4 @@
-"""``glove-mean``: the untrained reference of the learned first-stage encoders (issue 12).
+"""``glove-mean``: the untrained reference of the learned first-stage encoders.
 
 A question is the mean of the GloVe 6B 50-d vectors of its words (words GloVe does not know are left
 out of the mean), ranked by cosine: no training. DenseTrans and the ``dual-encoder`` start from these
@@ -57,7 +57,7 @@ def glove_matrix(vocab: WordVocab, seed: int = 13, oov_scale: float = 0.2) -> to
 def test_scores(retriever: DenseRetriever, dataset: Dataset, split: str = "test") -> dict[str, float]:
     """``split`` queries against the whole collection through ``retriever`` (each query dropped from
     its own ranking), ranx scores of ``TEST_METRICS``."""
-    from core.analysis.evaluation import evaluate_run
+    from core.evaluation import evaluate_run
 
     queries = dataset.split_queries(split)
     rankings = retriever.search_many(queries, k=100, ignore_identical_ids=True)
@@ -182,5 +182,5 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
 def config_dict(variant: str | None = None) -> dict:
     return {"paper": {"embeddings": "GloVe 6B 50-d (frozen)", "pooling": "mean over known words",
                       "relevance": "cosine", "max_words": MAX_WORDS},
-            "notes": "untrained reference of DenseTrans and dual-encoder (issue 12); words = lower-cased "
+            "notes": "untrained reference of DenseTrans and dual-encoder; words = lower-cased "
                      "whitespace tokens; words GloVe lacks are left out of the mean"}

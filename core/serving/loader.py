@@ -1,4 +1,4 @@
-"""The one loader: a system name and a dataset to a loaded system (issue 19).
+"""The one loader: a system name and a dataset to a loaded system.
 
 Every page, the CLI, the stored runs, pooling and bench/ load systems through :func:`load`:
 
@@ -19,17 +19,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.data.candidates import BM25PairScorer, EncoderPairScorer, pair_scorer
+from core.serving.candidates import EncoderPairScorer, pair_scorer
 from core.data.datasets import Dataset, load_dataset
 from core.errors import BuildPendingError, MissingArtifactError, StudioError
-from core.transfer import (CHEAP, FLAT_BELOW, check_source, portable_folder, prepare_command)
-from core.registry import SystemName, get_spec, needs_training, parse_name, supports, system_module
+from core.transfer import FLAT_BELOW, check_source, portable_folder, prepare_command
+from core.registry import (SystemName, default_first_stage, get_spec, needs_training, parse_name, rerank_depth,
+                           supports, system_module)
 from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
+from core.settings import settings
 
 BACKENDS = ("faiss", "milvus")  # where a first stage's index is served: in process, or a Milvus server/cluster
-BACKEND_ENV = "QRS_BACKEND"  # the default backend ("faiss"); Milvus needs QRS_MILVUS_URI (core.retrieval.milvus)
-FIRST_STAGE = "bm25"  # a reranker's default first stage (the build's stored runs use it too)
-RERANK_DEPTH = 20  # and its default depth (FRM paper: top 20 of BM25)
+FIRST_STAGE = default_first_stage()  # a reranker's default first stage (the build's stored runs use it too)
+RERANK_DEPTH = rerank_depth()  # and its default depth (FRM paper: top 20 of BM25)
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,11 @@ def serving_defaults(name: str, dataset: Dataset | None = None) -> ServingDefaul
     """The serving defaults of ``name`` (the tree's saved beam and K when ``dataset`` has one built)."""
     spec = get_spec(name)
     if spec.kind == "reranker":
-        return ServingDefaults(first_stage=FIRST_STAGE, depth=RERANK_DEPTH)
+        return ServingDefaults(first_stage=FIRST_STAGE, depth=spec.rerank_depth)
     module = system_module(spec.name)
-    if spec.name == "tree-bert":
-        from core.retrieval.tree import TreeBertConfig, saved_config
-
-        cfg = (saved_config(dataset) if dataset is not None else None) or TreeBertConfig()
-        return ServingDefaults(beam=cfg.beam, tree_k=cfg.branching)
+    own = getattr(module, "serving_defaults", None)  # a system's own defaults (the tree: its saved beam and K)
+    if own is not None:
+        return ServingDefaults(**own(dataset))
     return ServingDefaults(index=getattr(module, "DEFAULT_INDEX", None))
 
 
@@ -66,9 +65,7 @@ def load(name: str, dataset: Dataset, variant: str | None = None, progress: Prog
     ``backend="milvus"`` (or ``QRS_BACKEND=milvus``) serves a bi-encoder's vectors or BM25's weights from the
     Milvus at ``QRS_MILVUS_URI`` (``milvus_index``: ``flat`` exact, or ``hnsw``), same ranking code after.
     """
-    import os
-
-    backend = str(options.pop("backend", None) or os.environ.get(BACKEND_ENV) or "faiss")
+    backend = str(options.pop("backend", None) or settings().backend or "faiss")
     milvus_index = str(options.pop("milvus_index", "flat"))
     if backend not in BACKENDS:
         from core.errors import UnknownNameError
@@ -104,12 +101,12 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
         if dataset.candidates and not needs_training(spec, parsed.variant):
             return _untrained_on_candidates(parsed, dataset, progress, **options)
         module = system_module(parsed.system)
-        if parsed.system == "fusion":  # a fusion's parts come through this loader too
+        if spec.composite:  # a fusion's parts come through this loader too
             options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         try:
             system = module.load(dataset, variant=parsed.variant, **options)
         except MissingArtifactError as exc:
-            from core.build import pending_note
+            from core.build_status import pending_note
 
             note = pending_note(dataset.name, parsed.system, parsed.variant)  # the background build has it
             if note is None or isinstance(exc, BuildPendingError):
@@ -140,10 +137,11 @@ def _interpolate(system, trained_on: str, name: SystemName) -> None:
 
 def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict) -> None:
     """Build a missing cheap index (BM25, glove-mean: seconds on a user collection) with a one-line notice."""
-    in_memory = dataset.candidates and name.system == "bm25"  # BM25PairScorer indexes the candidates itself
-    if name.system not in CHEAP or options or in_memory:
+    if not get_spec(name.system).cheap or options:
         return
     module = system_module(name.system)
+    if dataset.candidates and hasattr(module, "candidate_scorer"):  # it indexes the candidates itself
+        return
     if not module.is_built(dataset, variant=name.variant):
         if notice is not None:
             notice(f"note: building the {name.system} index for {dataset.name} first "
@@ -152,9 +150,10 @@ def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], Non
 
 
 def _untrained_on_candidates(name: SystemName, target: Dataset, progress: ProgressFn, **options) -> Reranker:
-    if name.system == "bm25":
-        return BM25PairScorer(target.corpus)
     module = system_module(name.system)
+    candidate_scorer = getattr(module, "candidate_scorer", None)
+    if candidate_scorer is not None:  # scores the candidate texts itself (BM25: one index over all of them)
+        return candidate_scorer(target.corpus)
     load_encoder = getattr(module, "load_encoder", None)
     if load_encoder is not None:  # pre-trained encoders need no index over candidate lists
         return EncoderPairScorer(load_encoder(target, name.variant), target.corpus, str(name), "ip", progress)
@@ -195,3 +194,9 @@ def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> 
     progress(1.0, f"{name} ready on {target.name}")
     return {"system": system.name, "target": target.name, "seconds": time.perf_counter() - start,
             "texts": len(target.corpus)}
+
+
+def part_loader(dataset: Dataset,
+                progress: ProgressFn = _no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
+    """``(system, variant) -> system`` through this loader: how a composite system (fusion) gets its parts."""
+    return lambda name, variant: load(name, dataset, variant=variant, progress=progress)

@@ -1,9 +1,9 @@
-"""The one runner: a loaded system and queries to rankings (issue 19).
+"""The one runner: a loaded system and queries to rankings.
 
 Compare, Error Analysis, the stored runs, pooling, the CLI and bench/ all rank through here, so a
 question gets the same ranking wherever it is asked:
 
-- candidate-list dataset: the system scores the query's own candidates (``core.data.candidates``);
+- candidate-list dataset: the system scores the query's own candidates (``core.serving.candidates``);
 - retriever: it searches the collection; the query's own id is dropped when the dataset says so
   (QQP: every query is in the collection);
 - reranker: it rescores its first stage's top ``depth`` (BM25's top 20 unless asked otherwise).
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from core.data.candidates import candidate_rankings, pair_scorer, rank_candidates
+from core.serving.candidates import candidate_rankings, pair_scorer, rank_candidates
 from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
 from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query

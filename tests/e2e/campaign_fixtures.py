@@ -1,4 +1,4 @@
-"""Fixtures for the team-campaign browser test (issue 21): a real PostgreSQL server, the local OIDC provider,
+"""Fixtures for the team-campaign browser test: a real PostgreSQL server, the local OIDC provider,
 one campaign (overlap 2, three named annotators) and a ``streamlit run`` server that logs in through the
 provider. The login configuration lives in a temporary secrets file passed with ``--secrets.files``
 (Streamlit's own option); the repository's ``.streamlit/secrets.toml`` is never written.

@@ -1,4 +1,4 @@
-"""Bring your own data in a real browser (issue 15): both fixture kinds imported and trained with the CLI,
+"""Bring your own data in a real browser: both fixture kinds imported and trained with the CLI,
 then Compare shows every applicable system (trained-elsewhere models as SYSTEM@TRAINED_ON), Annotate
 pools them and Error Analysis computes metrics. Reuses ``tests/e2e/conftest.py``'s server and browser.
 """

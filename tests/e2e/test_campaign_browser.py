@@ -1,4 +1,4 @@
-"""Issue 21, "Done means", in real browsers: a team judges one campaign against a real PostgreSQL server.
+"""In real browsers: a team judges one campaign against a real PostgreSQL server.
 
 Three annotators log in through the local OIDC provider (oidc-provider-mock on 127.0.0.1) in three headless
 Chromium sessions and judge a campaign with overlap 2 at the same time (a thread and a WebDriver each). One

@@ -10,7 +10,7 @@ from core.artifacts import save_json
 from core.data.datasets import Dataset
 from core.paths import artifact_dir
 from core.registry import slug
-from core.retrieval.base import ProgressFn, _no_progress
+from core.progress import ProgressFn, _no_progress
 
 
 def _bm25(dataset: Dataset):

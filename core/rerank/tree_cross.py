@@ -9,7 +9,8 @@ Pairs are scored once per query (a representative met again as a leaf is not res
 ``Ranking.stats["pair_scorings"]`` counts them. It is slow by nature: ``budget`` caps the pair
 scorings per query (a level that would exceed it expands only the best beam nodes that fit).
 Queries of one batch descend in lock-step so that the cross-encoder scores their pairs together.
-No extra training: it reuses the ``cross-encoder`` weights and the ``tree-bert`` tree.
+No extra training: it reuses the ``cross-encoder`` weights and the ``tree-bert`` tree (hence in core.rerank, the
+layer above core.retrieval: it needs both).
 all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates.
 """
 from __future__ import annotations

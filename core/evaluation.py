@@ -7,7 +7,7 @@ item in the top k); ranx's ``hits@k`` counts relevant items and is not used for 
 QQP numbers are computed with each query removed from its own ranking (``ignore_identical_ids``), see
 ``core.retrieval.base``.
 
-The evaluation contract (``evaluate_contract``, issue 20), equal to trec_eval to 1e-4
+The evaluation contract (``evaluate_contract``), equal to trec_eval to 1e-4
 (tests/test_evaluation_contract.py uses pytrec_eval as the oracle):
 
 - Query set: ``queries`` if given, else every query of the qrels. A query is *unanswerable* when
@@ -42,7 +42,8 @@ from ranx import Qrels, Run, compare, evaluate
 numba.config.THREADING_LAYER = "omp"
 
 from core.errors import DataFormatError, StudioError, UnknownNameError
-from core.retrieval.base import Ranking, to_run
+from core.data.datasets import Pair
+from core.retrieval.base import Ranking, Reranker, to_run
 
 DEFAULT_METRICS = (
     "recall@10", "recall@20", "recall@50", "recall@100", "mrr@100", "map@20", "map@100",
@@ -185,7 +186,7 @@ def short(metric: str) -> str:
     return SHORT_NAMES.get(metric, metric)
 
 
-# --- The evaluation contract (issue 20): query set, denominator and tie order equal to trec_eval ---
+# --- The evaluation contract: query set, denominator and tie order equal to trec_eval ---
 
 TIE_RULES = {
     "trec_eval": "trec_eval order (score desc, then doc id desc)",
@@ -374,3 +375,19 @@ def evaluate_contract(
         unanswerable=tuple(q for q in evaluated if q not in answerable_set),
         per_query=per,
     )
+
+
+# ----------------------------------------------------------------------------- pair classification
+def pair_auc(scores: np.ndarray, pairs: list[Pair]) -> float:
+    """ROC AUC of pair scores against the pairs' 0/1 labels (sklearn); NaN when one class is missing."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.array([int(p.label > 0) for p in pairs])
+    if len(labels) == 0 or labels.min() == labels.max():
+        return float("nan")
+    return float(roc_auc_score(labels, np.asarray(scores, dtype=np.float64)))
+
+
+def score_pairs_of(reranker: Reranker, pairs: list[Pair], corpus: dict[str, str]) -> np.ndarray:
+    """The reranker's score of each labelled pair's two texts (what ``pair_auc`` measures)."""
+    return reranker.score_pairs([corpus[p.id1] for p in pairs], [corpus[p.id2] for p in pairs])

@@ -4,7 +4,7 @@ On a candidate-list dataset (TrecQA, an imported ``qid \\t query \\t docid \\t d
 candidate list stands in for the collection. Rerankers (FRM, CNN, cross-encoder) score the
 (query, candidate) pairs as they always do. First-stage scorers become pair scorers here:
 
-- BM25 (``BM25PairScorer``): the Lucene BM25 score of the query against each candidate, statistics
+- BM25 (``core.retrieval.bm25.BM25PairScorer``, the system's own ``candidate_scorer``): the Lucene BM25 score of the query against each candidate, statistics
   (idf, average length) over all candidate texts of the dataset (densetrans-cai2021.md §4.2.3 variant).
 - Bi-encoders (``EncoderPairScorer``: MiniLM, DenseTrans, SDML-CNN, the untrained references): the
   encoder's own similarity, cosine for inner-product systems and −‖q − d‖² for squared-L2 ones
@@ -30,39 +30,6 @@ def candidate_rankings(dataset: Dataset, qids: list[str] | None = None) -> dict[
     qids = list(dataset.candidates) if qids is None else qids
     return {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
             for q in qids if dataset.candidates.get(q)}
-
-
-class BM25PairScorer(Reranker):
-    """BM25 as a pair scorer over a fixed set of candidate texts (one index over all of them)."""
-
-    def __init__(self, corpus: Mapping[str, str], name: str = "bm25") -> None:
-        from core.retrieval.bm25 import BM25Retriever
-
-        self.name = name
-        self.retriever = BM25Retriever.index(dict(corpus), name=name)
-        self._row_of_text: dict[str, int] = {}
-        for i, text in enumerate(corpus.values()):
-            self._row_of_text.setdefault(text, i)
-        self._query_cache: dict[str, np.ndarray] = {}
-
-    def _scores(self, query: str) -> np.ndarray:
-        if query not in self._query_cache:
-            from core.data.pipeline import terms
-
-            model = self.retriever.model
-            known = [t for t in terms(query) if t in model.vocab_dict]
-            self._query_cache[query] = (np.asarray(model.get_scores(known), dtype=np.float64) if known
-                                        else np.zeros(len(self.retriever.doc_ids)))
-        return self._query_cache[query]
-
-    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
-        out = np.zeros(len(queries), dtype=np.float64)
-        for i, (q, d) in enumerate(zip(queries, docs)):
-            row = self._row_of_text.get(d)
-            if row is None:
-                raise QueryError("BM25 here scores the dataset's own candidate texts only")
-            out[i] = self._scores(q)[row]
-        return out
 
 
 class EncoderPairScorer(Reranker):

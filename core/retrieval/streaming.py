@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import DataFormatError, StudioError
-from core.retrieval.base import ProgressFn, _no_progress
+from core.progress import ProgressFn, _no_progress
 
 DEFAULT_CHUNK = 10_000
 
