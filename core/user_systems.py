@@ -32,6 +32,8 @@ from core.paths import var_dir
 ENTRY_POINT_GROUP = "qrs.systems"
 FILE_NAME = "user_systems.toml"
 WAYS = ("bi-encoder", "cross-encoder", "run")
+# the two ways a model folder comes in (the Models page's form), with what each becomes
+FOLDER_WAYS = {WAYS[0]: "bi-encoder folder (retriever)", WAYS[1]: "cross-encoder folder (reranker)"}
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
 _PROBLEMS: list[str] = []
 _SEEN = {"file": None}  # the user file's (size, mtime) when discovery last read it

@@ -31,7 +31,7 @@ from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
 from core.errors import StudioError
 from core.transfer import listing as portable_listing
-from core.user_systems import add_user_system, problems as user_problems, read_user_systems, remove_user_system
+from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
 
@@ -143,9 +143,7 @@ with st.form("models.add_own", clear_on_submit=False):
     st.markdown("**Add your own system**")
     own_left, own_mid, own_right = st.columns([1, 1, 2])
     own_name = own_left.text_input("Name", key="models.own_name", placeholder="my-model")
-    own_way = own_mid.radio("It is a", ["bi-encoder", "cross-encoder"], key="models.own_way",
-                            format_func={"bi-encoder": "bi-encoder folder (retriever)",
-                                         "cross-encoder": "cross-encoder folder (reranker)"}.get)
+    own_way = own_mid.radio("It is a", list(FOLDER_WAYS), key="models.own_way", format_func=FOLDER_WAYS.get)
     own_path = own_right.text_input("Model folder on this machine", key="models.own_path",
                                     placeholder="/path/to/sentence-transformers/model")
     if st.form_submit_button("Add"):

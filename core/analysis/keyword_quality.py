@@ -42,7 +42,14 @@ PASS_RULE = {
                 "sufficiency(top-k) < sufficiency(random k), averaged over k = 1, 2, 3 on the held-out pairs",
     "plausible": "mean Spearman ρ(weight, IDF) ≥ 0.2 and stop-word share among each question's top-2 ≤ 0.25",
 }
-FALLBACK = ("frm", "w")  # before any measurement: the default build's FRM and its own w(k, q)
+FALLBACK_METHOD = "w"  # before any measurement: the registered keyword explainer (FRM) and its own w(k, q)
+
+
+def fallback() -> tuple[str, str]:
+    """(system, method) shown before any measurement: the system whose registration explains keywords."""
+    from core.registry import list_systems
+
+    return next(s.name for s in list_systems("reranker") if s.explains_keywords), FALLBACK_METHOD
 
 
 @dataclass
@@ -179,11 +186,11 @@ def read_report(path: Path | None = None) -> dict | None:
 
 
 def keywords_default(path: Path | None = None) -> KeywordsDefault:
-    """The report's ``default`` (system, method) with its held-out figures; :data:`FALLBACK` without a report."""
+    """The report's ``default`` (system, method) with its held-out figures; :func:`fallback` without a report."""
     path = Path(REPORT if path is None else path)
     report = read_report(path)
     if not report or "default" not in report:
-        return KeywordsDefault(*FALLBACK)
+        return KeywordsDefault(*fallback())
     chosen = report["default"]
     row = next((r for r in report.get("held_out", []) if r.get("system") == chosen["system"]
                 and r.get("method") == chosen["method"]), {})

@@ -42,8 +42,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         candidate = _checked(args.candidate, "candidate")
     else:
         from core.data.pipeline import terms
+        from core.registry import default_first_stage
 
-        hits = load("bm25", dataset).search(query, k=5)  # the top hit that is not the query itself
+        hits = load(default_first_stage(), dataset).search(query, k=5)  # its top hit that is not the query itself
         others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
         candidate = dataset.corpus[others[0]] if others else query
     result = word_importance(load(system, dataset), query, candidate, method)

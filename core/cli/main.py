@@ -110,13 +110,13 @@ def cmd_systems(args: argparse.Namespace) -> int:
 def _systems_add(args: argparse.Namespace) -> int:
     """``systems add NAME --bi-encoder PATH | --cross-encoder PATH | --run FILE [--dataset D]``: validate, save;
     a bi-encoder given ``--dataset`` is encoded there now (else on first use)."""
-    from core.user_systems import add_user_system
+    from core.user_systems import WAYS, add_user_system
 
-    way, path = next((w, p) for w, p in (("bi-encoder", args.bi_encoder), ("cross-encoder", args.cross_encoder),
-                                         ("run", args.run)) if p)
+    way, path = next((w, p) for w, p in ((WAYS[0], args.bi_encoder), (WAYS[1], args.cross_encoder),
+                                         (WAYS[2], args.run)) if p)
     system = add_user_system(args.name, way, path, args.dataset or "")
     print(f"added {system.name} ({system.way}: {system.path})")
-    if way == "bi-encoder" and args.dataset:
+    if way == WAYS[0] and args.dataset:
         from core.build import build_system
 
         bar = TqdmProgress(f"encode {system.name} on {args.dataset}")
