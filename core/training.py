@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-PROFILES = ("quick", "full", "paper")  # quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe
+# quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe; smoke: a wiring check of a
+# few optimiser steps (a system without a "smoke" entry trains its quick settings) whose models measure nothing
+PROFILES = ("quick", "full", "paper", "smoke")
 
 
 def set_seed(seed: int = 13) -> None:
@@ -179,7 +181,7 @@ class TrainLog:
 
 
 def profile_settings(table: dict[str, dict], profile: str) -> dict:
-    """A system's overrides for ``profile``; a system without a "full" entry uses its "quick" one."""
+    """A system's overrides for ``profile``; a system without a "full" or "smoke" entry uses its "quick" one."""
     check_profile(profile)
     if profile in table:
         return table[profile]
