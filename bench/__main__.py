@@ -1,7 +1,7 @@
 """``python -m bench``: the declared experiments and the speed harness.
 
     python -m bench list                      # every declared experiment (bench/experiments.py)
-    python -m bench run NAME [--build [--profile P]]   # run one: rankings from core.serving, numbers from evaluate_contract
+    python -m bench run NAME [--build]        # run one: rankings from core.serving, numbers from evaluate_contract
     python -m bench run NAME --dataset D --split S --out PATH   # the same experiment on other data (tests: fixtures)
     python -m bench harness [--quick] [--only ...]               # speed and memory sections (bench/harness_cli.py)
 """
@@ -23,9 +23,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("name")
     run.add_argument("--dataset", help="another dataset than the experiment's (e.g. a fixture)")
     run.add_argument("--split", help="another query split than the experiment's")
-    run.add_argument("--build", action="store_true", help="build trained systems that are not built yet (--profile)")
-    run.add_argument("--profile", default="quick",
-                     help="training profile of --build (default quick; smoke: a few steps, a wiring check on fixtures)")
+    run.add_argument("--build", action="store_true", help="build trained systems that are not built yet (quick profile)")
     run.add_argument("--out", help="report path (default bench/reports/<experiment report>)")
     return p.parse_args(argv)
 
@@ -50,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         exp = get_experiment(args.name)
-        run_experiment(exp, dataset=args.dataset, split=args.split, build=args.build, out=args.out, profile=args.profile,
+        run_experiment(exp, dataset=args.dataset, split=args.split, build=args.build, out=args.out,
                        command="python -m bench " + " ".join(argv))
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -89,8 +89,9 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
                    progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr), profile: str = "quick") -> dict:
     """Run ``exp`` (optionally on another dataset or split: fixtures in tests) and write its report.
 
-    ``profile`` is the ``core.training`` profile of the systems ``build`` trains (``smoke``: a few steps, a
-    wiring check on fixtures); the report names it. Systems already built keep the profile they were built with."""
+    ``profile`` is the ``core.training`` profile of the systems ``build`` trains; the report names it. ``smoke``
+    (a few optimiser steps) checks the wiring on fixtures under a private ``QRS_VAR`` (tests): its models measure
+    nothing, and a later build sees them as built, so the command line keeps the quick profile."""
     from core.training import check_profile
 
     check_profile(profile)
