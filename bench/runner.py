@@ -86,8 +86,15 @@ def build_record(name: str, dataset: Dataset) -> dict:
 
 def run_experiment(exp: Experiment, dataset: str | None = None, split: str | None = None, build: bool = False,
                    out: str | Path | None = None, command: str | None = None,
-                   progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> dict:
-    """Run ``exp`` (optionally on another dataset or split: fixtures in tests) and write its report."""
+                   progress: Callable[[str], None] = lambda m: print(m, file=sys.stderr), profile: str = "quick") -> dict:
+    """Run ``exp`` (optionally on another dataset or split: fixtures in tests) and write its report.
+
+    ``profile`` is the ``core.training`` profile of the systems ``build`` trains; the report names it. ``smoke``
+    (a few optimiser steps) checks the wiring on fixtures under a private ``QRS_VAR`` (tests): its models measure
+    nothing, and a later build sees them as built, so the command line keeps the quick profile."""
+    from core.training import check_profile
+
+    check_profile(profile)
     ds = load_dataset(dataset or exp.dataset)
     split = split or exp.split
     queries = ds.split_queries(split)
@@ -97,7 +104,7 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     for name in exp.systems:
         if build:
-            build_missing(name, ds)
+            build_missing(name, ds, profile)
         start = time.perf_counter()
         run = rank_many(choice(name, exp, ds), ds, queries, k=max(exp.depth, 1000 if candidates else 100))
         seconds = time.perf_counter() - start
@@ -122,7 +129,7 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
         "command": command or f"python -m bench run {exp.name}", "commit": head_commit(),
         "dataset": ds.name, "split": split, "queries": len(queries), "scorer": SCORER, "ties": TIES,
         "tie_rule": TIE_RULES[TIES], "headline_convention": headline, "measures": list(exp.measures),
-        "seeds": list(exp.seeds), "first_stage": exp.first_stage, "depth": exp.depth,
+        "seeds": list(exp.seeds), "build_profile": profile if build else None, "first_stage": exp.first_stage, "depth": exp.depth,
         "test": {"name": exp.test, "unit": "query (paired, headline convention)", "n": len(evaluated),
                  "correction": f"Holm across the experiment's {len(comparisons)} comparisons",
                  "permutations": RANDOMIZATION_PERMUTATIONS if exp.test == "randomization" else None},

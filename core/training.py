@@ -13,7 +13,9 @@ import torch
 
 from core.settings import settings
 
-PROFILES = ("quick", "full", "paper")  # quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe
+# quick: default build (≤ 30 min all systems); full: longer caps; paper: the paper recipe; smoke: a wiring check of a
+# few optimiser steps (a system without a "smoke" entry trains its quick settings) whose models measure nothing
+PROFILES = ("quick", "full", "paper", "smoke")
 
 
 def set_seed(seed: int = 13) -> None:
@@ -180,7 +182,7 @@ class TrainLog:
 
 
 def profile_settings(table: dict[str, dict], profile: str) -> dict:
-    """A system's overrides for ``profile``; a system without a "full" entry uses its "quick" one."""
+    """A system's overrides for ``profile``; a system without a "full" or "smoke" entry uses its "quick" one."""
     check_profile(profile)
     if profile in table:
         return table[profile]

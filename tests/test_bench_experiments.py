@@ -1,6 +1,8 @@
 """bench/ as a client of core: every module imports, no module edits sys.path, and every declared experiment
 runs end to end (build, rank through core.serving, score through evaluate_contract, write its report) on
-fixture datasets: the tiny QQP fixture and a TrecQA cut to its first questions of every split."""
+fixture datasets: the tiny QQP fixture and a TrecQA cut to its first questions of every split. The learned
+systems build with the ``smoke`` training profile (a few optimiser steps): the test checks the wiring, not the
+models, which the declared experiments build with the quick profile."""
 from __future__ import annotations
 
 import importlib
@@ -76,8 +78,9 @@ def test_every_experiment_runs_on_a_fixture(exp, fixture_data, tmp_path):
     from bench.runner import SCORER, run_experiment
 
     out = tmp_path / "report.json"
-    report = run_experiment(exp, build=True, out=out, progress=lambda m: None)
+    report = run_experiment(exp, build=True, out=out, progress=lambda m: None, profile="smoke")
     saved = json.loads(out.read_text(encoding="utf-8"))
+    assert saved["build_profile"] == "smoke"
     assert saved["experiment"] == exp.name and saved["scorer"] == SCORER and saved["ties"] == "trec_eval"
     assert saved["command"] and saved["commit"] is not None and saved["tie_rule"]
     assert list(saved["systems"]) == list(exp.systems)
@@ -87,6 +90,21 @@ def test_every_experiment_runs_on_a_fixture(exp, fixture_data, tmp_path):
         assert all(v is None or 0.0 <= v <= 1.0 for v in ev["all"].values())
     assert len(saved["tests"]) == (len(exp.systems) - 1) * len(exp.measures)
     assert all(t["p"] <= t["p_holm"] <= 1.0 for t in saved["tests"])
+
+
+def test_smoke_profile_caps_the_learned_systems_and_an_unknown_profile_is_refused(fixture_data, tmp_path):
+    from bench.experiments import get_experiment
+    from bench.runner import run_experiment
+    from core.errors import UnknownNameError
+    from core.rerank import cnn
+    from core.retrieval import densetrans, dual_encoder
+
+    assert densetrans.make_config("smoke").plan.max_steps <= 10 < densetrans.make_config("quick").plan.max_steps
+    assert dual_encoder.make_config("smoke").plan.max_steps <= 10 < dual_encoder.make_config("quick").plan.max_steps
+    assert cnn.train_config_for("smoke", "train-all").epochs_for(10_000) == 1 < cnn.train_config_for("quick").epochs_for(10_000)
+    with pytest.raises(UnknownNameError):
+        run_experiment(get_experiment("qqp-first-stage"), build=True, out=tmp_path / "r.json", profile="no-such")
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_holm_adjustment():

@@ -71,6 +71,8 @@ class CNNTrainConfig:
     def for_profile(cls, profile: str) -> CNNTrainConfig:
         if check_profile(profile) == "paper":
             return cls(quick_pair_budget=0, dev_queries=0)
+        if profile == "smoke":  # wiring check (fixtures): one epoch, nothing it builds is a measurement
+            return cls(epochs=1, patience_epochs=1, eval_every=2, quick_pair_budget=0)
         return cls()
 
     def epochs_for(self, n_train: int) -> int:

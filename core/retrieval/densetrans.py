@@ -42,7 +42,7 @@ from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_sco
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
                              state_fingerprint, load_vocab, vocab_is_current)
-from core.training import check_profile, device, set_seed
+from core.training import check_profile, device, profile_settings, set_seed
 
 SYSTEM = "densetrans"
 DEFAULT_INDEX = "auto"  # exact below 1M vectors; the paper's IVFPQ (§4.2.3) is the "ivfpq" preset
@@ -80,6 +80,7 @@ PROFILES = {
     # the same model on an idle or a busy machine
     "quick": {**_CPU, "patience": 4},
     "full": {**_CPU, "patience": 6},  # quick with more patience
+    "smoke": {**_CPU, "max_steps": 4, "eval_every": 2, "patience": 1},  # wiring check (fixtures): no measurement
 }
 # recipes built beside the default (registry ``Recipe`` variants; each in its own folder): the settings that
 # replace the profile's, on top of the CPU size, whatever the profile (a profile changes patience only)
@@ -109,7 +110,7 @@ def make_config(profile: str = "quick", variant: str | None = None, **overrides)
     check_variant(SYSTEM, variant)
     _check_recipe_profile(variant, profile)
     plan_fields = {f.name for f in dataclasses.fields(TrainPlan)}
-    settings = {**PROFILES[profile], **RECIPES.get(variant or "", {}), **overrides}
+    settings = {**profile_settings(PROFILES, profile), **RECIPES.get(variant or "", {}), **overrides}
     plan = dataclasses.replace(DenseTransConfig.plan, **{k: v for k, v in settings.items() if k in plan_fields})
     arch = "full" if not variant or variant in RECIPES else variant
     return DenseTransConfig(**{k: v for k, v in settings.items() if k not in plan_fields}, variant=arch, plan=plan)

@@ -50,6 +50,7 @@ PROFILES = {
     "quick": {},
     "full": {"max_steps": 6000, "patience": 10, "max_seconds": 0},
     "paper": {"max_steps": 20000, "patience": 10, "max_seconds": 0, "dev_distractors": 0},
+    "smoke": {"max_steps": 4, "eval_every": 2, "patience": 1},  # wiring check (fixtures): a few steps, no measurement
 }
 
 
