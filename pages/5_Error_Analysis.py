@@ -15,6 +15,7 @@ from core.judging.agreement import agreement
 from core.analysis.error_analysis import (
     DEFAULT_METRICS,
     RunData,
+    run_from_dict,
     analysis_from_values,
     LABEL_SOURCES,
     PRECEDENCE,
@@ -198,14 +199,15 @@ if what:
 for name in chosen:
     for note in filter(None, (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name))):
         st.caption(f"⚠️ {note}")
-sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed}
+sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed
+           if not name.startswith("run:")}  # an imported run is not stored by the build
 live = [n for n, state in sources.items() if state != "fresh" or query_form == "typed"]
 st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run): {', '.join(live)}" if live else "")
            + (f"; imported: {', '.join(n[4:] for n in chosen if n.startswith('run:'))}"
               if any(n.startswith("run:") for n in chosen) else "") + ".")
 
 if campaign:
-    render_ppi(cstore, identity.name or "", campaign, rule, runs, res.metrics)
+    render_ppi(cstore, identity.name or "", campaign, rule, [run_from_dict(r.data, r.name) for r in runs], res.metrics)
 
 tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"])
 

@@ -696,6 +696,7 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
         conn.execute(text("INSERT INTO annotators (name, created_at) VALUES ('zed@lab.example', '2024-01-01')"))
         conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0004'"))
+        conn.execute(text("DROP TABLE campaign_judge_labels"))  # schema v6's table: a v4 database has none
     engine.dispose()
     cs = CampaignStore(url)  # opening upgrades
     try:

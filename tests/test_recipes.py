@@ -90,7 +90,7 @@ def test_display_names_and_deviation_notes_say_what_runs():
     assert display_name("frm@kw-loss") == "FRM (+ keyword-agreement loss)"
     assert display_name("densetrans@paper-objective@qqp-bimpm").endswith("[trained on qqp-bimpm]")
     assert display_name("bm25") == "BM25"
-    assert recipe_choices() == ["densetrans@paper-objective", "frm@kw-loss"]
+    assert recipe_choices() == ["densetrans@paper-objective", "frm@kw-loss", "cnn-rerank@train-all"]
     for spec in list_systems():  # every recipe is a variant of its system (parse_name, --variant)
         assert {r.variant for r in spec.recipes} <= set(spec.variants)
     dt_default, dt_paper = deviation_note("densetrans"), deviation_note("densetrans@paper-objective")

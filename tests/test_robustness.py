@@ -134,6 +134,10 @@ def _fast_build(name: str, module, ds) -> None:
                 extra = {"train_config": _few_steps(cls())}
     except (TypeError, ValueError):
         extra = {}  # the module changed its knobs: its default build
+    if "loader" in params:  # a composite system (fusion) takes its parts through the one loader, as core.build passes it
+        from core.serving.loader import part_loader
+
+        extra["loader"] = part_loader(ds)
     module.build(ds, "quick", **extra)
 
 
