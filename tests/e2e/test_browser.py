@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -83,11 +84,12 @@ def open_page(driver, url: str, path: str = "", timeout: float = WAIT) -> None:
 
 def shot(driver, name: str) -> Path:
     path = _SCREENS[0] / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(path))
     return path
 
 
-_SCREENS: list[Path] = [Path(".")]
+_SCREENS: list[Path] = [Path(tempfile.gettempdir()) / "qrs-e2e-screenshots"]  # a test module may point it elsewhere
 
 
 @pytest.fixture(autouse=True)
