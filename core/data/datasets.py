@@ -502,20 +502,24 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
     )
 
 
+def parse_jsonl_line(path: Path, lineno: int, line: str) -> dict | None:
+    """One line of a BEIR JSON-lines file as its object (``None`` for a blank line); ``DataFormatError`` naming
+    the file and line when it is not a JSON object with an ``_id``."""
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from None
+    if not isinstance(obj, dict) or "_id" not in obj:
+        raise DataFormatError(path, lineno, 'each line must be a JSON object with an "_id"')
+    return obj
+
+
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) for each non-blank line of a JSON-lines file."""
-    out = []
-    for lineno, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from None
-        if not isinstance(obj, dict) or "_id" not in obj:
-            raise DataFormatError(path, lineno, 'each line must be a JSON object with an "_id"')
-        out.append((lineno, obj))
-    return out
+    parsed = (parse_jsonl_line(path, lineno, line) for lineno, line in enumerate(_read_lines(path), start=1))
+    return [(lineno, obj) for lineno, obj in enumerate(parsed, start=1) if obj is not None]
 
 
 def _beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:

@@ -18,7 +18,6 @@ again from the chunk files without encoding anything).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.data.datasets import parse_jsonl_line
 from core.errors import DataFormatError, StudioError
 from core.progress import ProgressFn, _no_progress
 
@@ -84,14 +84,9 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
                 raise DataFormatError(path, lineno, "not UTF-8 text") from None
-            if not line.strip():
+            obj = parse_jsonl_line(path, lineno, line)
+            if obj is None:
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg}") from None
-            if not isinstance(obj, dict) or "_id" not in obj:
-                raise DataFormatError(path, lineno, 'each line must be a JSON object with an "_id"')
             doc_id = _beir_id(obj, path, lineno, seen)
             seen.add(doc_id)
             parts = []
