@@ -69,3 +69,21 @@ def run_main(*argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def built_frm(tiny_data, fresh_var):
+    """FRM trained a few steps on the tiny fixture (one intra-op thread: deterministic), with BM25 for candidates."""
+    import torch
+
+    from core.data.datasets import load_dataset
+    from core.rerank import frm
+    from core.retrieval import bm25
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ds = load_dataset("qqp-bimpm")
+    bm25.build(ds)
+    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, max_epochs=1, batch_size=8, eval_every=3))
+    torch.set_num_threads(before)
+    return ds

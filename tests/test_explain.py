@@ -7,22 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
-
-
-@pytest.fixture
-def built_frm(tiny_data, fresh_var):
-    from core.data.datasets import load_dataset
-    from core.rerank import frm
-    from core.retrieval import bm25
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    ds = load_dataset("qqp-bimpm")
-    bm25.build(ds)
-    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, max_epochs=1, batch_size=8, eval_every=3))
-    torch.set_num_threads(before)
-    return ds
 
 
 def _cli(argv, capsys):

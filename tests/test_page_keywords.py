@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
@@ -13,21 +12,6 @@ def _app() -> AppTest:
 
     st.cache_resource.clear()  # loaded systems are cached per process; each test has its own QRS_VAR
     return AppTest.from_file(str(ROOT / "pages/3_Keywords.py"), default_timeout=180)
-
-
-@pytest.fixture
-def built_frm(tiny_data, fresh_var):
-    from core.data.datasets import load_dataset
-    from core.rerank import frm
-    from core.retrieval import bm25
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    ds = load_dataset("qqp-bimpm")
-    bm25.build(ds)
-    frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, max_epochs=1, batch_size=8, eval_every=3))
-    torch.set_num_threads(before)
-    return ds
 
 
 def test_keywords_page_draws_heatmap(built_frm):
