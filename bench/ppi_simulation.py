@@ -1,20 +1,23 @@
 """Simulated judging budgets on fully judged data: PPI intervals vs humans only, uniform vs budget-aware.
 
 TrecQA's test questions have every candidate judged: the full human labels give the "true" metric of
-every system. A judge (a registered reranker) scores every test candidate; its thresholds and its
-P(relevant) are fitted on the dev split's human labels (never on test). For each budget (a share of the
-test questions whose candidates humans label) and each draw, the human-labelled questions are sampled
-uniformly or budget-aware (``core.analysis.budget``), and per system and metric we compute the humans-only
-interval, the judge-only value and the PPI interval (``core.analysis.ppi``), and the same for every
-pairwise difference. Reported: coverage of the full-judgment value by the nominal 90 % interval, mean
-widths, Kendall τ (scipy) of the system ordering against the full-judgment ordering, and the share of
-pairs significantly different under full judgments (paired t-test, p < .05) whose PPI interval of the
-difference excludes 0 on the same side.
+every system. A judge (a registered reranker) scores every test candidate; its grade probabilities
+P(g | score) and its thresholds are fitted on the dev split's human labels (never on test). The PPI
+prediction is the soft judge (``core.analysis.ppi``): the expected per-query metric under label draws from
+P(g | score). For each budget (a share of the test questions whose candidates humans label) and each draw,
+the human-labelled questions are sampled uniformly or budget-aware (``core.analysis.budget``: π_q from the
+judge's predicted uncertainty of nDCG@10, the campaign's ordering metric, taken in sequential Poisson order
+as a campaign's queue takes them), and per system and metric we compute the humans-only interval (same
+sample, same design), the judge-only values and the PPI interval, and the same for every pairwise
+difference. Reported: coverage of the full-judgment value by the nominal 90 % interval, mean widths,
+Kendall τ (scipy) of the system ordering against the full-judgment ordering, and the share of pairs
+significantly different under full judgments (paired t-test, p < .05) whose interval of the difference
+excludes 0 on the same side.
 
 Per-query metrics come from ranx through ``core.evaluation.per_query`` (the run's own order
 breaks ties); a question with no correct candidate scores 0 (the "all" convention).
 
-    python -m bench.ppi_simulation [--systems bm25,glove-mean,minilm-pairs,cnn-rerank] [--judge cnn-rerank]
+    python -m bench.ppi_simulation [--systems bm25,glove-mean,minilm-pairs] [--judge minilm-pairs]
 """
 from __future__ import annotations
 
@@ -28,11 +31,13 @@ import numpy as np
 from scipy import stats
 
 from bench.reporting import ROOT, head_commit, write_report
-from core.analysis.budget import inclusion_probabilities, poisson_sample, query_uncertainty, uniform_sample
-from core.evaluation import per_query
-from core.analysis.ppi import ESTIMATOR, human_mean, ppi_mean
+from core.analysis.budget import (UNIFORM_SHARE, inclusion_probabilities, metric_uncertainty,
+                                  sequential_poisson_sample, uniform_sample)
+from core.analysis.ppi import ESTIMATOR, SAMPLES, human_mean, posterior_samples, ppi_mean
 from core.data.datasets import load_dataset
-from core.judging.calibration import fit_thresholds, relevance_model
+from core.evaluation import per_query
+from core.judging.auto_judge import ORDER_METRIC
+from core.judging.calibration import fit_thresholds, grade_model
 from core.registry import get_spec
 from core.serving.loader import load
 from core.serving.runner import SystemChoice, rank_many
@@ -77,42 +82,38 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(tau) if np.isfinite(tau) else 0.0
 
 
-def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, draws: int, seed: int,
+def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, budgets, draws: int, seed: int,
              systems: list[str], n_labels: np.ndarray) -> dict:
-    """Coverage, width and τ per budget and design (see the module docstring)."""
+    """Coverage, width and τ per budget and design (see the module docstring).
+
+    ``human[m]``: per system, the per-query metric under full human labels; ``soft[m]``: the soft judge's
+    prediction; ``model_var[m]``: per system index and per pair (i, j), the judge's predicted variance per
+    query; ``uncertainty``: u_q for the budget-aware design."""
     big_n = len(n_labels)
     pairs = list(itertools.combinations(range(len(systems)), 2))
     significant = {(m, i, j): bool(np.any(human[m][i] != human[m][j])
                                    and stats.ttest_rel(human[m][i], human[m][j]).pvalue < 0.05)
                    for m in METRICS for i, j in pairs}
+    keys = ("ppi_cover", "human_cover", "ppi_width", "human_width", "diff_ppi_cover", "diff_human_cover",
+            "diff_ppi_width", "diff_human_width", "tau_ppi", "tau_human", "sig_kept", "sig_kept_human", "labels")
     out: dict = {}
     for budget in budgets:
         n = max(2, round(budget * big_n))
         for design in ("uniform", "budget-aware"):
             rng = np.random.default_rng(seed)
-            pi = inclusion_probabilities(probs_uncertainty, n) if design == "budget-aware" else None
-            acc: dict = {m: {"ppi_cover": [], "human_cover": [], "ppi_width": [], "human_width": [],
-                             "tuned_cover": [], "tuned_width": [], "tau_tuned": [], "diff_tuned_cover": [],
-                             "diff_tuned_width": [], "sig_kept_tuned": [],
-                             "diff_ppi_cover": [], "diff_ppi_width": [], "diff_human_width": [],
-                             "tau_ppi": [], "tau_human": [], "sig_kept": [], "labels": []} for m in METRICS}
+            pi = inclusion_probabilities(uncertainty, n) if design == "budget-aware" else None
+            acc: dict = {m: {k: [] for k in keys} for m in METRICS}
             for _ in range(draws):
-                idx = uniform_sample(big_n, n, rng) if pi is None else poisson_sample(pi, rng)
-                if len(idx) < 2:
-                    continue
+                idx = uniform_sample(big_n, n, rng) if pi is None else sequential_poisson_sample(pi, n, rng)
                 for m in METRICS:
                     a = acc[m]
                     a["labels"].append(int(n_labels[idx].sum()))
-                    truth, f = human[m], judge[m]
-                    est_p, est_h, est_t = [], [], []
+                    truth, f = human[m], soft[m]
+                    est_p, est_h = [], []
                     for s in range(len(systems)):
-                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi)
-                        ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
                         t = truth[s].mean()
-                        it = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, tuned=True)
-                        a["tuned_cover"].append(it.covers(t))
-                        a["tuned_width"].append(it.width)
-                        est_t.append(it.estimate)
+                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, model_var=model_var[m][s])
+                        ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
                         a["ppi_cover"].append(ip.covers(t))
                         a["human_cover"].append(ih.covers(t))
                         a["ppi_width"].append(ip.width)
@@ -122,68 +123,80 @@ def simulate(human: dict, judge: dict, probs_uncertainty: np.ndarray, budgets, d
                     full = np.array([truth[s].mean() for s in range(len(systems))])
                     a["tau_ppi"].append(_tau(np.array(est_p), full))
                     a["tau_human"].append(_tau(np.array(est_h), full))
-                    a["tau_tuned"].append(_tau(np.array(est_t), full))
-                    kept, kept_t = [], []
+                    kept, kept_h = [], []
                     for i, j in pairs:
                         d_true = truth[i] - truth[j]
-                        ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi)
+                        ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi,
+                                      model_var=model_var[m][(i, j)])
                         ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
-                        it = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi, tuned=True)
-                        a["diff_tuned_cover"].append(it.covers(d_true.mean()))
-                        a["diff_tuned_width"].append(it.width)
                         a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
+                        a["diff_human_cover"].append(ih.covers(d_true.mean()))
                         a["diff_ppi_width"].append(ip.width)
                         a["diff_human_width"].append(ih.width)
                         if significant[(m, i, j)]:
                             sign = np.sign(d_true.mean())
                             kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
-                            kept_t.append(bool(it.low > 0) if sign > 0 else bool(it.high < 0))
+                            kept_h.append(bool(ih.low > 0) if sign > 0 else bool(ih.high < 0))
                     if kept:
                         a["sig_kept"].append(float(np.mean(kept)))
-                        a["sig_kept_tuned"].append(float(np.mean(kept_t)))
+                        a["sig_kept_human"].append(float(np.mean(kept_h)))
             out.setdefault(f"{budget:.2f}", {})[design] = {
-                m: {"draws": len(a["labels"]), "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs), "queries_target": n,
+                m: {"draws": len(a["labels"]), "queries": n,
+                    "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs),
                     "human_labels_mean": float(np.mean(a["labels"])),
                     "coverage_ppi": float(np.mean(a["ppi_cover"])), "coverage_human": float(np.mean(a["human_cover"])),
                     "width_ppi": float(np.mean(a["ppi_width"])), "width_human": float(np.mean(a["human_width"])),
                     "diff_coverage_ppi": float(np.mean(a["diff_ppi_cover"])),
+                    "diff_coverage_human": float(np.mean(a["diff_human_cover"])),
                     "diff_width_ppi": float(np.mean(a["diff_ppi_width"])),
                     "diff_width_human": float(np.mean(a["diff_human_width"])),
                     "tau_ppi": float(np.mean(a["tau_ppi"])), "tau_human": float(np.mean(a["tau_human"])),
                     "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None,
-                    "coverage_ppi_tuned": float(np.mean(a["tuned_cover"])), "width_ppi_tuned": float(np.mean(a["tuned_width"])),
-                    "tau_ppi_tuned": float(np.mean(a["tau_tuned"])),
-                    "diff_coverage_ppi_tuned": float(np.mean(a["diff_tuned_cover"])),
-                    "diff_width_ppi_tuned": float(np.mean(a["diff_tuned_width"])),
-                    "significant_pairs_kept_tuned": float(np.mean(a["sig_kept_tuned"])) if a["sig_kept_tuned"] else None}
+                    "significant_pairs_kept_human": float(np.mean(a["sig_kept_human"])) if a["sig_kept_human"] else None}
                 for m, a in acc.items()}
     return out
 
 
 def markdown_table(report: dict) -> str:
     """The BENCHMARKS.md table of a report: per budget, design and metric, coverage and mean widths."""
-    lines = ["| budget | design | metric | human labels (mean) | coverage PPI | coverage PPI++ | coverage humans | "
-             "width PPI | width PPI++ | width humans | τ PPI++ | τ humans | sig. pairs kept (PPI++) |",
+    lines = ["| budget | design | metric | human labels (mean) | coverage PPI | coverage humans | width PPI | "
+             "width humans | coverage PPI, differences | width PPI / humans, differences | τ PPI | τ humans | "
+             "sig. pairs kept PPI / humans |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for budget, designs in report["results"].items():
         for design, per in designs.items():
             for m, r in per.items():
-                kept = r.get("significant_pairs_kept_tuned")
+                kept, kept_h = r.get("significant_pairs_kept"), r.get("significant_pairs_kept_human")
                 lines.append(f"| {float(budget):.0%} | {design} | {m} | {r['human_labels_mean']:.0f} | "
-                             f"{r['coverage_ppi']:.3f} | {r['coverage_ppi_tuned']:.3f} | {r['coverage_human']:.3f} | "
-                             f"{r['width_ppi']:.3f} | {r['width_ppi_tuned']:.3f} | {r['width_human']:.3f} | "
-                             f"{r['tau_ppi_tuned']:.2f} | {r['tau_human']:.2f} | "
-                             f"{'-' if kept is None else f'{kept:.2f}'} |")
+                             f"{r['coverage_ppi']:.3f} | {r['coverage_human']:.3f} | "
+                             f"{r['width_ppi']:.3f} | {r['width_human']:.3f} | {r['diff_coverage_ppi']:.3f} | "
+                             f"{r['diff_width_ppi']:.3f} / {r['diff_width_human']:.3f} | "
+                             f"{r['tau_ppi']:.2f} | {r['tau_human']:.2f} | "
+                             f"{'-' if kept is None else f'{kept:.2f} / {kept_h:.2f}'} |")
     return "\n".join(lines)
+
+
+def verdict(report: dict) -> dict:
+    """The done-means checks per design, per cell: PPI coverage ≥ .88, and PPI narrower than humans only."""
+    out = {}
+    for design in ("uniform", "budget-aware"):
+        cells = [(b, m, r) for b, ds in report["results"].items() for m, r in ds.get(design, {}).items()]
+        low = [f"{b} {m}: {r['coverage_ppi']:.3f}" for b, m, r in cells if r["coverage_ppi"] < 0.88]
+        wider = [f"{b} {m}: {r['width_ppi']:.3f} vs {r['width_human']:.3f}" for b, m, r in cells
+                 if r["width_ppi"] >= r["width_human"]]
+        out[design] = {"coverage_at_least_0.88": not low, "coverage_below": low,
+                       "narrower_than_humans_only": not wider, "not_narrower": wider}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the simulation and write bench/reports/ppi_simulation.json."""
     p = argparse.ArgumentParser(prog="python -m bench.ppi_simulation", description=__doc__.split("\n")[0])
     p.add_argument("--dataset", default="trecqa")
-    p.add_argument("--systems", default="bm25,glove-mean,minilm-pairs,cnn-rerank")
-    p.add_argument("--judge", default="cross-encoder")
+    p.add_argument("--systems", default="bm25,glove-mean,minilm-pairs")
+    p.add_argument("--judge", default="minilm-pairs")
     p.add_argument("--draws", type=int, default=1000)
+    p.add_argument("--samples", type=int, default=SAMPLES, help="soft-judge label draws per question")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(ROOT / "bench" / "reports" / "ppi_simulation.json"))
     p.add_argument("--table", action="store_true", help="print the BENCHMARKS.md table of the report at --out")
@@ -206,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     dev_s = [scores_dev[q][d] for q in dev_q for d in ds.candidates[q]]
     dev_y = [int(dev_qrels.get(q, {}).get(d, 0)) for q in dev_q for d in ds.candidates[q]]
     thresholds = fit_thresholds(dev_s, dev_y, max_label)
-    prob = relevance_model(dev_s, dev_y)
+    grades = grade_model(dev_s, dev_y, max_label)
     judge_qrels = {q: dict(zip(ds.candidates[q], thresholds.grade([scores_test[q][d] for d in ds.candidates[q]]).tolist()))
+                   for q in test_q}
+    grade_probs = {q: dict(zip(ds.candidates[q], grades([scores_test[q][d] for d in ds.candidates[q]]).tolist()))
                    for q in test_q}
     item_agree = [(int(test_qrels.get(q, {}).get(d, 0)), judge_qrels[q][d]) for q in test_q for d in ds.candidates[q]]
     from sklearn.metrics import cohen_kappa_score
@@ -216,39 +231,55 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in test_q}, k=100) for s in systems}
     human = {m: [metric_table(test_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
-    judge = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
-    top = {q: {d for s in systems if q in runs[s] for d in runs[s][q].doc_ids[:10]} for q in test_q}
-    item_p = {q: prob([scores_test[q][d] for d in sorted(top[q])]) for q in test_q}
-    unc = query_uncertainty(item_p)
+    hard = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
+    soft: dict = {}
+    model_var: dict = {}
+    order_draws: dict = {}
+    for m in METRICS:
+        draws = posterior_samples(grade_probs, runs, m, test_q, samples=args.samples, seed=args.seed)
+        soft[m] = [draws[s].mean(axis=1) for s in systems]
+        model_var[m] = {i: draws[s].var(axis=1) for i, s in enumerate(systems)}
+        model_var[m].update({(i, j): (draws[systems[i]] - draws[systems[j]]).var(axis=1)
+                             for i, j in itertools.combinations(range(len(systems)), 2)})
+        if m == ORDER_METRIC:
+            order_draws = draws
+    if not order_draws:
+        order_draws = posterior_samples(grade_probs, runs, ORDER_METRIC, test_q, samples=args.samples, seed=args.seed)
+    uncertainty = metric_uncertainty(order_draws)
     n_labels = np.array([len(ds.candidates[q]) for q in test_q])
 
     full = {m: {s: float(human[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
-    judge_only = {m: {s: float(judge[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
+    judge_soft = {m: {s: float(soft[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
+    judge_hard = {m: {s: float(hard[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
     circular = [s for s in systems if get_spec(s.split("@")[0]).minilm_derived
                 and get_spec(args.judge.split("@")[0]).minilm_derived]
-    results = simulate(human, judge, np.array([unc[q] for q in test_q]), BUDGETS, args.draws, args.seed, systems,
-                       n_labels)
+    results = simulate(human, soft, model_var, uncertainty, BUDGETS, args.draws, args.seed, systems, n_labels)
     report = {
         "command": "python -m bench.ppi_simulation " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
         "commit": head_commit(), "dataset": args.dataset, "split": "test", "calibration_split": "dev",
         "queries": len(test_q), "items": int(n_labels.sum()), "systems": systems, "judge": args.judge,
         "circularity": circular, "metrics": list(METRICS), "level": LEVEL, "draws": args.draws, "seed": args.seed,
-        "estimator": ESTIMATOR, "estimator_tuned": "PPI++ power tuning (lambda = Cov_S(y, f) / Var_S(f)), otherwise the same", "budget_unit": "share of test questions whose candidates humans label "
-                                              "(human_labels_mean: the items that means)",
+        "estimator": ESTIMATOR, "soft_judge_samples": args.samples,
+        "budget_unit": "share of test questions whose candidates humans label (human_labels_mean: the items that means)",
+        "budget_aware": f"pi_q proportional to {UNIFORM_SHARE} uniform + {1 - UNIFORM_SHARE} x the judge's predicted sd "
+                        f"of {ORDER_METRIC} (variance summed over the systems); sequential Poisson order; Hajek "
+                        "estimator, variance floored by the judge's prediction",
+        "humans_only": "the same sample and design, with a judge that always predicts 0",
         "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,
-        "full_judgments": full, "judge_only": judge_only,
-        "tau_judge_only": {m: _tau(np.array([judge_only[m][s] for s in systems]),
+        "full_judgments": full, "judge_only_soft": judge_soft, "judge_only_thresholded": judge_hard,
+        "tau_judge_only": {m: _tau(np.array([judge_soft[m][s] for s in systems]),
                                    np.array([full[m][s] for s in systems])) for m in METRICS},
-        "results": results, "seconds": time.perf_counter() - start,
+        "results": results, "seconds": round(time.perf_counter() - start, 1),
     }
+    report["verdict"] = verdict(report)
     write_report(args.out, report)
     for budget, designs in results.items():
         for design, per in designs.items():
             for m, r in per.items():
-                print(f"{budget} {design:12s} {m:12s} cover ppi {r['coverage_ppi']:.3f} ppi++ {r['coverage_ppi_tuned']:.3f} "
-                      f"human {r['coverage_human']:.3f} width ppi++ {r['width_ppi_tuned']:.3f} "
-                      f"width ppi {r['width_ppi']:.3f} human {r['width_human']:.3f} tau ppi {r['tau_ppi']:.2f} "
-                      f"human {r['tau_human']:.2f}")
+                print(f"{budget} {design:12s} {m:12s} cover ppi {r['coverage_ppi']:.3f} human {r['coverage_human']:.3f} "
+                      f"width ppi {r['width_ppi']:.3f} human {r['width_human']:.3f} "
+                      f"tau ppi {r['tau_ppi']:.2f} human {r['tau_human']:.2f}")
+    print(report["verdict"])
     return 0
 
 

@@ -14,6 +14,30 @@ import argparse
 import time
 
 
+def _paired(dataset, name: str, qrels, queries) -> dict | None:
+    """Served ranking minus reference per query (stored runs): mean difference and a paired t-test (scipy) for
+    H@1 and MRR@100 over the held-out queries."""
+    import numpy as np
+    from scipy import stats
+
+    from core.analysis import runs
+    from core.analysis.held_out import METRICS, reference_of
+    from core.evaluation import per_query
+
+    reference = reference_of(name)
+    if reference is None:
+        return None
+    mine, ref = runs.load_runs(dataset, [name, reference], queries, k=100)
+    out = {"test": "paired t-test over queries (scipy.stats.ttest_rel), served − reference", "queries": len(qrels)}
+    for m in METRICS:
+        a, b = per_query(qrels, mine, m), per_query(qrels, ref, m)
+        d = np.array([a.get(q, 0.0) - b.get(q, 0.0) for q in qrels])
+        p = float(stats.ttest_rel(d, np.zeros_like(d)).pvalue) if np.any(d != 0) else 1.0
+        out[m] = {"mean_difference": round(float(d.mean()), 4), "p": p, "queries_better": int((d > 0).sum()),
+                  "queries_worse": int((d < 0).sum())}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.reporting import head_commit, write_report
     from core.evaluation import evaluate_run
@@ -68,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({
             "system": name, "reference": reference_of(name),
             "dev_choice": None if chosen is None else {"alpha": chosen.weight, "rule": chosen.rule,
+                                                       "partner": chosen.partner or chosen.first_stage,
                                                        "first_stage": chosen.first_stage, "depth": chosen.depth,
                                                        "dev_queries": chosen.dev_queries, "dev": chosen.dev},
             "test_queries": len(queries),
@@ -76,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             "test_reference": verdict.reference_scores if verdict else None,
             "below_reference": verdict.below if verdict else None,
             "verdict": verdict.line() if verdict else None,
+            "served_vs_reference": _paired(dataset, name, qrels, queries),
             "seconds": round(time.time() - t0, 1),
         })
         print(rows[-1], flush=True)

@@ -104,9 +104,9 @@ class SystemSpec:
 _DENSE = dict(family="dense", ann_indexable=True, milvus_servable=True, knobs=("index", "nprobe", "efSearch"))
 
 
-INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · BM25's, each min-max normalised over the query's "
-                      "candidates, α chosen on dev (600 queries, best MRR@100 over α = 0 … .9; stored beside the "
-                      "model in interpolation.json; not in the paper)")
+INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · {partner}'s, each min-max normalised over the "
+                      "query's candidates (BM25's top 20), α chosen on dev (600 queries, best MRR@100 over "
+                      "α = 0 … .9; stored beside the model in interpolation.json; not in the paper)")
 
 
 SYSTEMS: tuple[SystemSpec, ...] = (
@@ -172,18 +172,20 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                deviation="the paper's loss (Eq. 18 only) at CPU size: all-MiniLM-L6-v2 frozen (paper: BERT "
                          "fine-tuned), new layers at lr 1e-3 (paper: 2e-5), 3-epoch cap with dev ROC AUC early "
                          "stopping on 1,000 dev pairs; on QQP 15,871 training pairs of the cluster-disjoint split "
-                         "(the paper's whole recipe: `--profile paper`); " + INTERPOLATION_NOTE,
+                         "(the paper's whole recipe: `--profile paper`); "
+                         + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
                recipe_label="paper loss, Eq. 18",
                recipes=(Recipe("kw-loss", "+ keyword-agreement loss",
                                "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
                                "the paper (weight 1), dropped as the default on dev (bench/reports/dev_decisions.json); "
                                "otherwise as the default: all-MiniLM-L6-v2 frozen (paper: BERT fine-tuned), new "
-                               "layers at lr 1e-3, 3-epoch cap; " + INTERPOLATION_NOTE),),
+                               "layers at lr 1e-3, 3-epoch cap; "
+                               + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)")),),
                family="reranker", reference="minilm-pairs", explains_keywords=True),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
                variants=("no-features", "train-all"),
-               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score"),
+               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score").format(partner="BM25"),
                recipes=(Recipe("train-all", "TRAIN-ALL (1,229 questions, automatic labels)",
                                "trained on TrecQA's TRAIN-ALL (53,417 pairs with automatic labels, assembled from "
                                "public pieces: data/trecqa/PROVENANCE.md) with overlap features and dev-MAP early "
@@ -193,7 +195,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
                deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '
-                         + INTERPOLATION_NOTE,
+                         + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
                family="cross-encoder", reference="minilm-pairs"),
     SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.rerank.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",

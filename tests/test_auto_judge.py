@@ -106,6 +106,22 @@ def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_
     assert len(plan.order) == 6 and sum(plan.probabilities.values()) == pytest.approx(2)
     (cmp,) = plan.comparisons
     assert cmp["low"] <= cmp["estimate"] <= cmp["high"] and cmp["width_at_budget"] <= cmp["width_now"]
+    # the soft judge: grade probabilities fitted on the calibration queries, which PPI leaves out
+    from ranx import Run
+
+    from core.analysis.ppi import campaign_estimates
+    from core.judging.auto_judge import _runs, judge_identity, pool_items, soft_judge
+
+    soft = soft_judge(cs, OWNER, "trec", judge_identity("bm25"))
+    assert len(soft.grade_probs) == 24 and soft.calibration and soft.calibration_items > 0
+    rows = [r for q in soft.grade_probs.values() for r in q.values()]
+    assert all(len(r) == 3 and abs(sum(r) - 1) < 1e-9 for r in rows)
+    human, _ = cs.qrels(OWNER, "trec", "adjudicated")
+    runs = [Run.from_dict(r, name=s) for s, r in _runs(pool_items(cs, OWNER, "trec")).items()]
+    (first, *_), = [campaign_estimates(human, soft.grade_probs, runs, ["ndcg@10"], calibration=soft.calibration)]
+    est = first.metrics[0]
+    assert est.ppi.n_human == 18 - len(soft.calibration) and est.ppi.n_total == 24
+    assert est.ppi.low <= est.ppi.estimate <= est.ppi.high
     code, out, err = run_main("campaign", "status", "--db", db, "--name", "trec", "--as", OWNER, "--budget", "20")
     assert code == 0, err
     assert "label next, in this order" in out and "width at budget" in out and plan.order[0] in out

@@ -101,3 +101,19 @@ def test_bm25_top_k_cuts_a_tie_by_collection_position():
     ranking = retriever.search("Learn Python?", k=5)
     assert ranking.doc_ids == ["d00", "d01", "d02", "d03", "d04"]
     assert len(set(ranking.scores)) == 1
+
+
+def test_candidate_scorer_applies_the_variant():
+    """bm25@anserini-default on candidate lists uses its own k1/b (it silently used the default before)."""
+    from core.errors import UnknownNameError
+    from core.retrieval.bm25 import PRESETS, candidate_scorer
+
+    corpus = {"a": "cheap flights to paris paris paris", "b": "flights", "c": "hotels in rome"}
+    default, anserini = candidate_scorer(corpus), candidate_scorer(corpus, "anserini-default")
+    assert anserini.name == "bm25@anserini-default"
+    assert (anserini.retriever.model.k1, anserini.retriever.model.b) == PRESETS["anserini-default"]
+    assert default.retriever.model.k1 != anserini.retriever.model.k1
+    docs = list(corpus.values())
+    assert not np.allclose(default.score_pairs(["paris flights"] * 3, docs), anserini.score_pairs(["paris flights"] * 3, docs))
+    with pytest.raises(UnknownNameError):
+        candidate_scorer(corpus, "nonsense")

@@ -68,6 +68,38 @@ def test_served_ranking_mixes_only_over_the_first_stage_it_was_chosen_for():
     assert reranker.score_pairs(["q", "q"], ["alpha", "beta"]).tolist() == [0.4, 0.5]  # pair scores untouched
 
 
+def test_a_partner_that_is_not_the_first_stage_is_scored_on_the_same_pairs():
+    """FRM and the cross-encoder mix in their reference's score (not BM25's): the partner scores the same
+    (query, candidate) pairs in the single and the batched path."""
+    from core.rerank.interpolation import Interpolation
+    from core.retrieval.base import Ranking
+
+    corpus = {"a": "alpha", "b": "beta"}
+    reranker = _Fixed.make({"alpha": 0.4, "beta": 0.5})
+    partner = _Fixed.make({"alpha": 1.0, "beta": 0.0})
+    bm25 = Ranking("bm25", ["a", "b"], [1.0, 9.0])  # BM25 prefers b: a mix with BM25 would keep b first
+    reranker.interpolation = Interpolation(weight=0.6, first_stage="bm25", depth=20, partner="minilm-pairs")
+    reranker.partner = partner
+    mixed = reranker.rerank("q", bm25, corpus)
+    assert mixed.doc_ids == ["a", "b"] and mixed.scores == pytest.approx([0.6, 0.4])
+    assert reranker.rerank_many({"q": "q"}, {"q": bm25}, corpus)["q"].doc_ids == ["a", "b"]
+    assert reranker.score_pairs(["q"], ["alpha"]).tolist() == [0.4]  # pair scores are the reranker's own
+
+
+def test_apply_loads_the_partner_through_the_loader(tmp_path):
+    from core.rerank.interpolation import Interpolation, apply, write
+
+    reranker = _Fixed.make({})
+    write(tmp_path, Interpolation(weight=0.3, first_stage="bm25", depth=20, partner="minilm-pairs"))
+    asked = []
+    apply(reranker, tmp_path, partner_loader=lambda name: asked.append(name) or "scorer")
+    assert asked == ["minilm-pairs"] and reranker.partner == "scorer" and reranker.interpolation.weight == 0.3
+    plain = _Fixed.make({})
+    write(tmp_path, Interpolation(weight=0.3, first_stage="bm25", depth=20, partner="bm25"))
+    apply(plain, tmp_path, partner_loader=lambda name: pytest.fail("the first stage needs no loader"))
+    assert plain.partner is None and plain.interpolation.partner == "bm25"
+
+
 def test_build_chooses_the_weight_stores_it_and_checks_held_out_as_it_goes(built, monkeypatch, capsys):
     """Tiny fixture: BM25 and the CNN reranker; the weight file sits beside the model, the loader applies it,
     and the held-out verdict is printed right after the CNN finishes (before the next system starts)."""

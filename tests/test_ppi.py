@@ -158,3 +158,65 @@ def test_power_tuned_ppi_is_never_much_wider_than_humans_and_narrower_with_a_goo
     assert np.mean(w_useless) < 1.1 * np.mean(w_human)
     assert np.mean(w_good) < 0.5 * np.mean(w_human) and np.mean(w_good) < np.mean(w_classic)
     assert covered / 300 >= 0.85
+
+
+# ----------------------------------------------------------------------------- the soft judge
+def test_grade_model_rows_are_distributions_and_follow_the_score():
+    from core.judging.calibration import grade_model
+
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 3, size=300)
+    scores = labels * 2.0 + rng.normal(0, 0.8, size=300)
+    rows = grade_model(scores, labels, 2)([-2.0, 2.0, 6.0])
+    assert rows.shape == (3, 3) and np.allclose(rows.sum(axis=1), 1)
+    assert rows[0].argmax() == 0 and rows[2].argmax() == 2 and rows[0, 2] < rows[1, 2] < rows[2, 2]
+    only = grade_model([0.1, 0.4], [1, 1], 2)([0.0, 5.0])
+    assert only.tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+    with pytest.raises(ValueError):
+        grade_model([0.1], [3], 2)
+
+
+def test_posterior_samples_certain_labels_give_the_metric_and_paired_draws():
+    from ranx import Run
+
+    from core.analysis.ppi import per_query_values, posterior_samples
+
+    run_a = Run.from_dict({"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"x": 2.0, "y": 1.0}}, name="a")
+    run_b = Run.from_dict({"q1": {"c": 3.0, "b": 2.0, "a": 1.0}, "q2": {"y": 2.0, "x": 1.0}}, name="b")
+    certain = {"q1": {"a": [0.0, 1.0], "b": [1.0, 0.0], "c": [1.0, 0.0]}, "q2": {"x": [1.0, 0.0], "y": [0.0, 1.0]}}
+    draws = posterior_samples(certain, {"a": run_a, "b": run_b}, "map@100", ["q1", "q2"], samples=7)
+    qrels = {"q1": {"a": 1, "b": 0, "c": 0}, "q2": {"x": 0, "y": 1}}
+    for name, run in (("a", run_a), ("b", run_b)):
+        assert draws[name].shape == (2, 7) and np.all(draws[name].var(axis=1) == 0)
+        assert np.allclose(draws[name][:, 0], per_query_values(qrels, run, "map@100", ["q1", "q2"]))
+    coin = {"q1": {"a": [0.5, 0.5], "b": [1.0, 0.0], "c": [1.0, 0.0]}}
+    d = posterior_samples(coin, {"a": run_a, "b": run_a}, "precision@1", ["q1"], samples=400, seed=3)
+    assert np.array_equal(d["a"], d["b"])  # the same label draws for every run
+    assert 0.4 < d["a"].mean() < 0.6 and d["a"].var() > 0.2
+
+
+def test_variance_floor_applies_under_both_designs():
+    f = np.zeros(50)
+    y = np.full(3, 0.5)  # three identical rectifiers: the linearised variance is 0
+    pi = np.full(50, 3 / 50)
+    sigma2 = np.full(50, 0.04)
+    no_floor = ppi_mean(f, [0, 1, 2], y, probs=pi)
+    floored = ppi_mean(f, [0, 1, 2], y, probs=pi, model_var=sigma2)
+    assert no_floor.width == pytest.approx(0) and floored.width > 0.1
+    assert floored.estimate == pytest.approx(no_floor.estimate)
+    assert ppi_mean(f, [0, 1, 2], y, model_var=sigma2).width > 0.05  # uniform: floored too
+    with pytest.raises(ValueError):
+        ppi_mean(f, [0, 1, 2], y, probs=pi, model_var=np.full(49, 0.04))
+
+
+def test_sequential_poisson_sample_has_fixed_size_and_follows_the_probabilities():
+    from core.analysis.budget import sequential_poisson_sample
+
+    pi = inclusion_probabilities([3.0] + [1.0] * 19, 4, share=0.0)  # π_0 = 12/22
+    rng = np.random.default_rng(0)
+    hits = np.zeros(20)
+    for _ in range(2000):
+        idx = sequential_poisson_sample(pi, 4, rng)
+        assert len(idx) == 4 and len(set(idx.tolist())) == 4
+        hits[idx] += 1
+    assert abs(hits[0] / 2000 - pi[0]) < 0.08 and hits[0] > 3 * hits[1:].mean()

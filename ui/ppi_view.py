@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.analysis.ppi import ESTIMATOR, campaign_estimates
 from core.errors import StudioError
-from core.judging.auto_judge import judge_labels, judges, pool_items
+from core.judging.auto_judge import judges, soft_judge
 
 LEVEL = 0.9
 
@@ -29,22 +29,21 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
                    f"`python -m core judge --campaign {campaign} --judge SYSTEM --as {actor}`.")
         return
     identity = st.selectbox("Judge", found, key="ea.ppi_judge") if len(found) > 1 else found[0]
-    items = {it.item_id: it for it in pool_items(cstore, actor, campaign)}
-    judged: dict[str, dict[str, int]] = {}
-    for item_id, (_score, label) in judge_labels(cstore, actor, campaign, identity).items():
-        it = items[item_id]
-        judged.setdefault(it.query_id, {})[it.doc_id] = label
+    soft = soft_judge(cstore, actor, campaign, identity, rule)
     human, _ = cstore.qrels(actor, campaign, rule)
     rows = []
-    for est in campaign_estimates(human, judged, runs, metrics, level=LEVEL):
+    for est in campaign_estimates(human, soft.grade_probs, runs, metrics, level=LEVEL, calibration=soft.calibration):
         for m in est.metrics:
             rows.append({"system": est.system, "metric": m.metric, "humans only": _ci(m.human_only),
                          "judge only": round(m.judge_only, 4), f"PPI ({LEVEL:.0%} CI)": _ci(m.ppi),
                          "queries (human / all)": f"{m.ppi.n_human if m.ppi else 0} / "
-                                                  f"{m.ppi.n_total if m.ppi else len(judged)}",
+                                                  f"{m.ppi.n_total if m.ppi else len(soft.grade_probs)}",
                          "human labels": m.human_labels, "judge labels": m.judge_labels})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ea.ppi_table")
-    st.caption(f"Judge {identity}; human reference: {rule} rule. Queries count as human-labelled when every "
-               "item the judge labelled on them has a human label; they are taken as a uniform sample of the "
-               f"campaign's queries. Estimator: {ESTIMATOR}. Judge-only values carry no interval: their bias is "
-               "unknown until humans check it.")
+    st.caption(f"Judge {identity}; human reference: {rule} rule. The judge's grade probabilities were fitted on "
+               f"the human labels of {len(soft.calibration)} calibration queries ({soft.calibration_items} items), "
+               "which are left out of the rectifier. Queries count as human-labelled when every item the judge "
+               "scored on them has a human label; they are taken as a uniform sample of the campaign's queries. "
+               f"Estimator: {ESTIMATOR}. Judge-only values (the soft judge's expected metric) carry no interval: "
+               "their bias is unknown until humans check it. Simulated coverage and widths: BENCHMARKS.md, "
+               "\"Judging budgets\".")

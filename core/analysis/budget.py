@@ -5,15 +5,17 @@ probability π_q proportional to a mixture of uniform and the judge's uncertaint
 
     π_q = min(1, c · (λ/N + (1 − λ) · u_q / Σ u)),   c chosen so that Σ π_q = n,
 
-with u_q = √(Σ_i p_i (1 − p_i)) over the query's items in the compared systems' top k (p_i the judge's
-calibrated probability that item i is relevant): the rectifier of a query whose labels the judge is
-sure of is near 0, so its human label narrows the interval least. The uniform share λ keeps every
-π_q ≥ λ·n/N, so the inverse-probability weighted rectifier of ``core.analysis.ppi`` stays (approximately: Hájek) unbiased with bounded
-weights (Poisson sampling: each query independently with π_q; Σ π_q = n is the expected budget).
+with u_q the judge's predicted standard deviation of the query's metric (``metric_uncertainty``: over the
+soft judge's label draws, ``core.analysis.ppi.posterior_samples``, summed in variance over the compared
+systems), or, before any system is pooled, √(Σ_i p_i (1 − p_i)) over its items (``query_uncertainty``):
+the rectifier of a query whose metric the judge is sure of is near 0, so its human label narrows the
+interval least (Neyman allocation). The uniform share λ = .5 keeps every π_q ≥ λ·n/N, so the inverse-
+probability weighted rectifier of ``core.analysis.ppi`` stays (approximately: Hájek) unbiased with bounded
+weights.
 
-A campaign orders its remaining queries by Ohlsson's sequential Poisson keys ξ_q = U_q / π_q
-(U_q uniform, seeded): taking the queue from the front until the budget is spent is a πps sample
-whose inclusion probabilities are π_q up to O(1/n).
+Queries are taken in Ohlsson's sequential Poisson order, keys ξ_q = U_q / π_q (U_q uniform, seeded):
+taking the n smallest keys (``sequential_poisson_sample``, what a campaign's queue does) is a fixed-size
+πps sample whose inclusion probabilities are π_q up to O(1/n).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-UNIFORM_SHARE = 0.3  # λ: the uniform part of the budget-aware design
+UNIFORM_SHARE = 0.5  # λ: the uniform part of the budget-aware design
 
 
 def query_uncertainty(item_probs: Mapping[str, Sequence[float]]) -> dict[str, float]:
@@ -31,6 +33,14 @@ def query_uncertainty(item_probs: Mapping[str, Sequence[float]]) -> dict[str, fl
         p = np.clip(np.asarray(probs, dtype=float), 0.0, 1.0)
         out[qid] = float(np.sqrt((p * (1 - p)).sum())) if len(p) else 0.0
     return out
+
+
+def metric_uncertainty(draws: Mapping[str, np.ndarray]) -> np.ndarray:
+    """u_q = √(Σ_systems Var_k(metric)) per query, from ``posterior_samples``' (N, K) arrays per system."""
+    arrays = list(draws.values())
+    if not arrays:
+        raise ValueError("no systems to measure the judge's uncertainty on")
+    return np.sqrt(sum(np.asarray(a, dtype=float).var(axis=1) for a in arrays))
 
 
 def inclusion_probabilities(uncertainty: Sequence[float], n: float, share: float = UNIFORM_SHARE) -> np.ndarray:
@@ -64,6 +74,13 @@ def poisson_sample(probs: Sequence[float], rng: np.random.Generator) -> np.ndarr
     """Each position independently with its probability (sorted positions)."""
     pi = np.asarray(probs, dtype=float)
     return np.flatnonzero(rng.random(len(pi)) < pi)
+
+
+def sequential_poisson_sample(probs: Sequence[float], n: int, rng: np.random.Generator) -> np.ndarray:
+    """The n positions with the smallest keys U / π (sorted): a campaign's queue taken n deep."""
+    pi = np.asarray(probs, dtype=float)
+    keys = rng.random(len(pi)) / np.maximum(pi, 1e-12)
+    return np.sort(np.argsort(keys, kind="stable")[: int(n)])
 
 
 def budget_order(probs: Mapping[str, float], seed: int = 0) -> list[str]:

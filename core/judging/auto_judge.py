@@ -32,7 +32,7 @@ from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import select
 
 from core.judging.agreement import campaign_agreement, krippendorff_alpha
-from core.judging.calibration import Thresholds, calibration_split, fit_thresholds
+from core.judging.calibration import Thresholds, calibration_split, fit_thresholds, grade_model
 from core.judging.campaigns import CampaignError, CampaignStore
 from core.judging.schema import CampaignJudgeLabelRow, _now
 
@@ -235,6 +235,51 @@ def _kappa(a: Sequence[int], b: Sequence[int], grades: list[int]) -> float | Non
     return None if np.isnan(value) else float(value)
 
 
+def judge_splits(labelled: Sequence[str], calibration_share: float = 0.5, holdout_share: float = 0.2,
+                 seed: int = 0) -> tuple[list[str], list[str], list[str]]:
+    """(calibration, report, hold-out) query ids of the human-labelled queries (seeded, order-free)."""
+    rest, holdout = calibration_split(labelled, 1 - holdout_share, seed) if holdout_share > 0 else (list(labelled), [])
+    if len(rest) < 2:
+        return list(rest), [], list(holdout)
+    calib, report_q = calibration_split(rest, calibration_share, seed + 1)
+    return calib, report_q, holdout
+
+
+@dataclass(frozen=True)
+class SoftJudge:
+    """A stored judge as grade probabilities: P(g | score) per query and item, fitted on ``calibration``."""
+
+    identity: str
+    grade_probs: dict[str, dict[str, list[float]]]
+    calibration: list[str]
+    calibration_items: int
+    max_label: int
+
+
+def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule: str = "adjudicated") -> SoftJudge:
+    """The judge ``identity``'s stored scores turned into P(g | score) (``calibration.grade_model``), fitted on
+    the human labels of the calibration split of the queries humans have labelled so far (``judge_splits``,
+    as ``judge_campaign`` splits them); with no calibration labels yet, the judge's stored grade is taken as
+    certain."""
+    campaign = store.campaign(name)
+    items = pool_items(store, actor, name)
+    stored = judge_labels(store, actor, name, identity)
+    reference, _ = store.qrels(actor, name, rule)
+    labelled = sorted(q for q, rel in reference.items() if rel)
+    calib = judge_splits(labelled)[0] if len(labelled) >= 3 else []
+    pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id]) for it in items
+             if it.item_id in stored and it.query_id in calib and it.doc_id in reference.get(it.query_id, {})]
+    grades = range(campaign.max_label + 1)
+    model = grade_model([s for s, _ in pairs], [y for _, y in pairs], campaign.max_label) if pairs else None
+    probs: dict[str, dict[str, list[float]]] = {}
+    scored = [it for it in items if it.item_id in stored]
+    rows = model([stored[it.item_id][0] for it in scored]) if model is not None and scored else None
+    for k, it in enumerate(scored):
+        row = rows[k].tolist() if rows is not None else [float(g == stored[it.item_id][1]) for g in grades]
+        probs.setdefault(it.query_id, {})[it.doc_id] = row
+    return SoftJudge(identity, probs, calib if pairs else [], len(pairs), campaign.max_label)
+
+
 def judge_campaign(store: CampaignStore, actor: str, name: str, judge: str, *, scorer=None, rule: str = "adjudicated",
                    calibration_share: float = 0.5, holdout_share: float = 0.2, seed: int = 0,
                    metric: str = ORDER_METRIC, batch: int = BATCH,
@@ -249,8 +294,7 @@ def judge_campaign(store: CampaignStore, actor: str, name: str, judge: str, *, s
                             "needs at least 3 (calibration, report, hold-out); nothing was changed")
     if not 0 <= holdout_share < 1:
         raise CampaignError(f"hold-out share must be in [0, 1), got {holdout_share}")
-    rest, holdout = calibration_split(labelled, 1 - holdout_share, seed) if holdout_share > 0 else (labelled, [])
-    calib, report_q = calibration_split(rest, calibration_share, seed + 1)
+    calib, report_q, holdout = judge_splits(labelled, calibration_share, holdout_share, seed)
     scorer = scorer if scorer is not None else load_judge(judge, campaign.dataset)
     scores = score_items(scorer, items, batch, progress)
     grades = list(range(campaign.max_label + 1))

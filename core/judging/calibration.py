@@ -3,8 +3,9 @@
 - ``fit_thresholds``: grade g is given when the score is at least t_g (t_1 ≤ … ≤ t_G); the thresholds
   maximise Cohen's κ against the human labels of the calibration items (linearly weighted κ when there
   are three or more grades), searched over score quantiles;
-- ``relevance_model``: P(label ≥ 1 | score) by logistic regression on the same items (scikit-learn),
-  the judge's uncertainty that the budget-aware sampler spends labels on;
+- ``relevance_model``: P(label ≥ 1 | score) by logistic regression on the same items (scikit-learn);
+- ``grade_model``: P(label = g | score) for every grade g (multinomial logistic regression, scikit-learn),
+  the "soft judge" whose expected metric ``core.analysis.ppi`` uses as its prediction;
 - ``calibration_split``: a seeded split of query ids into the calibration half and the half where
   agreement is reported (never the items the thresholds were fitted on).
 """
@@ -72,6 +73,32 @@ def relevance_model(scores: Sequence[float], labels: Sequence[int]) -> Callable[
         return lambda new: np.full(len(new), rate)
     model = LogisticRegression().fit(s, y)
     return lambda new: model.predict_proba(np.asarray(new, dtype=float).reshape(-1, 1))[:, 1]
+
+
+def grade_model(scores: Sequence[float], labels: Sequence[int], max_label: int
+                ) -> Callable[[Sequence[float]], np.ndarray]:
+    """P(label = g | score) for g = 0..max_label (rows sum to 1), multinomial logistic regression on the
+    calibration items; a grade never seen gets probability 0, a single seen grade probability 1."""
+    s = np.asarray(scores, dtype=float).reshape(-1, 1)
+    y = np.asarray(labels, dtype=int)
+    if len(s) != len(y) or not len(y):
+        raise ValueError("one label per calibration score, at least one item")
+    if max_label < 1 or y.min() < 0 or y.max() > max_label:
+        raise ValueError(f"labels must be integers from 0 to {max_label}")
+    seen = sorted(set(y.tolist()))
+    if len(seen) == 1:
+        def constant(new: Sequence[float]) -> np.ndarray:
+            out = np.zeros((len(new), max_label + 1))
+            out[:, seen[0]] = 1.0
+            return out
+        return constant
+    model = LogisticRegression().fit(s, y)
+
+    def predict(new: Sequence[float]) -> np.ndarray:
+        out = np.zeros((len(new), max_label + 1))
+        out[:, model.classes_] = model.predict_proba(np.asarray(new, dtype=float).reshape(-1, 1))
+        return out
+    return predict
 
 
 def calibration_split(query_ids: Sequence[str], share: float = 0.5, seed: int = 0) -> tuple[list[str], list[str]]:

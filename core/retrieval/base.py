@@ -158,18 +158,28 @@ class Reranker(ABC):
     """Rescores candidates from any first stage. Subclasses implement ``score_pairs`` (batched)."""
 
     name: str = "reranker"
-    # a first-stage interpolation chosen on dev (core.rerank.interpolation.Interpolation), or None
+    # an interpolation chosen on dev (core.rerank.interpolation.Interpolation), or None
     interpolation = None
+    # the pair scorer whose score is mixed in when the partner is not the first stage (set by the loader)
+    partner = None
 
-    def _served(self, scores: np.ndarray, candidates: Ranking) -> np.ndarray:
-        """The ranking scores: the reranker's own, or interpolated with the first stage's when a weight was
-        chosen for exactly this first stage (``core.rerank.interpolation``)."""
+    def _served(self, scores: np.ndarray, candidates: Ranking, queries: list[str] | None = None,
+                docs: list[str] | None = None) -> np.ndarray:
+        """The ranking scores: the reranker's own, or interpolated with its partner's when a weight was
+        chosen for candidates of exactly this first stage (``core.rerank.interpolation``): the first stage's
+        own scores, or the partner scorer's on the same (query, doc) pairs."""
         mixing = self.interpolation
         if mixing is None or mixing.weight <= 0 or candidates.system != mixing.first_stage:
             return scores
-        if len(candidates.scores) != len(scores):
-            return scores
-        return mix(scores, candidates.scores, mixing.weight)
+        if self.partner is not None:
+            if queries is None or docs is None or not len(scores):
+                return scores
+            other = np.asarray(self.partner.score_pairs(queries, docs), dtype=np.float64)
+        else:
+            if len(candidates.scores) != len(scores):
+                return scores
+            other = np.asarray(candidates.scores, dtype=np.float64)
+        return mix(scores, other, mixing.weight)
 
     @abstractmethod
     def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
@@ -182,8 +192,9 @@ class Reranker(ABC):
         ids = list(candidates.doc_ids)
         if not ids:
             return Ranking(self.name, [], [], 0.0)
-        scores = np.asarray(self.score_pairs([query] * len(ids), [corpus[d] for d in ids]), dtype=np.float64)
-        scores = self._served(scores, candidates)
+        texts = [corpus[d] for d in ids]
+        scores = np.asarray(self.score_pairs([query] * len(ids), texts), dtype=np.float64)
+        scores = self._served(scores, candidates, [query] * len(ids), texts)
         order = np.argsort(-scores, kind="stable")[: k or len(ids)]
         seconds = time.perf_counter() - start
         return Ranking(
@@ -222,7 +233,8 @@ class Reranker(ABC):
         pos = 0
         for q in qids:
             ids = candidates[q].doc_ids
-            s = self._served(scores[pos : pos + len(ids)], candidates[q])
+            s = self._served(scores[pos : pos + len(ids)], candidates[q], flat_q[pos : pos + len(ids)],
+                             flat_d[pos : pos + len(ids)])
             pos += len(ids)
             order = np.argsort(-s, kind="stable")[: k or len(ids)]
             out[q] = Ranking(self.name, [ids[i] for i in order], [float(s[i]) for i in order], per_query)

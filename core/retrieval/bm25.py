@@ -134,9 +134,9 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
 class BM25PairScorer(Reranker):
     """BM25 as a pair scorer over a fixed set of candidate texts (one index over all of them)."""
 
-    def __init__(self, corpus: Mapping[str, str], name: str = "bm25") -> None:
+    def __init__(self, corpus: Mapping[str, str], name: str = "bm25", config: BM25Config | None = None) -> None:
         self.name = name
-        self.retriever = BM25Retriever.index(dict(corpus), name=name)
+        self.retriever = BM25Retriever.index(dict(corpus), config or BM25Config(), name=name)
         self._row_of_text: dict[str, int] = {}
         for i, text in enumerate(corpus.values()):
             self._row_of_text.setdefault(text, i)
@@ -160,9 +160,15 @@ class BM25PairScorer(Reranker):
         return out
 
 
-def candidate_scorer(corpus: dict[str, str]) -> BM25PairScorer:
-    """BM25 over a candidate-list dataset: one index over every candidate text (built in memory, seconds)."""
-    return BM25PairScorer(corpus)
+def candidate_scorer(corpus: dict[str, str], variant: str | None = None) -> BM25PairScorer:
+    """BM25 over a candidate-list dataset: one index over every candidate text (built in memory, seconds), with
+    the variant's k1/b (``PRESETS``; the paper's default otherwise)."""
+    if variant is not None and variant not in PRESETS:
+        from core.errors import UnknownNameError
+
+        raise UnknownNameError("variant of bm25", variant, sorted(PRESETS))
+    config = BM25Config(*PRESETS[variant]) if variant else BM25Config()
+    return BM25PairScorer(corpus, name="bm25" + (f"@{variant}" if variant else ""), config=config)
 
 
 def config_dict(variant: str | None = None) -> dict:

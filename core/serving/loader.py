@@ -112,27 +112,28 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
             if note is None or isinstance(exc, BuildPendingError):
                 raise
             raise BuildPendingError(exc.what, note) from None
-        _interpolate(system, dataset.name, parsed)
+        _interpolate(system, dataset.name, parsed, dataset)
         return pair_scorer(system, dataset, system.name, progress) if dataset.candidates else system
     check_source(parsed)
     base = system_module(parsed.system).load(load_dataset(parsed.trained_on), variant=parsed.variant, **options)
     if isinstance(base, Reranker):
         base.name = str(parsed)
-        _interpolate(base, parsed.trained_on, parsed)
+        _interpolate(base, parsed.trained_on, parsed, dataset)
         return base
     if dataset.candidates:
         return pair_scorer(base, dataset, str(parsed), progress)
     return _portable_retriever(parsed, base, dataset, progress)
 
 
-def _interpolate(system, trained_on: str, name: SystemName) -> None:
-    """A trained reranker gets the first-stage interpolation weight chosen on dev at build time, if any
-    (``core.rerank.interpolation``; stored in its artifacts folder)."""
+def _interpolate(system, trained_on: str, name: SystemName, dataset: Dataset | None = None) -> None:
+    """A trained reranker gets the interpolation weight chosen on dev at build time, if any, and its partner
+    through this loader (``core.rerank.interpolation``; stored in its artifacts folder)."""
     if isinstance(system, Reranker) and needs_training(get_spec(name.system), name.variant):
         from core.registry import system_path
         from core.rerank.interpolation import apply
 
-        apply(system, system_path(trained_on, name.system, None if name.variant in (None, "full") else name.variant))
+        apply(system, system_path(trained_on, name.system, None if name.variant in (None, "full") else name.variant),
+              partner_loader=None if dataset is None else (lambda partner: load(partner, dataset)))
 
 
 def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict) -> None:
@@ -153,7 +154,7 @@ def _untrained_on_candidates(name: SystemName, target: Dataset, progress: Progre
     module = system_module(name.system)
     candidate_scorer = getattr(module, "candidate_scorer", None)
     if candidate_scorer is not None:  # scores the candidate texts itself (BM25: one index over all of them)
-        return candidate_scorer(target.corpus)
+        return candidate_scorer(target.corpus, name.variant)
     load_encoder = getattr(module, "load_encoder", None)
     if load_encoder is not None:  # pre-trained encoders need no index over candidate lists
         return EncoderPairScorer(load_encoder(target, name.variant), target.corpus, str(name), "ip", progress)
