@@ -141,3 +141,18 @@ def test_reproduce_steps_answer_help(command):
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "usage" in result.stdout.lower()
+
+
+def test_ppi_simulation_runs_on_the_cut_trecqa(fixture_data, tmp_path):
+    """bench.ppi_simulation end to end on four test questions: soft judge, both designs, the verdict."""
+    from bench.ppi_simulation import main
+
+    out = tmp_path / "ppi.json"
+    assert main(["--systems", "bm25,bm25@anserini-default", "--judge", "bm25", "--draws", "5", "--samples", "8",
+                 "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report["results"]) == {"0.05", "0.10", "0.25", "0.50"}
+    assert set(report["verdict"]) == {"uniform", "budget-aware"} and report["soft_judge_samples"] == 8
+    for design in ("uniform", "budget-aware"):
+        cell = report["results"]["0.50"][design]["map@100"]
+        assert 0.0 <= cell["coverage_ppi"] <= 1.0 and cell["width_ppi"] >= 0.0 and cell["draws"] == 5
