@@ -48,6 +48,7 @@ reproduce: install
 	$(PY) -m bench.query_forms --dataset $(DATASET)
 	$(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
 	$(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15
+	$(PY) -m bench.cross_encoder_pairs --dataset $(DATASET)
 	$(PY) -m bench.layers_curves --out bench/reports/layers_measures_qqp.json
 	$(PY) -m bench.layers_curves --pair densetrans:paper-objective densetrans:-AllDense#paper-objective \
 	    --sources minilm:cls densetrans:paper-objective densetrans:-AllDense#paper-objective \
