@@ -220,3 +220,14 @@ def test_sequential_poisson_sample_has_fixed_size_and_follows_the_probabilities(
         assert len(idx) == 4 and len(set(idx.tolist())) == 4
         hits[idx] += 1
     assert abs(hits[0] / 2000 - pi[0]) < 0.08 and hits[0] > 3 * hits[1:].mean()
+
+
+def test_posterior_samples_of_a_run_that_ranks_nothing_are_zero():
+    from ranx import Run
+
+    from core.analysis.ppi import posterior_samples
+
+    probs = {"q1": {"a": [0.0, 1.0]}}
+    empty = Run.from_dict({"q9": {"z": 1.0}}, name="empty")  # ranks another query only
+    draws = posterior_samples(probs, {"empty": empty}, "precision@1", ["q1"], samples=4)
+    assert draws["empty"].shape == (1, 4) and not draws["empty"].any()

@@ -254,9 +254,8 @@ def posterior_samples(grade_probs: Mapping[str, Mapping[str, Sequence[float]]], 
     out = {}
     for name, run in runs.items():
         base = _run_dict(run)
-        synthetic = Run.from_dict({key: base[key.split("\x1f")[0]] for key in keys
-                                   if base.get(key.split("\x1f")[0]) and key in drawn})
-        values = per_query_values(drawn, synthetic, metric, keys) if len(synthetic.keys()) else np.zeros(len(keys))
+        ranked = {key: base[key.split("\x1f")[0]] for key in keys if base.get(key.split("\x1f")[0]) and key in drawn}
+        values = per_query_values(drawn, Run.from_dict(ranked), metric, keys) if ranked else np.zeros(len(keys))
         out[name] = values.reshape(len(queries), samples)
     return out
 
