@@ -287,14 +287,14 @@ def campaign_estimates(human: Mapping[str, Mapping[str, int]], grade_probs: Mapp
     n_judge = sum(len(grade_probs[q]) for q in queries)
     named = {run.name: run for run in runs}
     out: dict[str, list[MetricEstimates]] = {name: [] for name in named}
+    pos = {q: i for i, q in enumerate(queries)}
+    idx = [pos[q] for q in sampled]
+    pi = None if probs is None else [float(probs[q]) for q in queries]
     for m in metrics:
         draws = posterior_samples(grade_probs, named, m, queries, samples=samples, seed=seed)
         for name, run in named.items():
             f = draws[name].mean(axis=1)
             y = per_query_values(human, run, m, sampled)
-            pos = {q: i for i, q in enumerate(queries)}
-            idx = [pos[q] for q in sampled]
-            pi = None if probs is None else [float(probs[q]) for q in queries]
             est = MetricEstimates(m, human_mean(len(queries), idx, y, level=level, probs=pi), float(f.mean()),
                                   ppi_mean(f, idx, y, level=level, probs=pi, model_var=draws[name].var(axis=1)),
                                   n_human, n_judge)

@@ -75,7 +75,8 @@ def budget_plan(store: CampaignStore, actor: str, name: str, budget: int, *, jud
     order = budget_order(probs, seed) if probs else []
     comparisons = []
     values_h = {s: per_query_values(human, run, metric, labelled) for s, run in runs.items()} if labelled else {}
-    pos = [queries.index(q) for q in labelled]
+    at = {q: i for i, q in enumerate(queries)}
+    pos = [at[q] for q in labelled]
     for a, b in itertools.combinations(sorted(runs), 2):
         f = draws[a].mean(axis=1) - draws[b].mean(axis=1)
         row = {"pair": f"{a} − {b}", "judge_only": float(f.mean())}

@@ -164,7 +164,7 @@ class Reranker(ABC):
     partner = None
 
     def _served(self, scores: np.ndarray, candidates: Ranking, queries: list[str] | None = None,
-                docs: list[str] | None = None) -> np.ndarray:
+                docs: list[str] | None = None, partner_scores: np.ndarray | None = None) -> np.ndarray:
         """The ranking scores: the reranker's own, or interpolated with its partner's when a weight was
         chosen for candidates of exactly this first stage (``core.rerank.interpolation``): the first stage's
         own scores, or the partner scorer's on the same (query, doc) pairs."""
@@ -172,9 +172,12 @@ class Reranker(ABC):
         if mixing is None or mixing.weight <= 0 or candidates.system != mixing.first_stage:
             return scores
         if self.partner is not None:
-            if queries is None or docs is None or not len(scores):
+            if partner_scores is not None:
+                other = np.asarray(partner_scores, dtype=np.float64)
+            elif queries is None or docs is None or not len(scores):
                 return scores
-            other = np.asarray(self.partner.score_pairs(queries, docs), dtype=np.float64)
+            else:
+                other = np.asarray(self.partner.score_pairs(queries, docs), dtype=np.float64)
         else:
             if len(candidates.scores) != len(scores):
                 return scores
@@ -223,18 +226,21 @@ class Reranker(ABC):
                 flat_d.append(corpus[d])
                 owners.append(q)
         scores = np.empty(len(flat_q), dtype=np.float64)
+        partner = np.empty(len(flat_q), dtype=np.float64) if self.partner is not None else None
         t0 = time.perf_counter()
-        for start in range(0, len(flat_q), batch_pairs):
+        for start in range(0, len(flat_q), batch_pairs):  # the partner is scored in the same batches
             end = start + batch_pairs
             scores[start:end] = self.score_pairs(flat_q[start:end], flat_d[start:end])
+            if partner is not None:
+                partner[start:end] = self.partner.score_pairs(flat_q[start:end], flat_d[start:end])
             progress(min(1.0, end / max(1, len(flat_q))), f"{self.name}: {min(end, len(flat_q))}/{len(flat_q)} pairs")
         per_query = (time.perf_counter() - t0) / max(1, len(qids))
         out: dict[str, Ranking] = {}
         pos = 0
         for q in qids:
             ids = candidates[q].doc_ids
-            s = self._served(scores[pos : pos + len(ids)], candidates[q], flat_q[pos : pos + len(ids)],
-                             flat_d[pos : pos + len(ids)])
+            s = self._served(scores[pos : pos + len(ids)], candidates[q],
+                             partner_scores=None if partner is None else partner[pos : pos + len(ids)])
             pos += len(ids)
             order = np.argsort(-s, kind="stable")[: k or len(ids)]
             out[q] = Ranking(self.name, [ids[i] for i in order], [float(s[i]) for i in order], per_query)
