@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from core.judging.agreement import agreement
@@ -49,6 +48,7 @@ from ui.auth import current_identity
 from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
+from ui.charts import brushed_ranks, delta_chart
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
@@ -209,107 +209,112 @@ st.caption("Runs: stored by the build" + (f"; computed here (no fresh stored run
 if campaign:
     render_ppi(cstore, identity.name or "", campaign, rule, [run_from_dict(r.data, r.name) for r in runs], res.metrics)
 
-tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"])
+# lazy tabs: only the open tab is computed and sent (the browser draws one tab's charts and tables, not five)
+tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"], key="ea.tab",
+                                            on_change="rerun")
 
 # ----------------------------------------------------------------------------- per-query deltas
 with tab_q:
-    others = [s for s in res.systems if s != baseline]
-    if not others:
-        st.info("Pick a second system to see per-query differences against the baseline.")
-    else:
-        a, b = st.columns(2)
-        sys_pick = a.selectbox("System", others, key="ea.delta_system")
-        metric = b.selectbox("Metric", res.metrics, key="ea.delta_metric")
-        deltas = query_deltas(res, sys_pick, metric)
-        wtl = res.win_tie_loss[sys_pick][metric]
-        w, t, l_ = st.columns(3)
-        w.metric("Wins", wtl["W"])
-        t.metric("Ties", wtl["T"])
-        l_.metric("Losses", wtl["L"])
-        fig = go.Figure(go.Bar(x=list(range(1, len(deltas) + 1)), y=[d for _, d in deltas],
-                               customdata=[q for q, _ in deltas],
-                               hovertemplate="query %{customdata}<br>Δ %{y:.4f}<extra></extra>"))
-        fig.update_layout(xaxis_title="queries, sorted by Δ", yaxis_title=f"{metric}: {sys_pick} − {baseline}",
-                          height=320, margin=dict(l=10, r=10, t=10, b=10))
-        event = st.plotly_chart(fig, on_select="rerun", selection_mode="points", key="ea.delta_chart")
-        picked = [p.get("customdata") for p in (event.selection.points if event else [])] if event else []
-        qids = [q for q, _ in deltas]
-        default = qids.index(picked[0]) if picked and picked[0] in qids else 0
-        delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
-        open_q = st.selectbox("Query", qids, index=default, key="ea.open_q",
-                              format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")
-        st.text(labels.queries.get(open_q, ""))
-        if st.button("Open on Compare", key="ea.open"):
-            link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
-            st.session_state["compare.open"] = dict(link)  # seeds Compare even if it was visited before
-            st.switch_page("pages/1_Compare.py", query_params=link)
+    if tab_q.open:
+        others = [s for s in res.systems if s != baseline]
+        if not others:
+            st.info("Pick a second system to see per-query differences against the baseline.")
+        else:
+            a, b = st.columns(2)
+            sys_pick = a.selectbox("System", others, key="ea.delta_system")
+            metric = b.selectbox("Metric", res.metrics, key="ea.delta_metric")
+            deltas = query_deltas(res, sys_pick, metric)
+            wtl = res.win_tie_loss[sys_pick][metric]
+            w, t, l_ = st.columns(3)
+            w.metric("Wins", wtl["W"])
+            t.metric("Ties", wtl["T"])
+            l_.metric("Losses", wtl["L"])
+            chart = delta_chart(deltas, f"{metric}: {sys_pick} − {baseline}")
+            event = st.altair_chart(chart, on_select="rerun", key="ea.delta_chart")
+            ranks = brushed_ranks(event.selection if event else None, len(deltas))
+            qids = [q for q, _ in deltas] if ranks is None else [deltas[r - 1][0] for r in ranks]
+            if ranks is not None:
+                st.caption(f"Ranks {ranks.start:,}–{ranks.stop - 1:,} of the chart: {len(qids):,} queries.")
+            delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
+            open_q = st.selectbox("Query", qids, key="ea.open_q",
+                                  format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")
+            st.text(labels.queries.get(open_q, ""))
+            if st.button("Open on Compare", key="ea.open"):
+                link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
+                st.session_state["compare.open"] = dict(link)  # seeds Compare even if it was visited before
+                st.switch_page("pages/1_Compare.py", query_params=link)
 
 # ----------------------------------------------------------------------------- unjudged
 with tab_j:
-    depth = int(st.number_input("Top-k to check", 1, 100, 10, key="ea.unjudged_k"))
-    qids = list(labels.qrels)
-    rates = memo("ea.unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, labels_key, depth),
-                 lambda: [unjudged_rate(r, labels.judged, depth, qids) for r in runs])
-    st.dataframe(pd.DataFrame([{"system": r.system, "top-k items": r.retrieved, "unjudged": r.unjudged,
-                                f"judged@{depth}": 1.0 - r.rate, "unjudged rate": r.rate} for r in rates]),
-                 hide_index=True)
-    todo = memo("ea.most_unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, depth),
-                lambda: most_unjudged(runs, labels.judged, depth, limit=20))
-    if todo:
-        st.dataframe(pd.DataFrame([{"query_id": q, "unjudged in pool": n, "query": labels.queries.get(q, "")}
-                                   for q, n, _ in todo]), hide_index=True)
-        if st.button("Judge these on Annotate", key="ea.judge"):
-            st.session_state["annotate.queue"] = [
-                {"dataset": ds_name, "query_id": q if q in ds.queries else None, "query": labels.queries[q],
-                 "pool": {name.removeprefix("run:"): ids for name, ids in pool.items()}}
-                for q, _, pool in todo
-            ]
-            st.switch_page("pages/4_Annotate.py")
+    if tab_j.open:
+        depth = int(st.number_input("Top-k to check", 1, 100, 10, key="ea.unjudged_k"))
+        qids = list(labels.qrels)
+        rates = memo("ea.unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, labels_key, depth),
+                     lambda: [unjudged_rate(r, labels.judged, depth, qids) for r in runs])
+        st.dataframe(pd.DataFrame([{"system": r.system, "top-k items": r.retrieved, "unjudged": r.unjudged,
+                                    f"judged@{depth}": 1.0 - r.rate, "unjudged rate": r.rate} for r in rates]),
+                     hide_index=True)
+        todo = memo("ea.most_unjudged", (tuple(run_keys[r.name] for r in runs), judged_key, depth),
+                    lambda: most_unjudged(runs, labels.judged, depth, limit=20))
+        if todo:
+            st.dataframe(pd.DataFrame([{"query_id": q, "unjudged in pool": n, "query": labels.queries.get(q, "")}
+                                       for q, n, _ in todo]), hide_index=True)
+            if st.button("Judge these on Annotate", key="ea.judge"):
+                st.session_state["annotate.queue"] = [
+                    {"dataset": ds_name, "query_id": q if q in ds.queries else None, "query": labels.queries[q],
+                     "pool": {name.removeprefix("run:"): ids for name, ids in pool.items()}}
+                    for q, _, pool in todo
+                ]
+                st.switch_page("pages/4_Annotate.py")
 
 # ----------------------------------------------------------------------------- buckets
 with tab_b:
-    metric_b = st.selectbox("Metric", res.metrics, key="ea.bucket_metric")
-    buckets = memo("ea.buckets", (ds_name, labels_key, digest(labels.queries)),
-                   lambda: query_buckets(labels.qrels, labels.queries, ds.corpus))
-    st.caption("Hard / easy / middle by word Jaccard of query and positives (frm-multiview-chong.md §4.2): "
-               "a query is hard if all its positives have Jaccard ≤ 0.2, easy if all ≥ 0.7, else middle.")
-    st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, buckets, ["hard", "middle", "easy"])), hide_index=True)
-    counts = memo("ea.pair_buckets", (ds_name, judged_key, digest(labels.queries)),
-                  lambda: pair_bucket_counts(labels.judged, labels.queries, ds.corpus))
-    st.dataframe(pd.DataFrame([{"bucket": b, **c} for b, c in counts.items()]), hide_index=True)
-    lengths = memo("ea.lengths", (ds_name, digest(labels.queries)),
-                   lambda: {q: length_bucket(t) for q, t in labels.queries.items()})
-    st.caption("Metric by query length (words)")
-    order = ["1-5", "6-10", "11-15", "16-20", "21+"]
-    st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, lengths, order)), hide_index=True)
+    if tab_b.open:
+        metric_b = st.selectbox("Metric", res.metrics, key="ea.bucket_metric")
+        buckets = memo("ea.buckets", (ds_name, labels_key, digest(labels.queries)),
+                       lambda: query_buckets(labels.qrels, labels.queries, ds.corpus))
+        st.caption("Hard / easy / middle by word Jaccard of query and positives (frm-multiview-chong.md §4.2): "
+                   "a query is hard if all its positives have Jaccard ≤ 0.2, easy if all ≥ 0.7, else middle.")
+        st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, buckets, ["hard", "middle", "easy"])), hide_index=True)
+        counts = memo("ea.pair_buckets", (ds_name, judged_key, digest(labels.queries)),
+                      lambda: pair_bucket_counts(labels.judged, labels.queries, ds.corpus))
+        st.dataframe(pd.DataFrame([{"bucket": b, **c} for b, c in counts.items()]), hide_index=True)
+        lengths = memo("ea.lengths", (ds_name, digest(labels.queries)),
+                       lambda: {q: length_bucket(t) for q, t in labels.queries.items()})
+        st.caption("Metric by query length (words)")
+        order = ["1-5", "6-10", "11-15", "16-20", "21+"]
+        st.dataframe(pd.DataFrame(metric_by_group(res, metric_b, lengths, order)), hide_index=True)
 
 # ----------------------------------------------------------------------------- agreement
 with tab_a:
-    judgments = store.judgments(ds.name)
-    names = sorted({j.annotator for j in judgments})
-    pick = st.multiselect("Annotators", names, default=names, key="ea.annotators")
-    agr = agreement(judgments, pick, store.max_label)
-    if agr.kappa is None:
-        st.info("Agreement needs two or more annotators who labelled the same items.")
-    else:
-        label = "Cohen's κ" if agr.method == "cohen" else "Fleiss' κ"
-        st.metric(label, f"{agr.kappa:.3f}", help=f"over {agr.items} items labelled by every chosen annotator; "
-                                                   f"raw agreement {agr.observed:.1%}")
-    if agr.disagreements:
-        st.caption(f"{len(agr.disagreements)} disagreement(s) to resolve")
-        st.dataframe(pd.DataFrame(agr.disagreements), hide_index=True)
+    if tab_a.open:
+        judgments = store.judgments(ds.name)
+        names = sorted({j.annotator for j in judgments})
+        pick = st.multiselect("Annotators", names, default=names, key="ea.annotators")
+        agr = agreement(judgments, pick, store.max_label)
+        if agr.kappa is None:
+            st.info("Agreement needs two or more annotators who labelled the same items.")
+        else:
+            label = "Cohen's κ" if agr.method == "cohen" else "Fleiss' κ"
+            st.metric(label, f"{agr.kappa:.3f}", help=f"over {agr.items} items labelled by every chosen annotator; "
+                                                       f"raw agreement {agr.observed:.1%}")
+        if agr.disagreements:
+            st.caption(f"{len(agr.disagreements)} disagreement(s) to resolve")
+            st.dataframe(pd.DataFrame(agr.disagreements), hide_index=True)
 
 # ----------------------------------------------------------------------------- export
 with tab_x:
-    # files are written when their button is clicked (callables), never on a rerun that does not download them
-    st.download_button("User judgments (TREC qrels)", lambda: qrels_to_trec(store.qrels(ds.name)),
-                       file_name="judgments.qrels", key="ea.dl_qrels")
-    metric_x = res.metrics[0]
-    st.download_button(f"Per-query {metric_x} (CSV)",
-                       lambda: rows_to_csv(per_query_rows(res, metric_x, labels.queries)),
-                       file_name="per_query.csv", key="ea.dl_csv")
-    st.download_button("Metrics table (CSV)", lambda: rows_to_csv(res.table()), file_name="metrics.csv",
-                       key="ea.dl_table")
-    for run in runs:
-        st.download_button(f"Run {run.name} (TREC)", lambda run=run: run_to_trec(run),
-                           file_name=f"{run.name.replace(':', '_')}.trec", key=f"ea.dl_run.{run.name}")
+    if tab_x.open:
+        # files are written when their button is clicked (callables), never on a rerun that does not download them
+        st.download_button("User judgments (TREC qrels)", lambda: qrels_to_trec(store.qrels(ds.name)),
+                           file_name="judgments.qrels", key="ea.dl_qrels")
+        metric_x = res.metrics[0]
+        st.download_button(f"Per-query {metric_x} (CSV)",
+                           lambda: rows_to_csv(per_query_rows(res, metric_x, labels.queries)),
+                           file_name="per_query.csv", key="ea.dl_csv")
+        st.download_button("Metrics table (CSV)", lambda: rows_to_csv(res.table()), file_name="metrics.csv",
+                           key="ea.dl_table")
+        for run in runs:
+            st.download_button(f"Run {run.name} (TREC)", lambda run=run: run_to_trec(run),
+                               file_name=f"{run.name.replace(':', '_')}.trec", key=f"ea.dl_run.{run.name}")
+

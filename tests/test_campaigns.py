@@ -656,6 +656,10 @@ def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
     at.selectbox(key="ea.campaign").set_value("team").run()
     assert not at.exception, at.exception
     assert any("campaign team, majority rule" in c.value for c in at.caption), [c.value for c in at.caption]
+    shown = [df for df in at.dataframe if any(str(c).startswith("judged@") for c in df.value.columns)]
+    assert not shown, "tabs are lazy: the Unjudged tab is not computed while Per query is open"
+    at.session_state["ea.tab"] = "Unjudged"
+    at.run()
     judged = [df.value for df in at.dataframe if any(str(c).startswith("judged@") for c in df.value.columns)]
     assert judged and (judged[0]["top-k items"] >= 0).all()
 
