@@ -24,11 +24,11 @@ def system_rows(dataset_name: str, variants: bool = False) -> list[dict]:
     from core.data.datasets import load_dataset
     from core.model_cards import below_reference, metrics_file, training_log
     from core.paths import var_dir
-    from core.registry import contamination_note, default_build, list_systems, slug
+    from core.registry import contamination_note, default_build_targets, list_systems, slug
 
     ds = load_dataset(dataset_name)
     rows = []
-    targets = [(spec, None) for spec in list_systems() if default_build(spec, ds)]
+    targets = default_build_targets(ds)
     if variants:  # recipes (registry.Recipe) and ablations built beside the defaults, where built
         targets = [(spec, v) for spec in list_systems()
                    for v in dict.fromkeys([*spec.variants, *(r.variant for r in spec.recipes)])

@@ -204,7 +204,7 @@ def build_all(
     """Build ``systems`` (default: every default-build system for the dataset) in registry order; a name may
     carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default)."""
     from core.analysis.held_out import check_built
-    from core.registry import parse_name
+    from core.registry import default_build_targets, parse_name
 
     dataset = load_dataset(dataset_name)
     if systems:
@@ -216,7 +216,7 @@ def build_all(
                 raise UnknownNameError(f"variant of {n.system}", n.trained_on, list(get_spec(n.system).variants))
         targets = [(get_spec(n.system), n.variant) for n in named]
     else:
-        targets = [(spec, None) for spec in default_systems(dataset)]
+        targets = default_build_targets(dataset)
     with build_lock(dataset_name) as acquired:
         if not acquired:
             raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")

@@ -40,6 +40,7 @@ class Recipe:
     variant: str  # the name after '@' (also listed in ``SystemSpec.variants``)
     label: str  # what runs, in the display name: "paper objective: [CLS], τ 1; d 60, 600-step cap"
     deviation: str  # what still differs from the paper ("" = nothing)
+    default_build: str = ""  # why the default build builds it too ("" = only on request: build --systems S@V)
 
 
 FAMILIES = ("sparse", "dense", "tree", "cross-encoder", "reranker", "fusion", "run")  # SystemSpec.family
@@ -177,10 +178,14 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                recipe_label="paper loss, Eq. 18",
                recipes=(Recipe("kw-loss", "+ keyword-agreement loss",
                                "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
-                               "the paper (weight 1), dropped as the default on dev (bench/reports/dev_decisions.json); "
-                               "otherwise as the default: all-MiniLM-L6-v2 frozen (paper: BERT fine-tuned), new "
-                               "layers at lr 1e-3, 3-epoch cap; "
-                               + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)")),),
+                               "the paper (weight 1); not the ranking default (dev pair AUC: "
+                               "bench/reports/dev_decisions.json), the Keywords page's default explainer (its w(k, q) "
+                               "passes the held-out faithfulness and plausibility checks, the paper loss's does not: "
+                               "bench/reports/keyword_faithfulness.json); otherwise as the default: all-MiniLM-L6-v2 "
+                               "frozen (paper: BERT fine-tuned), new layers at lr 1e-3, 3-epoch cap; "
+                               + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
+                               default_build="the Keywords page's default explanation (decision rule of "
+                                             "bench/keyword_faithfulness.py, on dev pairs)"),),
                family="reranker", reference="minilm-pairs", explains_keywords=True),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
                "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
@@ -469,6 +474,13 @@ def supports(spec: SystemSpec, dataset: Dataset) -> bool:
 def default_build(spec: SystemSpec, dataset: Dataset) -> bool:
     """Whether the default build (``build --all``) trains/indexes this system on this dataset."""
     return spec.default_build and supports(spec, dataset) and ("*" in spec.datasets or dataset.name in spec.datasets)
+
+
+def default_build_targets(dataset: Dataset) -> list[tuple[SystemSpec, str | None]]:
+    """(spec, variant) pairs the default build builds, in registry order: each default-build system, followed by
+    its recipes whose registration says why a default rests on them (``Recipe.default_build``)."""
+    return [(spec, variant) for spec in list_systems() if default_build(spec, dataset)
+            for variant in (None, *(r.variant for r in spec.recipes if r.default_build))]
 
 
 def slug(text: str) -> str:

@@ -72,6 +72,10 @@ VIEWS = [(f"{KEYWORDS}@{r}" if r else KEYWORDS, m) for r in (None, *[x.variant f
 built_views = [v for v in VIEWS if system_module(KEYWORDS).is_built(ds, variant=parse_name(v[0]).variant)]
 views = built_views or [(shown.system, shown.method)]
 default_view = (shown.system, shown.method) if (shown.system, shown.method) in views else views[0]
+if default_view != (shown.system, shown.method):  # never silently another explanation than the measured default
+    st.warning(f"The default explanation, {display_name(shown.system)}: {METHODS[shown.method]}, is not built for "
+               f"{ds_name}; showing {display_name(default_view[0])}: {METHODS[default_view[1]]}. Build it with "
+               f"`{build_command(parse_name(shown.system).system, ds_name, parse_name(shown.system).variant)}`.")
 view = st.selectbox("Explanation", views, index=views.index(default_view), key="keywords.view",
                     format_func=lambda v: f"{display_name(v[0])}: {METHODS[v[1]]}"
                     + (" (default: passes the held-out checks)" if v == (shown.system, shown.method)

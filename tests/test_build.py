@@ -108,3 +108,16 @@ def test_compare_shows_the_queue_position_for_a_system_being_built(built):
         assert any("dual-encoder: building: step 1/2" in e for e in errors), errors
         assert any("densetrans: queued (position 1)" in e for e in errors), errors
         assert not any("python -m core" in e or "Build it with" in e for e in errors), errors
+
+
+def test_default_build_builds_the_recipes_a_default_rests_on(tiny_data):
+    """``Recipe.default_build``: frm@kw-loss (the Keywords page's measured default explanation) is built by
+    ``build --all`` right after frm; a recipe without a reason (densetrans@paper-objective) is not."""
+    from core.registry import default_build_targets
+
+    ds = load_dataset("qqp-bimpm")
+    targets = [(s.name, v) for s, v in default_build_targets(ds)]
+    assert ("frm", "kw-loss") in targets and targets.index(("frm", "kw-loss")) == targets.index(("frm", None)) + 1
+    assert ("densetrans", "paper-objective") not in targets
+    assert all(get_spec(s).recipes and any(r.variant == v and r.default_build for r in get_spec(s).recipes)
+               for s, v in targets if v is not None)

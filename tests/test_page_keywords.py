@@ -62,3 +62,22 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
     at.selectbox(key="keywords.view").set_value(("frm", "w")).run()
     assert any("fails on held-out pairs" in w.value for w in at.warning)
     assert not at.exception
+
+
+def test_keywords_page_warns_when_the_measured_default_is_not_built(built_frm, tmp_path, monkeypatch):
+    """The report's default (frm@kw-loss here) is not built in this folder: the page shows a built view and says
+    which default it is not showing and how to build it, never silently another explanation."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    report = tmp_path / "keyword_faithfulness.json"
+    report.write_text(json.dumps({"default": {"system": "frm@kw-loss", "method": "w"}, "held_out": []}))
+    monkeypatch.setattr(keyword_quality, "REPORT", report)
+    at = _app()
+    at.query_params["q"] = "How can I stop my depression?"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="keywords.view").value[0] == "frm"
+    warning = " ".join(w.value for w in at.warning)
+    assert "is not built" in warning and "--variant=kw-loss" in warning, warning
