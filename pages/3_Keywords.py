@@ -79,7 +79,8 @@ if default_view != (shown.system, shown.method):  # never silently another expla
 view = st.selectbox("Explanation", views, index=views.index(default_view), key="keywords.view",
                     format_func=lambda v: f"{display_name(v[0])}: {METHODS[v[1]]}"
                     + (" (default: passes the held-out checks)" if v == (shown.system, shown.method)
-                       and shown.faithful and shown.plausible else ""))
+                       and shown.faithful and shown.plausible else " (default)" if v == (shown.system, shown.method)
+                       else ""))
 if view == (shown.system, shown.method) and shown.comprehensiveness:
     st.caption(
         f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. On held-out QQP pairs ({shown.report}): "
@@ -87,7 +88,10 @@ if view == (shown.system, shown.method) and shown.comprehensiveness:
         f"(random k: {shown.comprehensiveness['random']:.3f}, bottom-k: {shown.comprehensiveness['bottom']:.3f}; "
         f"{'passes' if shown.faithful else 'fails'}); plausibility: Spearman with IDF {shown.spearman_idf:+.2f}, "
         f"stop words among the top 2: {shown.stop_share_top2:.0%} ({'passes' if shown.plausible else 'fails'})."
-        + (f" Measured on reduced FRM trainings ({shown.reduced}), not on this build's model." if shown.reduced else ""))
+        + (f" Measured on reduced FRM trainings ({shown.reduced}), not on this build's model." if shown.reduced else "")
+        + ("" if shown.dev_passes is None else " Chosen on dev pairs by a rule fixed in advance; on dev it "
+           + ("passes both checks for every seed." if shown.dev_passes else
+              "does not pass for every seed (" + "; ".join(shown.dev_failures) + ").")))
 elif view != (shown.system, shown.method):
     st.caption(f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. Not the default view "
                f"({display_name(shown.system)}, {METHODS[shown.method]}); see {shown.report or 'bench/reports'} "

@@ -156,3 +156,27 @@ def test_ppi_simulation_runs_on_the_cut_trecqa(fixture_data, tmp_path):
     for design in ("uniform", "budget-aware"):
         cell = report["results"]["0.50"][design]["map@100"]
         assert 0.0 <= cell["coverage_ppi"] <= 1.0 and cell["width_ppi"] >= 0.0 and cell["draws"] == 5
+
+
+def _kw_row(system, method, seed, faithful=True, plausible=True, rho=0.4, stop=0.1):
+    return {"system": system, "method": method, "seed": seed, "split": "dev", "faithful": faithful,
+            "plausible": plausible, "spearman_idf": rho, "stop_share_top2": stop,
+            "comprehensiveness": {"top": .3, "random": .1, "bottom": .05}, "sufficiency": {"top": .2, "random": .4, "bottom": .5}}
+
+
+def test_keyword_decision_rule_on_dev_rows():
+    """bench.keyword_faithfulness.decide: the passing recipe's w wins; with none passing on every seed, the higher
+    dev AUC stays the default and the report says its view does not pass on dev (with the failing seed)."""
+    from bench.keyword_faithfulness import decide, failures
+
+    recipes = {"frm": {"dev_auc_mean": .90}, "frm@kw-loss": {"dev_auc_mean": .89}}
+    rows = [_kw_row("frm", "w", 13, plausible=False, rho=-.3, stop=.58), _kw_row("frm", "gradient", 13),
+            _kw_row("frm@kw-loss", "w", 13), _kw_row("frm@kw-loss", "gradient", 13, faithful=False)]
+    d = decide(rows, recipes)
+    assert d["frm_default_recipe"] == "frm@kw-loss" and d["default"] == {"system": "frm@kw-loss", "method": "w"}
+    assert d["default_passes_dev"] and "fails the checks on dev" in d["paper_loss_note"]
+    rows[2] = _kw_row("frm@kw-loss", "w", 13, plausible=False, stop=.26)
+    rows[1] = _kw_row("frm", "gradient", 13, plausible=False)
+    d = decide(rows, recipes)
+    assert d["default"] == {"system": "frm", "method": "w"} and d["default_passes_dev"] is False
+    assert "frm@kw-loss w seed 13: Spearman(IDF) +0.40, stop words in top-2 26%" in failures(rows)

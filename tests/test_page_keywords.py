@@ -49,7 +49,10 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
            "sufficiency": {"top": 0.05, "random": 0.2, "bottom": 0.3}}
     report.write_text(json.dumps({"default": {"system": "frm", "method": "gradient"}, "held_out": [row],
                                   "paper_loss_note": "The paper-loss FRM's own w(k, q) fails on held-out pairs.",
-                                  "reduced_training": {"frm": "2,000 training pairs, 2 epochs"}}))
+                                  "reduced_training": {"frm": "2,000 training pairs, 2 epochs"},
+                                  "default_passes_dev": False,
+                                  "dev_failures": ["frm gradient seed 14: stop words in top-2 30%",
+                                                   "frm w seed 13: not faithful"]}))
     monkeypatch.setattr(keyword_quality, "REPORT", report)
     at = _app()
     at.query_params["q"] = "How can I stop my depression?"
@@ -58,6 +61,7 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
     assert at.selectbox(key="keywords.view").value == ("frm", "gradient")
     caption = " ".join(c.value for c in at.caption)
     assert "Spearman with IDF +0.41" in caption and "0.300" in caption and "12%" in caption
+    assert "does not pass for every seed (frm gradient seed 14: stop words in top-2 30%)" in caption, caption
     assert "reduced FRM trainings (2,000 training pairs, 2 epochs), not on this build's model" in caption
     at.selectbox(key="keywords.view").set_value(("frm", "w")).run()
     assert any("fails on held-out pairs" in w.value for w in at.warning)

@@ -175,6 +175,8 @@ class KeywordsDefault:
     paper_loss_note: str = ""  # what the report says about the paper-loss FRM's own weights
     report: str = ""
     reduced: str = ""  # set when the figures come from reduced trainings, not the default build's models
+    dev_passes: bool | None = None  # the decision split: faithful and plausible for every seed measured there
+    dev_failures: tuple[str, ...] = ()  # this view's failing (seed, figure) on dev, as the report states them
 
 
 def read_report(path: Path | None = None) -> dict | None:
@@ -199,6 +201,9 @@ def keywords_default(path: Path | None = None) -> KeywordsDefault:
                            sufficiency=row.get("sufficiency"), spearman_idf=row.get("spearman_idf"),
                            stop_share_top2=row.get("stop_share_top2"),
                            paper_loss_note=report.get("paper_loss_note", ""),
+                           dev_passes=report.get("default_passes_dev"),
+                           dev_failures=tuple(f for f in report.get("dev_failures", [])
+                                              if f.startswith(f"{chosen['system']} {chosen['method']} seed ")),
                            reduced=str((report.get("reduced_training") or {}).get(chosen["system"], "")), report=str(path.relative_to(REPO_ROOT))
                            if Path(path).is_relative_to(REPO_ROOT) else str(path))
 
