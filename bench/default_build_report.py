@@ -30,9 +30,11 @@ def system_rows(dataset_name: str, variants: bool = False) -> list[dict]:
     rows = []
     targets = default_build_targets(ds)
     if variants:  # recipes (registry.Recipe) and ablations built beside the defaults, where built
+        default = {(spec.name, v) for spec, v in targets}  # recipes the default build builds are its own rows
         targets = [(spec, v) for spec in list_systems()
                    for v in dict.fromkeys([*spec.variants, *(r.variant for r in spec.recipes)])
-                   if (var_dir() / "build" / slug(ds.name) / f"{spec.name}@{slug(v)}.json").is_file()]
+                   if (spec.name, v) not in default
+                   and (var_dir() / "build" / slug(ds.name) / f"{spec.name}@{slug(v)}.json").is_file()]
     for spec, variant in targets:
         leaf = spec.name + (f"@{slug(variant)}" if variant else "")
         status_path = var_dir() / "build" / slug(ds.name) / f"{leaf}.json"
@@ -88,10 +90,18 @@ def main() -> None:
         write_report(out, report)
         return
     rows = system_rows(args.dataset)
+    variants = system_rows(args.dataset, variants=True)
+    previous = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    have = {r["system"] for r in rows + variants}
+    carried = [{**r, "carried_from": r.get("carried_from") or previous.get("variants_commit") or previous.get("commit")}
+               for r in previous.get("variants", []) if r["system"] not in have]
     report = {"command": "python -m core build --dataset " + args.dataset + " --all; python -m bench.default_build_report",
               "commit": head_commit(), "machine": platform.platform(), "text_pipeline": PIPELINE_VERSION,
               "wall": args.wall, "load": args.load_note or "not stated", "systems": rows,
-              "variants": system_rows(args.dataset, variants=True)}
+              "variants": variants + carried,
+              **({"variants_note": "rows with carried_from were built beside the default build of that commit and "
+                                   "not rebuilt with this one (python -m bench.default_build_report --variants-only "
+                                   "after building them replaces them)"} if carried else {})}
     write_report(out, report)
     for r in rows:
         t = r.get("training") or {}
