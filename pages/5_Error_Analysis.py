@@ -48,7 +48,7 @@ from ui.auth import current_identity
 from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
-from ui.charts import brushed_ranks, delta_chart
+from ui.charts import delta_png
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
@@ -229,12 +229,17 @@ with tab_q:
             w.metric("Wins", wtl["W"])
             t.metric("Ties", wtl["T"])
             l_.metric("Losses", wtl["L"])
-            chart = delta_chart(deltas, f"{metric}: {sys_pick} − {baseline}")
-            event = st.altair_chart(chart, on_select="rerun", key="ea.delta_chart")
-            ranks = brushed_ranks(event.selection if event else None, len(deltas))
-            qids = [q for q, _ in deltas] if ranks is None else [deltas[r - 1][0] for r in ranks]
-            if ranks is not None:
-                st.caption(f"Ranks {ranks.start:,}–{ranks.stop - 1:,} of the chart: {len(qids):,} queries.")
+            qids = [q for q, _ in deltas]
+            n = len(qids)
+            span = (1, n) if n < 2 else st.slider("Ranks listed below (1 = the largest gain)", 1, n, (1, n),
+                                                 key=f"ea.rank_span.{sys_pick}.{metric}.{n}")
+            st.image(memo("ea.delta_png", (run_keys[sys_pick], run_keys[baseline], labels_key, metric, span),
+                          lambda: delta_png([d for _, d in deltas], f"{metric}: {sys_pick} − {baseline}", span)),
+                     width="stretch", alt=f"{metric} of {sys_pick} minus {baseline} per query, sorted: "
+                                          f"{wtl['W']} wins, {wtl['T']} ties, {wtl['L']} losses")
+            if span != (1, n):
+                qids = qids[span[0] - 1:span[1]]
+                st.caption(f"Ranks {span[0]:,}–{span[1]:,}: {len(qids):,} queries.")
             delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
             open_q = st.selectbox("Query", qids, key="ea.open_q",
                                   format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")

@@ -1,19 +1,14 @@
-"""ui.charts: the per-query Δ chart stays one area path, and a brush maps back to the ranks it covers."""
-from ui.charts import BRUSH, brushed_ranks, delta_chart
+"""ui.charts: the per-query Δ curve is a server-drawn PNG (light in the browser), also for odd run names."""
+from ui.charts import delta_png
 
 
-def test_delta_chart_is_one_area_with_a_rank_brush():
-    spec = delta_chart([("q1", 0.5), ("q2", 0.0), ("q3", -0.25)], "mrr: a − b").to_dict()
-    assert spec["mark"]["type"] == "area"
-    assert [p["name"] for p in spec["params"]] == [BRUSH]
-    assert spec["params"][0]["select"]["encodings"] == ["x"]
+def test_delta_png_is_a_png_with_and_without_a_span():
+    deltas = [0.5, 0.25, 0.0, 0.0, -0.25, -1.0]
+    for span in (None, (1, 6), (2, 4)):
+        png = delta_png(deltas, "mrr@100: frm − bm25", span)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
 
 
-def test_brushed_ranks_cover_whole_ranks_inside_the_brush():
-    assert brushed_ranks(None, 10) is None
-    assert brushed_ranks({}, 10) is None
-    assert brushed_ranks({BRUSH: {}}, 10) is None
-    assert brushed_ranks({BRUSH: {"rank": [2.4, 5.0]}}, 10) == range(3, 6)
-    assert brushed_ranks({BRUSH: {"rank": [9.2, 0.5]}}, 10) == range(1, 10)
-    assert brushed_ranks({BRUSH: {"rank": [0, 40]}}, 10) == range(1, 11)
-    assert brushed_ranks({BRUSH: {"rank": [3.2, 3.8]}}, 10) is None  # no whole rank inside
+def test_delta_png_takes_names_with_mathtext_characters_and_empty_input():
+    assert delta_png([0.1, -0.1], "map: run:$weird_$ − bm25")[:4] == b"\x89PNG"
+    assert delta_png([], "nothing")[:4] == b"\x89PNG"
