@@ -152,21 +152,25 @@ def decide(rows_dev: list[dict], recipes: dict) -> dict:
             "default_passes_dev": view_ok, "paper_loss_note": note}
 
 
-def redecide(path: Path) -> dict:
-    """The report at ``path`` with its means and decision recomputed from its own per-seed rows (nothing measured)."""
-    import json
-
+def summarise(rows: list[dict], recipes: dict) -> dict:
+    """The report's derived part from its per-seed rows: the decision, the means per explanation on dev and on the
+    held-out test pairs, and the failing (explanation, seed) figures on dev."""
     from core.analysis.keywords import METHODS
 
-    report = json.loads(Path(path).read_text(encoding="utf-8"))
-    rows = report["per_seed"]
     rows_dev = [r for r in rows if r["split"] == "dev"]
     rows_test = [r for r in rows if r["split"] == "test"]
-    recipes = report["recipes"]
-    report.update(decide(rows_dev, recipes), decision_rule=DECISION_RULE,
-                  dev=[mean_row(rows_dev, n, m) for n in recipes for m in METHODS],
-                  held_out=[mean_row(rows_test, n, m) for n in recipes for m in METHODS],
-                  dev_failures=failures(rows_dev))
+    return {**decide(rows_dev, recipes), "decision_rule": DECISION_RULE,
+            "dev": [mean_row(rows_dev, n, m) for n in recipes for m in METHODS],
+            "held_out": [mean_row(rows_test, n, m) for n in recipes for m in METHODS],
+            "dev_failures": failures(rows_dev)}
+
+
+def redecide(path: Path) -> dict:
+    """The report at ``path`` with :func:`summarise` recomputed from its own per-seed rows (nothing measured)."""
+    import json
+
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    report.update(summarise(report["per_seed"], report["recipes"]))
     return report
 
 
@@ -234,17 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         if aucs:
             recipes[name] = {"dev_auc_mean": round(float(np.mean(aucs)), 4), "dev_auc": aucs}
 
-    decision = decide(rows_dev, recipes)
     report = {
         "command": "python -m bench.keyword_faithfulness " + " ".join(argv or []),
         "commit": head_commit(), "dataset": dataset.name, "pairs_per_split": args.pairs, "seeds_asked": seeds,
-        "decision_rule": DECISION_RULE, "pass_rule": PASS_RULE, "recipes": recipes,
-        **decision,
+        "pass_rule": PASS_RULE, "recipes": recipes,
+        **summarise(rows_dev + rows_test, recipes),
         "reduced_training": ({n: f"{p:,} training pairs, 2 epochs, 300 dev pairs (not the default build's model)"
                               for n, p in reduced.items() if p} or None),
-        "dev": [mean_row(rows_dev, n, m) for n in recipes for m in METHODS],
-        "held_out": [mean_row(rows_test, n, m) for n in recipes for m in METHODS],
-        "dev_failures": failures(rows_dev),
         "per_seed": rows_dev + rows_test, "probes": probe_rows, "seconds": round(time.time() - t0, 1),
     }
     write_report(args.out, report)

@@ -55,12 +55,6 @@ def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) 
     return status
 
 
-def default_systems(dataset: Dataset) -> list[SystemSpec]:
-    from core.registry import default_build
-
-    return [s for s in list_systems() if default_build(s, dataset)]
-
-
 class _Progress:
     """Throttled status writer passed to a system's ``build`` as ``progress(fraction, message)``."""
 
