@@ -5,8 +5,8 @@ importance w(k, q) (Eq. 7) against IDF, for both recipes and every trained seed,
   keyword-agreement loss. Seeds: 13 is the built model (``var/systems``); other seeds are the trainings
   ``bench/dev_decisions.py --parts frm-keyword-loss --seeds ...`` wrote under ``var/seeds`` (a missing seed is
   listed with that command, never trained here). Acc at threshold 0.5 (§3.3.3), ROC AUC by sklearn.
-- References: the zero-shot all-MiniLM-L6-v2 cosine (AUC; it has no 0.5 threshold; pre-trained on data that
-  includes Quora duplicates) and the built cross-encoder.
+- References: the zero-shot all-MiniLM-L6-v2 cosine, the registered ``minilm-pairs`` system through the one loader
+  (AUC; it has no 0.5 threshold; pre-trained on data that includes Quora duplicates) and the built cross-encoder.
 - Paired bootstrap over the test pairs (2,000 resamples) of the AUC difference, on the seed-mean probabilities:
   Eq. (18) against the keyword loss, and each against zero-shot MiniLM.
 - Keyword importance on the test questions (``core.rerank.frm.importance_report``): Spearman of w(k, q) with IDF
@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     from core.artifacts import load_json
     from core.data.datasets import load_dataset
     from core.registry import system_path
+    from core.evaluation import pair_auc, score_pairs_of
     from core.rerank import frm as F
+    from core.serving.loader import load
     from core.training import device
 
     started = time.perf_counter()
@@ -107,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
                 "mean_w_content": spread([r["importance_test"]["mean_content"] for r in done])} if done else {})}
         if per_seed:
             probs[name] = np.mean(per_seed, axis=0)
-    reranker = F.load(ds)
-    zero_shot = F.minilm_cosine_scores(reranker.featurizer, ds.corpus, pairs)
+    # the reference the app holds FRM to, through the one loader (the same scores as bench.cross_encoder_pairs)
+    zero_shot = np.asarray(score_pairs_of(load("minilm-pairs", ds), pairs, ds.corpus), dtype=float)
     report["references"]["minilm zero-shot cosine"] = {
-        "auc": round(F.accuracy_auc(labels, zero_shot)["auc"], 5),
-        "note": "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates (its QQP numbers are not zero-shot)"}
+        "system": "minilm-pairs", "auc": round(pair_auc(zero_shot, pairs), 5),
+        "note": "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates (its QQP numbers are not "
+                "zero-shot); scored through the loader as the app serves it (core.evaluation.score_pairs_of)"}
     cross = system_path(ds.name, "cross-encoder") / "metrics.json"
     if cross.is_file():
         m = json.loads(cross.read_text(encoding="utf-8"))

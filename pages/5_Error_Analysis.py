@@ -214,40 +214,46 @@ tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets",
                                             on_change="rerun")
 
 # ----------------------------------------------------------------------------- per-query deltas
+@st.fragment
+def per_query_tab() -> None:
+    """The Δ curve, its rank slider and the query list: their widgets rerun only this part of the page."""
+    others = [s for s in res.systems if s != baseline]
+    if not others:
+        st.info("Pick a second system to see per-query differences against the baseline.")
+    else:
+        a, b = st.columns(2)
+        sys_pick = a.selectbox("System", others, key="ea.delta_system")
+        metric = b.selectbox("Metric", res.metrics, key="ea.delta_metric")
+        deltas = query_deltas(res, sys_pick, metric)
+        wtl = res.win_tie_loss[sys_pick][metric]
+        w, t, l_ = st.columns(3)
+        w.metric("Wins", wtl["W"])
+        t.metric("Ties", wtl["T"])
+        l_.metric("Losses", wtl["L"])
+        qids = [q for q, _ in deltas]
+        n = len(qids)
+        span = (1, n) if n < 2 else st.slider("Ranks listed below (1 = the largest gain)", 1, n, (1, n),
+                                             key=f"ea.rank_span.{sys_pick}.{metric}.{n}")
+        st.image(memo("ea.delta_png", (run_keys[sys_pick], run_keys[baseline], labels_key, metric, span),
+                      lambda: delta_png([d for _, d in deltas], f"{metric}: {sys_pick} − {baseline}", span)),
+                 width="stretch", alt=f"{metric} of {sys_pick} minus {baseline} per query, sorted: "
+                                      f"{wtl['W']} wins, {wtl['T']} ties, {wtl['L']} losses")
+        if span != (1, n):
+            qids = qids[span[0] - 1:span[1]]
+            st.caption(f"Ranks {span[0]:,}–{span[1]:,}: {len(qids):,} queries.")
+        delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
+        open_q = st.selectbox("Query", qids, key="ea.open_q",
+                              format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")
+        st.text(labels.queries.get(open_q, ""))
+        if st.button("Open on Compare", key="ea.open"):
+            link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
+            st.session_state["compare.open"] = dict(link)  # seeds Compare even if it was visited before
+            st.switch_page("pages/1_Compare.py", query_params=link)
+
+
 with tab_q:
     if tab_q.open:
-        others = [s for s in res.systems if s != baseline]
-        if not others:
-            st.info("Pick a second system to see per-query differences against the baseline.")
-        else:
-            a, b = st.columns(2)
-            sys_pick = a.selectbox("System", others, key="ea.delta_system")
-            metric = b.selectbox("Metric", res.metrics, key="ea.delta_metric")
-            deltas = query_deltas(res, sys_pick, metric)
-            wtl = res.win_tie_loss[sys_pick][metric]
-            w, t, l_ = st.columns(3)
-            w.metric("Wins", wtl["W"])
-            t.metric("Ties", wtl["T"])
-            l_.metric("Losses", wtl["L"])
-            qids = [q for q, _ in deltas]
-            n = len(qids)
-            span = (1, n) if n < 2 else st.slider("Ranks listed below (1 = the largest gain)", 1, n, (1, n),
-                                                 key=f"ea.rank_span.{sys_pick}.{metric}.{n}")
-            st.image(memo("ea.delta_png", (run_keys[sys_pick], run_keys[baseline], labels_key, metric, span),
-                          lambda: delta_png([d for _, d in deltas], f"{metric}: {sys_pick} − {baseline}", span)),
-                     width="stretch", alt=f"{metric} of {sys_pick} minus {baseline} per query, sorted: "
-                                          f"{wtl['W']} wins, {wtl['T']} ties, {wtl['L']} losses")
-            if span != (1, n):
-                qids = qids[span[0] - 1:span[1]]
-                st.caption(f"Ranks {span[0]:,}–{span[1]:,}: {len(qids):,} queries.")
-            delta_of = dict(deltas)  # built once: the label of each of the (thousands of) options reads it
-            open_q = st.selectbox("Query", qids, key="ea.open_q",
-                                  format_func=lambda q: f"{q} · Δ {delta_of[q]:+.3f}")
-            st.text(labels.queries.get(open_q, ""))
-            if st.button("Open on Compare", key="ea.open"):
-                link = {"dataset": ds.name, **({"qid": open_q} if open_q in ds.queries else {"q": labels.queries[open_q]})}
-                st.session_state["compare.open"] = dict(link)  # seeds Compare even if it was visited before
-                st.switch_page("pages/1_Compare.py", query_params=link)
+        per_query_tab()
 
 # ----------------------------------------------------------------------------- unjudged
 with tab_j:

@@ -26,6 +26,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
@@ -195,9 +196,17 @@ def randomization_test(control: Sequence[float], treatment: Sequence[float], n_p
         raise ValueError("two equally long, non-empty score lists are needed")
     diff = b - a
     observed = abs(diff.mean())
-    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(n_permutations, diff.size))
-    permuted = np.abs((signs * diff).mean(axis=1))
+    permuted = np.abs(_sign_flips(n_permutations, diff.size, seed) @ diff) / diff.size
     return float(np.mean(permuted >= observed - 1e-12))
+
+
+@lru_cache(maxsize=4)
+def _sign_flips(n_permutations: int, size: int, seed: int) -> np.ndarray:
+    """The seeded ±1 matrix (permutations × queries) of ``randomization_test``: drawn once per shape and seed,
+    shared by every system and metric of an analysis (the same draws, a tenth of the time)."""
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(n_permutations, size))
+    signs.flags.writeable = False
+    return signs
 
 
 @dataclass
