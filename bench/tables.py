@@ -50,6 +50,31 @@ def text_pipeline_table() -> list[str]:
     return out + ["", _source(r, "text_pipeline.json"), ""]
 
 
+def build_commit() -> str | None:
+    """The commit of the default build the generated tables describe (``default_build.json``)."""
+    r = _report("default_build.json")
+    return str(r["commit"]).split()[0].rstrip("+") if r and r.get("commit") else None
+
+
+def measured_before_build(commit: str | None) -> bool:
+    """True when a row measured at ``commit`` predates the default build (a strict ancestor of its commit in
+    git history): its numbers describe models this build replaced, so the row reads "not measured on this
+    build". A row without a commit counts as older."""
+    import subprocess
+
+    build = build_commit()
+    if build is None:
+        return False
+    if not commit:
+        return True
+    commit = str(commit).split()[0].rstrip("+")
+    if commit == build:
+        return False
+    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", commit, build], cwd=REPORTS.parent.parent,
+                              capture_output=True)
+    return ancestor.returncode == 0
+
+
 def query_forms_table() -> list[str]:
     r = _report("query_forms.json")
     if r is None:
@@ -63,6 +88,11 @@ def query_forms_table() -> list[str]:
         if "error" in row:
             out.append(f"| {row['system']} | {row['kind']} | not built: {row['error']} |||||| ")
             continue
+        if measured_before_build(row.get("commit")):
+            out.append(f"| {row['system']} | {row['kind']} | not measured on this build (row of commit "
+                       f"{row.get('commit')}, before the build of {build_commit()}; regenerate: python -m "
+                       f"bench.query_forms --update --systems {row['system']}) |||||| ")
+            continue
         t, y = row["tokenized"], row["typed"]
         out.append(f"| {row['system']} | {row['kind']} | {_num(t['recall@100'])} | {_num(y['recall@100'])} | "
                    f"{_num(t['hit_rate@1'])} | {_num(y['hit_rate@1'])} | {_num(t['mrr@100'])} | {_num(y['mrr@100'])} |")
@@ -73,19 +103,27 @@ def query_forms_table() -> list[str]:
 
 
 def reference_notes(rows: list[dict]) -> list[str]:
-    """One line per learned system: its held-out H@1 against its reference's, computed from the rows."""
+    """One line per learned system measured on this build: its held-out H@1 and MRR@100 against its reference's,
+    computed from the rows, by the rule of ``core.analysis.held_out`` (below when either is lower)."""
     from core.registry import reference_of
 
-    by_name = {row["system"]: row for row in rows if "error" not in row}
+    by_name = {row["system"]: row for row in rows if "error" not in row and not measured_before_build(row.get("commit"))}
     notes = []
     for system in by_name:  # a variant (name@variant) has its base system's reference
         reference = reference_of(system)  # the registration's reference (SYSTEM@...: its base system's)
         if reference is None or reference not in by_name:
             continue
-        mine, ref = by_name[system]["tokenized"]["hit_rate@1"], by_name[reference]["tokenized"]["hit_rate@1"]
-        verdict = "beats" if mine > ref else "**is below**"
-        notes.append(f"- {system} {verdict} its reference {reference} on held-out H@1 (tokenized): "
-                     f"{_num(mine)} vs {_num(ref)}.")
+        mine, ref = by_name[system]["tokenized"], by_name[reference]["tokenized"]
+        metrics = ("hit_rate@1", "mrr@100")
+        verdict = ("**is below**" if any(mine[m] < ref[m] for m in metrics) else
+                   "beats" if all(mine[m] > ref[m] for m in metrics) else "matches or beats")
+        typed, ref_typed = by_name[system]["typed"], by_name[reference]["typed"]
+        typed_below = any(typed[m] < ref_typed[m] for m in metrics)
+        notes.append(f"- {system} {verdict} its reference {reference} on held-out queries (tokenized): "
+                     f"H@1 {_num(mine['hit_rate@1'])} vs {_num(ref['hit_rate@1'])}, "
+                     f"MRR@100 {_num(mine['mrr@100'])} vs {_num(ref['mrr@100'])}"
+                     + (f"; typed, it **is below**: H@1 {_num(typed['hit_rate@1'])} vs {_num(ref_typed['hit_rate@1'])}, "
+                        f"MRR@100 {_num(typed['mrr@100'])} vs {_num(ref_typed['mrr@100'])}." if typed_below else "."))
     return notes
 
 

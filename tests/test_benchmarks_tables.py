@@ -201,3 +201,29 @@ def test_paper_quotes_are_lines_of_the_papers():
     if papers is None:
         pytest.skip("the papers (shared/papers) are not available here")
     assert check_quotes(papers) == []
+
+
+def test_a_query_forms_row_measured_before_the_build_reads_not_measured_on_this_build(monkeypatch):
+    """A typed-vs-tokenized row of a commit older than the default build describes models the build replaced."""
+    import subprocess
+
+    from bench import tables
+
+    def rev(ref: str) -> str | None:
+        out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head, parent = rev("HEAD"), rev("HEAD~1")
+    if parent is None:
+        pytest.skip("a shallow clone: HEAD has no parent commit here")
+    monkeypatch.setattr(tables, "build_commit", lambda: head)
+    assert tables.measured_before_build(parent) and tables.measured_before_build(None)
+    assert not tables.measured_before_build(head) and not tables.measured_before_build(head + "+")
+    row = {"system": "bm25", "kind": "first stage", "commit": parent}
+    monkeypatch.setattr(tables, "_report", lambda name: {"split": "test", "queries": 3,
+                                                         "queries_whose_typed_form_differs": 3, "protocol": "p",
+                                                         "rows": [row], "command": "c", "commit": head,
+                                                         "machine": "m"})
+    monkeypatch.setattr(tables, "reference_notes", lambda rows: [])
+    text = "\n".join(tables.query_forms_table())
+    assert f"| bm25 | first stage | not measured on this build (row of commit {parent}" in text

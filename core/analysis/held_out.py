@@ -51,7 +51,8 @@ class HeldOutVerdict:
             return (f"BELOW ITS REFERENCE on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f} "
                     f"(MRR@100 {self.scores['mrr@100']:.4f} vs {self.reference_scores['mrr@100']:.4f}); "
                     f"use {self.reference}, or train longer / on more data")
-        return (f"beats its reference on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f}, "
+        verb = "beats" if all(self.scores[m] > self.reference_scores[m] for m in METRICS) else "matches or beats"
+        return (f"{verb} its reference on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f}, "
                 f"MRR@100 {self.scores['mrr@100']:.4f} vs {self.reference_scores['mrr@100']:.4f}")
 
 
