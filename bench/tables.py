@@ -8,6 +8,7 @@ section, ``--check`` fails when the file and the reports disagree (tests/test_be
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -60,8 +61,6 @@ def measured_before_build(commit: str | None) -> bool:
     """True when a row measured at ``commit`` predates the default build (a strict ancestor of its commit in
     git history): its numbers describe models this build replaced, so the row reads "not measured on this
     build". A row without a commit counts as older."""
-    import subprocess
-
     build = build_commit()
     if build is None:
         return False
@@ -70,6 +69,14 @@ def measured_before_build(commit: str | None) -> bool:
     commit = str(commit).split()[0].rstrip("+")
     if commit == build:
         return False
+    return _is_ancestor(commit, build)
+
+
+@functools.lru_cache(maxsize=None)
+def _is_ancestor(commit: str, build: str) -> bool:
+    """git merge-base --is-ancestor, once per pair (each row is asked twice: its table line and its note)."""
+    import subprocess
+
     ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", commit, build], cwd=REPORTS.parent.parent,
                               capture_output=True)
     return ancestor.returncode == 0
@@ -105,6 +112,7 @@ def query_forms_table() -> list[str]:
 def reference_notes(rows: list[dict]) -> list[str]:
     """One line per learned system measured on this build: its held-out H@1 and MRR@100 against its reference's,
     computed from the rows, by the rule of ``core.analysis.held_out`` (below when either is lower)."""
+    from core.analysis.held_out import HeldOutVerdict
     from core.registry import reference_of
 
     by_name = {row["system"]: row for row in rows if "error" not in row and not measured_before_build(row.get("commit"))}
@@ -113,17 +121,16 @@ def reference_notes(rows: list[dict]) -> list[str]:
         reference = reference_of(system)  # the registration's reference (SYSTEM@...: its base system's)
         if reference is None or reference not in by_name:
             continue
-        mine, ref = by_name[system]["tokenized"], by_name[reference]["tokenized"]
-        metrics = ("hit_rate@1", "mrr@100")
-        verdict = ("**is below**" if any(mine[m] < ref[m] for m in metrics) else
-                   "beats" if all(mine[m] > ref[m] for m in metrics) else "matches or beats")
-        typed, ref_typed = by_name[system]["typed"], by_name[reference]["typed"]
-        typed_below = any(typed[m] < ref_typed[m] for m in metrics)
-        notes.append(f"- {system} {verdict} its reference {reference} on held-out queries (tokenized): "
+        verdicts = {form: HeldOutVerdict(system, reference, "test", 0, by_name[system][form], by_name[reference][form])
+                    for form in ("tokenized", "typed")}
+        mine, ref = verdicts["tokenized"].scores, verdicts["tokenized"].reference_scores
+        typed, ref_typed = verdicts["typed"].scores, verdicts["typed"].reference_scores
+        notes.append(f"- {system} {verdicts['tokenized'].word} its reference {reference} on held-out queries (tokenized): "
                      f"H@1 {_num(mine['hit_rate@1'])} vs {_num(ref['hit_rate@1'])}, "
                      f"MRR@100 {_num(mine['mrr@100'])} vs {_num(ref['mrr@100'])}"
                      + (f"; typed, it **is below**: H@1 {_num(typed['hit_rate@1'])} vs {_num(ref_typed['hit_rate@1'])}, "
-                        f"MRR@100 {_num(typed['mrr@100'])} vs {_num(ref_typed['mrr@100'])}." if typed_below else "."))
+                        f"MRR@100 {_num(typed['mrr@100'])} vs {_num(ref_typed['mrr@100'])}." if verdicts["typed"].below
+                        else "."))
     return notes
 
 

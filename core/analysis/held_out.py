@@ -43,6 +43,13 @@ class HeldOutVerdict:
         """Below its reference on H@1 or on MRR@100 (it must beat it on both)."""
         return any(self.scores[m] < self.reference_scores[m] for m in METRICS)
 
+    @property
+    def word(self) -> str:
+        """"**is below**", "beats" (above on both metrics) or "matches or beats" (a tie on one)."""
+        if self.below:
+            return "**is below**"
+        return "beats" if all(self.scores[m] > self.reference_scores[m] for m in METRICS) else "matches or beats"
+
     def line(self) -> str:
         """One line for every place that shows the system."""
         mine, ref = self.scores[PRIMARY], self.reference_scores[PRIMARY]
@@ -51,8 +58,7 @@ class HeldOutVerdict:
             return (f"BELOW ITS REFERENCE on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f} "
                     f"(MRR@100 {self.scores['mrr@100']:.4f} vs {self.reference_scores['mrr@100']:.4f}); "
                     f"use {self.reference}, or train longer / on more data")
-        verb = "beats" if all(self.scores[m] > self.reference_scores[m] for m in METRICS) else "matches or beats"
-        return (f"{verb} its reference on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f}, "
+        return (f"{self.word} its reference on {where}: H@1 {mine:.4f} vs {self.reference} {ref:.4f}, "
                 f"MRR@100 {self.scores['mrr@100']:.4f} vs {self.reference_scores['mrr@100']:.4f}")
 
 
