@@ -2,9 +2,10 @@
 
 TrecQA's test questions have every candidate judged: the full human labels give the "true" metric of
 every system. A judge (a registered reranker) scores every test candidate; its grade probabilities
-P(g | score) and its thresholds are fitted on the dev split's human labels (never on test). The PPI
-prediction is the soft judge (``core.analysis.ppi``): the expected per-query metric under label draws from
-P(g | score). For each budget (a share of the test questions whose candidates humans label) and each draw,
+P(g | item) and its thresholds are fitted on the dev split's human labels (never on test); P(g | item)
+uses the score alone or also its place among the question's candidates, whichever has the lower
+cross-validated log loss on dev (``core.judging.calibration.choose_grade_model``). The PPI prediction is the
+soft judge (``core.analysis.ppi``): the expected per-query metric under label draws from P(g | item). For each budget (a share of the test questions whose candidates humans label) and each draw,
 the human-labelled questions are sampled uniformly or budget-aware (``core.analysis.budget``: π_q from the
 judge's predicted uncertainty of nDCG@10, the campaign's ordering metric, taken in sequential Poisson order
 as a campaign's queue takes them), and per system and metric we compute the humans-only interval (same
@@ -25,6 +26,7 @@ import argparse
 import itertools
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +35,11 @@ from scipy import stats
 from bench.reporting import ROOT, head_commit, write_report
 from core.analysis.budget import (UNIFORM_SHARE, inclusion_probabilities, metric_uncertainty,
                                   sequential_poisson_sample, uniform_sample)
-from core.analysis.ppi import ESTIMATOR, SAMPLES, human_mean, posterior_samples, ppi_mean
+from core.analysis.ppi import ESTIMATOR, PRIOR_DF, SAMPLES, human_mean, posterior_samples, ppi_mean
 from core.data.datasets import load_dataset
 from core.evaluation import per_query
 from core.judging.auto_judge import ORDER_METRIC
-from core.judging.calibration import fit_thresholds, grade_model
+from core.judging.calibration import choose_grade_model, fit_thresholds
 from core.registry import get_spec
 from core.serving.loader import load
 from core.serving.runner import SystemChoice, rank_many
@@ -71,6 +73,20 @@ def judge_scores(judge: str, dataset, qids: list[str]) -> dict[str, dict[str, fl
     return out
 
 
+def judge_provenance(judge: str, dataset: str) -> str:
+    """One line: which build of the judge scored the items (its saved metrics, ``core.model_cards``)."""
+    from core.model_cards import convergence_note, metrics_file, training_log
+
+    system, _, variant = judge.partition("@")
+    saved = metrics_file(dataset, system, variant or None)
+    log = training_log(dataset, system, variant or None)
+    best = ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in saved.items()
+                     if k.startswith("best_") and isinstance(v, (int, float)))
+    trained = convergence_note(log) if log else (best or "no training record (zero-shot or not built)")
+    return (f"{judge} on {dataset} (python -m core build --dataset {dataset} --systems {judge}): {trained}; "
+            "its scores are cached under var/ppi_simulation/")
+
+
 def metric_table(qrels: Mapping[str, Mapping[str, int]], run, metric: str, qids: list[str]) -> np.ndarray:
     """Per-query metric over ``qids`` (0 for a question without a relevant candidate)."""
     values = per_query({q: qrels.get(q, {}) for q in qids if qrels.get(q)}, run, metric)
@@ -83,7 +99,7 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, budgets, draws: int, seed: int,
-             systems: list[str], n_labels: np.ndarray) -> dict:
+             systems: list[str], n_labels: np.ndarray, prior_df: float = PRIOR_DF) -> dict:
     """Coverage, width and τ per budget and design (see the module docstring).
 
     ``human[m]``: per system, the per-query metric under full human labels; ``soft[m]``: the soft judge's
@@ -112,7 +128,8 @@ def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, 
                     est_p, est_h = [], []
                     for s in range(len(systems)):
                         t = truth[s].mean()
-                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, model_var=model_var[m][s])
+                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, model_var=model_var[m][s],
+                                      prior_df=prior_df)
                         ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
                         a["ppi_cover"].append(ip.covers(t))
                         a["human_cover"].append(ih.covers(t))
@@ -127,7 +144,7 @@ def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, 
                     for i, j in pairs:
                         d_true = truth[i] - truth[j]
                         ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi,
-                                      model_var=model_var[m][(i, j)])
+                                      model_var=model_var[m][(i, j)], prior_df=prior_df)
                         ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
                         a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
                         a["diff_human_cover"].append(ih.covers(d_true.mean()))
@@ -155,6 +172,83 @@ def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, 
                     "significant_pairs_kept_human": float(np.mean(a["sig_kept_human"])) if a["sig_kept_human"] else None}
                 for m, a in acc.items()}
     return out
+
+
+PRIOR_DF_GRID = (1.0, 2.0, 4.0, 8.0, float("inf"))  # d₀ candidates, narrowest first; ∞: the hard floor
+DEV_DRAWS = 300
+DEV_BAR = 0.89  # every dev cell's coverage of a nominal 90 % interval must reach this
+
+
+@dataclass
+class SimulationInputs:
+    """Per metric and system, per-query values on one split: full human labels, the soft judge's
+    prediction and its predicted variance (systems and pairs), the budget-aware uncertainty, items per query."""
+
+    human: dict
+    soft: dict
+    model_var: dict
+    uncertainty: np.ndarray
+    n_labels: np.ndarray
+
+
+def simulation_inputs(ds, queries: list[str], qrels, grade_probs, runs: dict, systems: list[str], samples: int,
+                      seed: int) -> SimulationInputs:
+    """The arrays ``simulate`` needs, from the human qrels and the soft judge's grade probabilities."""
+    human = {m: [metric_table(qrels, runs[s], m, queries) for s in systems] for m in METRICS}
+    soft: dict = {}
+    model_var: dict = {}
+    order_draws: dict = {}
+    for m in METRICS:
+        draws = posterior_samples(grade_probs, runs, m, queries, samples=samples, seed=seed)
+        soft[m] = [draws[s].mean(axis=1) for s in systems]
+        model_var[m] = {i: draws[s].var(axis=1) for i, s in enumerate(systems)}
+        model_var[m].update({(i, j): (draws[systems[i]] - draws[systems[j]]).var(axis=1)
+                             for i, j in itertools.combinations(range(len(systems)), 2)})
+        if m == ORDER_METRIC:
+            order_draws = draws
+    if not order_draws:
+        order_draws = posterior_samples(grade_probs, runs, ORDER_METRIC, queries, samples=samples, seed=seed)
+    return SimulationInputs(human, soft, model_var, metric_uncertainty(order_draws),
+                            np.array([len(ds.candidates[q]) for q in queries]))
+
+
+def cross_fitted_grade_probs(ds, queries: list[str], scores, qrels, max_label: int, folds: int = 5) -> dict:
+    """P(g | item) for every candidate of ``queries``, each fold's from a model chosen and fitted on the
+    other folds (GroupKFold by question), so a dev simulation sees a judge calibrated away from its labels."""
+    from sklearn.model_selection import GroupKFold
+
+    items = [(q, d) for q in queries for d in ds.candidates[q]]
+    s = np.array([scores[q][d] for q, d in items])
+    y = np.array([int(qrels.get(q, {}).get(d, 0)) for q, d in items])
+    g = np.array([q for q, _ in items], dtype=object)
+    out: dict = {q: {} for q in queries}
+    for fit, held in GroupKFold(n_splits=max(2, min(folds, len(queries)))).split(s, y, g):
+        model = choose_grade_model(s[fit], y[fit], max_label, g[fit].tolist()).model
+        rows = model(s[held], g[held].tolist())
+        for k, row in zip(held, rows):
+            out[items[k][0]][items[k][1]] = row.tolist()
+    return out
+
+
+def choose_prior_df(inputs: SimulationInputs, systems: list[str], seed: int, draws: int = DEV_DRAWS) -> dict:
+    """The smallest d₀ of ``PRIOR_DF_GRID`` whose coverage reaches ``DEV_BAR`` in every cell (systems and
+    differences, both designs, every budget) of the dev simulation; every candidate's worst cell recorded."""
+    worst = {}
+    for d0 in PRIOR_DF_GRID:
+        res = simulate(inputs.human, inputs.soft, inputs.model_var, inputs.uncertainty, BUDGETS, draws, seed,
+                       systems, inputs.n_labels, prior_df=d0)
+        cells = [r[k] for ds_ in res.values() for per in ds_.values() for r in per.values()
+                 for k in ("coverage_ppi", "diff_coverage_ppi")]
+        widths = [r["width_ppi"] for ds_ in res.values() for per in ds_.values() for r in per.values()]
+        worst["inf" if np.isinf(d0) else f"{d0:g}"] = {"min_coverage": float(min(cells)),
+                                                        "mean_width": float(np.mean(widths))}
+    passing = [d0 for d0 in PRIOR_DF_GRID if worst["inf" if np.isinf(d0) else f"{d0:g}"]["min_coverage"] >= DEV_BAR]
+    chosen = passing[0] if passing else float("inf")
+    return {"rule": f"smallest d0 of {[str(d) for d in PRIOR_DF_GRID]} whose dev coverage is >= {DEV_BAR} in every "
+                    f"cell (systems and differences, both designs, every budget; {draws} draws; judge cross-fitted "
+                    "in 5 folds by question)",
+            "candidates": worst, "chosen": "inf" if np.isinf(chosen) else chosen, "core_prior_df": "inf" if np.isinf(PRIOR_DF) else PRIOR_DF,
+            "matches_core": bool(chosen == PRIOR_DF)}
 
 
 def markdown_table(report: dict) -> str:
@@ -198,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=1000)
     p.add_argument("--samples", type=int, default=SAMPLES, help="soft-judge label draws per question")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--choose-prior-df", action="store_true",
+                   help="also simulate on dev (cross-fitted judge) to choose the variance moderation d0 (core's PRIOR_DF)")
+    p.add_argument("--dev-draws", type=int, default=DEV_DRAWS, help="draws per cell of the dev simulation")
     p.add_argument("--out", default=str(ROOT / "bench" / "reports" / "ppi_simulation.json"))
     p.add_argument("--table", action="store_true", help="print the BENCHMARKS.md table of the report at --out")
     args = p.parse_args(argv)
@@ -218,11 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     scores_test = judge_scores(args.judge, ds, test_q)
     dev_s = [scores_dev[q][d] for q in dev_q for d in ds.candidates[q]]
     dev_y = [int(dev_qrels.get(q, {}).get(d, 0)) for q in dev_q for d in ds.candidates[q]]
+    dev_g = [q for q in dev_q for _ in ds.candidates[q]]
     thresholds = fit_thresholds(dev_s, dev_y, max_label)
-    grades = grade_model(dev_s, dev_y, max_label)
+    calibration = choose_grade_model(dev_s, dev_y, max_label, dev_g)
+    grades = calibration.model
     judge_qrels = {q: dict(zip(ds.candidates[q], thresholds.grade([scores_test[q][d] for d in ds.candidates[q]]).tolist()))
                    for q in test_q}
-    grade_probs = {q: dict(zip(ds.candidates[q], grades([scores_test[q][d] for d in ds.candidates[q]]).tolist()))
+    grade_probs = {q: dict(zip(ds.candidates[q], grades([scores_test[q][d] for d in ds.candidates[q]],
+                                                        [q] * len(ds.candidates[q])).tolist()))
                    for q in test_q}
     item_agree = [(int(test_qrels.get(q, {}).get(d, 0)), judge_qrels[q][d]) for q in test_q for d in ds.candidates[q]]
     from sklearn.metrics import cohen_kappa_score
@@ -230,30 +330,25 @@ def main(argv: list[str] | None = None) -> int:
     kappa_test = float(cohen_kappa_score([a for a, _ in item_agree], [b for _, b in item_agree]))
 
     runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in test_q}, k=100) for s in systems}
-    human = {m: [metric_table(test_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
+    test_in = simulation_inputs(ds, test_q, test_qrels, grade_probs, runs, systems, args.samples, args.seed)
+    human, soft = test_in.human, test_in.soft
     hard = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
-    soft: dict = {}
-    model_var: dict = {}
-    order_draws: dict = {}
-    for m in METRICS:
-        draws = posterior_samples(grade_probs, runs, m, test_q, samples=args.samples, seed=args.seed)
-        soft[m] = [draws[s].mean(axis=1) for s in systems]
-        model_var[m] = {i: draws[s].var(axis=1) for i, s in enumerate(systems)}
-        model_var[m].update({(i, j): (draws[systems[i]] - draws[systems[j]]).var(axis=1)
-                             for i, j in itertools.combinations(range(len(systems)), 2)})
-        if m == ORDER_METRIC:
-            order_draws = draws
-    if not order_draws:
-        order_draws = posterior_samples(grade_probs, runs, ORDER_METRIC, test_q, samples=args.samples, seed=args.seed)
-    uncertainty = metric_uncertainty(order_draws)
-    n_labels = np.array([len(ds.candidates[q]) for q in test_q])
+    n_labels = test_in.n_labels
+    prior_choice = None
+    if args.choose_prior_df:
+        dev_runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in dev_q}, k=100) for s in systems}
+        dev_probs = cross_fitted_grade_probs(ds, dev_q, scores_dev, dev_qrels, max_label)
+        dev_in = simulation_inputs(ds, dev_q, dev_qrels, dev_probs, dev_runs, systems, args.samples, args.seed)
+        prior_choice = choose_prior_df(dev_in, systems, args.seed, args.dev_draws)
+        print("prior_df on dev:", prior_choice)
 
     full = {m: {s: float(human[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
     judge_soft = {m: {s: float(soft[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
     judge_hard = {m: {s: float(hard[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
     circular = [s for s in systems if get_spec(s.split("@")[0]).minilm_derived
                 and get_spec(args.judge.split("@")[0]).minilm_derived]
-    results = simulate(human, soft, model_var, uncertainty, BUDGETS, args.draws, args.seed, systems, n_labels)
+    results = simulate(human, soft, test_in.model_var, test_in.uncertainty, BUDGETS, args.draws, args.seed, systems,
+                       n_labels, prior_df=PRIOR_DF)
     report = {
         "command": "python -m bench.ppi_simulation " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
         "commit": head_commit(), "dataset": args.dataset, "split": "test", "calibration_split": "dev",
@@ -263,12 +358,23 @@ def main(argv: list[str] | None = None) -> int:
         "budget_unit": "share of test questions whose candidates humans label (human_labels_mean: the items that means)",
         "budget_aware": f"pi_q proportional to {UNIFORM_SHARE} uniform + {1 - UNIFORM_SHARE} x the judge's predicted sd "
                         f"of {ORDER_METRIC} (variance summed over the systems); sequential Poisson order; Hajek "
-                        "estimator, variance floored by the judge's prediction",
+                        "estimator, variance moderated by the judge's prediction (d0 = prior_df)",
         "humans_only": "the same sample and design, with a judge that always predicts 0",
+        "calibration_features": calibration.features,
+        "calibration_log_loss_dev": calibration.log_loss,
+        "calibration_rule": "P(g | item) by multinomial logistic regression on dev's human labels: the score alone, "
+                            "or with where it stands among its question's candidates (score minus the best, "
+                            "log(1 + rank), z-score); the one with the lower 5-fold log loss on dev (folds by "
+                            "question) is used",
+        "prior_df": "inf" if np.isinf(PRIOR_DF) else PRIOR_DF,
+        "prior_df_choice": prior_choice if prior_choice is not None else "not rerun (--choose-prior-df)",
         "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,
         "full_judgments": full, "judge_only_soft": judge_soft, "judge_only_thresholded": judge_hard,
         "tau_judge_only": {m: _tau(np.array([judge_soft[m][s] for s in systems]),
                                    np.array([full[m][s] for s in systems])) for m in METRICS},
+        "judge_model": judge_provenance(args.judge, args.dataset),
+        "simulation_standard_error": f"a {LEVEL:.0%} coverage over {args.draws} draws has a standard error of "
+                                     f"about {np.sqrt(LEVEL * (1 - LEVEL) / args.draws):.3f}",
         "results": results, "seconds": round(time.perf_counter() - start, 1),
     }
     report["verdict"] = verdict(report)

@@ -149,8 +149,11 @@ def test_ppi_simulation_runs_on_the_cut_trecqa(fixture_data, tmp_path):
 
     out = tmp_path / "ppi.json"
     assert main(["--systems", "bm25,bm25@anserini-default", "--judge", "bm25", "--draws", "5", "--samples", "8",
-                 "--out", str(out)]) == 0
+                 "--choose-prior-df", "--dev-draws", "3", "--out", str(out)]) == 0
     report = json.loads(out.read_text(encoding="utf-8"))
+    choice = report["prior_df_choice"]
+    assert set(choice["candidates"]) == {"1", "2", "4", "8", "inf"} and "rule" in choice
+    assert report["calibration_features"] in ("score", "score+query")
     assert set(report["results"]) == {"0.05", "0.10", "0.25", "0.50"}
     assert set(report["verdict"]) == {"uniform", "budget-aware"} and report["soft_judge_samples"] == 8
     for design in ("uniform", "budget-aware"):

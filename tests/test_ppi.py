@@ -176,6 +176,55 @@ def test_grade_model_rows_are_distributions_and_follow_the_score():
         grade_model([0.1], [3], 2)
 
 
+def _shifted_queries(rng: np.random.Generator, queries: int = 60, per: int = 10):
+    """Every query's best-scored item is relevant, but each query's scores carry their own offset, so one
+    global threshold on the raw score cannot tell relevant from not; the place within the query can."""
+    scores, labels, groups = [], [], []
+    for q in range(queries):
+        base = rng.normal(0, 3)
+        s = base + rng.normal(0, 1, size=per)
+        top = int(s.argmax())
+        scores += s.tolist()
+        labels += [int(i == top) for i in range(per)]
+        groups += [f"q{q}"] * per
+    return np.array(scores), np.array(labels), groups
+
+
+def test_query_features_place_each_item_among_its_query():
+    from core.judging.calibration import query_features
+
+    x = query_features([3.0, 1.0, 2.0, 10.0, 10.0], ["a", "a", "a", "b", "b"])
+    assert x.shape == (5, 4)
+    assert x[:, 1].tolist() == [0.0, -2.0, -1.0, 0.0, 0.0]  # score − the query's best
+    assert np.allclose(x[:3, 2], np.log1p([0, 2, 1]))  # log(1 + rank) within the query
+    assert x[3, 3] == 0.0 and x[4, 3] == 0.0  # constant scores: z-score 0, not NaN
+    assert query_features([1.0, 2.0], None).shape == (2, 1)
+    with pytest.raises(ValueError):
+        query_features([1.0, 2.0], ["a"])
+
+
+def test_within_query_calibration_is_chosen_when_scores_only_rank_within_queries():
+    from core.judging.calibration import choose_grade_model, grade_model
+
+    rng = np.random.default_rng(3)
+    scores, labels, groups = _shifted_queries(rng)
+    choice = choose_grade_model(scores, labels, 1, groups)
+    assert choice.features == "score+query"
+    assert choice.log_loss["score+query"] < choice.log_loss["score"] - 0.1
+    new_s, new_y, new_g = _shifted_queries(np.random.default_rng(4), queries=30)
+    p = choice.model(new_s, new_g)[:, 1]
+    assert p[new_y == 1].mean() > 0.5 > p[new_y == 0].mean() + 0.3
+    with pytest.raises(ValueError, match="query of every item"):
+        choice.model(new_s)
+    # where the raw score is all there is (no per-query offset), the score alone is kept or ties
+    plain = rng.normal(0, 1, size=400)
+    plain_y = (plain + rng.normal(0, 0.5, size=400) > 0.8).astype(int)
+    plain_g = [f"q{i // 10}" for i in range(400)]
+    both = choose_grade_model(plain, plain_y, 1, plain_g)
+    assert both.log_loss["score"] <= both.log_loss["score+query"] + 0.02
+    assert not grade_model(plain, plain_y, 1).by_query
+
+
 def test_posterior_samples_certain_labels_give_the_metric_and_paired_draws():
     from ranx import Run
 
@@ -207,6 +256,23 @@ def test_variance_floor_applies_under_both_designs():
     assert ppi_mean(f, [0, 1, 2], y, model_var=sigma2).width > 0.05  # uniform: floored too
     with pytest.raises(ValueError):
         ppi_mean(f, [0, 1, 2], y, probs=pi, model_var=np.full(49, 0.04))
+
+
+def test_moderated_variance_pulls_toward_the_judge_and_never_below_the_sample():
+    from core.analysis.ppi import moderated_variance
+
+    assert moderated_variance(0.0, 0.04, 5, 4.0) == pytest.approx(4 * 0.04 / 8)  # (d0·V_J + (n−1)·0) / (d0+n−1)
+    assert moderated_variance(0.0, 0.04, 5, float("inf")) == pytest.approx(0.04)  # the hard floor
+    assert moderated_variance(0.0, 0.04, 5, 0.0) == 0.0  # no moderation
+    assert moderated_variance(0.09, 0.04, 5, 4.0) == pytest.approx(0.09)  # never below the sample variance
+    # more labelled questions weigh the judge's prediction less
+    assert moderated_variance(0.0, 0.04, 50, 4.0) < moderated_variance(0.0, 0.04, 5, 4.0)
+    with pytest.raises(ValueError):
+        moderated_variance(0.01, 0.04, 5, -1.0)
+    f, y, sigma2 = np.zeros(50), np.full(5, 0.5), np.full(50, 0.04)
+    soft = ppi_mean(f, range(5), y, model_var=sigma2, prior_df=4.0)
+    hard = ppi_mean(f, range(5), y, model_var=sigma2, prior_df=float("inf"))
+    assert 0 < soft.width < hard.width
 
 
 def test_sequential_poisson_sample_has_fixed_size_and_follows_the_probabilities():

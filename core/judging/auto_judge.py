@@ -32,7 +32,7 @@ from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import select
 
 from core.judging.agreement import campaign_agreement, krippendorff_alpha
-from core.judging.calibration import Thresholds, calibration_split, fit_thresholds, grade_model
+from core.judging.calibration import Thresholds, calibration_split, choose_grade_model, fit_thresholds
 from core.judging.campaigns import CampaignError, CampaignStore
 from core.judging.schema import CampaignJudgeLabelRow, _now
 
@@ -247,7 +247,7 @@ def judge_splits(labelled: Sequence[str], calibration_share: float = 0.5, holdou
 
 @dataclass(frozen=True)
 class SoftJudge:
-    """A stored judge as grade probabilities: P(g | score) per query and item, fitted on ``calibration``."""
+    """A stored judge as grade probabilities: P(g | item) per query and item, fitted on ``calibration``."""
 
     identity: str
     grade_probs: dict[str, dict[str, list[float]]]
@@ -257,7 +257,8 @@ class SoftJudge:
 
 
 def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule: str = "adjudicated") -> SoftJudge:
-    """The judge ``identity``'s stored scores turned into P(g | score) (``calibration.grade_model``), fitted on
+    """The judge ``identity``'s stored scores turned into P(g | item) (``calibration.choose_grade_model``: the
+    score alone or with its place among the query's items, whichever predicts better in folds), fitted on
     the human labels of the calibration split of the queries humans have labelled so far (``judge_splits``,
     as ``judge_campaign`` splits them); with no calibration labels yet, the judge's stored grade is taken as
     certain."""
@@ -267,13 +268,15 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
     reference, _ = store.qrels(actor, name, rule)
     labelled = sorted(q for q, rel in reference.items() if rel)
     calib = judge_splits(labelled)[0] if len(labelled) >= 3 else []
-    pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id]) for it in items
+    pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id], it.query_id) for it in items
              if it.item_id in stored and it.query_id in calib and it.doc_id in reference.get(it.query_id, {})]
     grades = range(campaign.max_label + 1)
-    model = grade_model([s for s, _ in pairs], [y for _, y in pairs], campaign.max_label) if pairs else None
+    model = choose_grade_model([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
+                               [q for _, _, q in pairs]).model if pairs else None
     probs: dict[str, dict[str, list[float]]] = {}
     scored = [it for it in items if it.item_id in stored]
-    rows = model([stored[it.item_id][0] for it in scored]) if model is not None and scored else None
+    rows = (model([stored[it.item_id][0] for it in scored], [it.query_id for it in scored])
+            if model is not None and scored else None)
     for k, it in enumerate(scored):
         row = rows[k].tolist() if rows is not None else [float(g == stored[it.item_id][1]) for g in grades]
         probs.setdefault(it.query_id, {})[it.doc_id] = row
