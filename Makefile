@@ -31,37 +31,41 @@ bench: install
 	$(PY) -m bench harness
 
 # The default build (timed), the recipes and ablations measured beside it, every report behind BENCHMARKS.md's
-# generated tables, then the tables themselves (about an hour on 2 cores; bench/reports/*.json name their commands).
+# generated tables, then the tables themselves (bench/reports/*.json name their commands). Every step prints its
+# wall time ("[reproduce] SECONDS s: COMMAND", GNU time) so the cost of each is on the console.
+STEP := /usr/bin/time -f "[reproduce] %e s: %C"
 RECIPES ?= densetrans@paper-objective,frm@kw-loss,densetrans@-AllDense,densetrans@-TopDense,densetrans@+Concat,sdml-cnn@tl-ssd,sdml-cnn@tl-euc
 reproduce: install
 	/usr/bin/time -f "%E" -o bench/reports/.build_wall $(PY) -m core build --dataset $(DATASET) --all
-	$(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \
+	$(STEP) $(PY) -m bench.default_build_report --dataset $(DATASET) --wall "$$(tail -1 bench/reports/.build_wall)" \
 	    --load-note "make reproduce: nothing else scheduled"
-	$(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
-	$(PY) -m bench.default_build_report --dataset $(DATASET) --variants-only
-	$(PY) -m bench.first_stage_train densetrans --variant=-AllDense --threads 2 --tag paper-objective \
+	$(STEP) $(PY) -m core build --dataset $(DATASET) --systems $(RECIPES)
+	$(STEP) $(PY) -m bench.default_build_report --dataset $(DATASET) --variants-only
+	$(STEP) $(PY) -m bench.first_stage_train densetrans --variant=-AllDense --threads 2 --tag paper-objective \
 	    --set pooling=cls temperature=1.0 dropout=0.1 position_std=0.0
-	for v in full -TopDense +Concat -AllDense; do for s in 14 15; do \
-	    $(PY) -m bench.first_stage_train densetrans --variant=$$v --threads 2 --tag seed$$s --set seed=$$s || exit 1; \
+	for v in full -TopDense +Concat -AllDense; do for s in 14 15 16 17; do \
+	    $(STEP) $(PY) -m bench.first_stage_train densetrans --variant=$$v --threads 2 --tag seed$$s --set seed=$$s || exit 1; \
 	done; done
-	$(PY) -m bench.densetrans_ablations --dataset $(DATASET) --seeds 13 14 15
-	$(PY) -m bench.query_forms --dataset $(DATASET)
-	$(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
-	$(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15
-	$(PY) -m bench.cross_encoder_pairs --dataset $(DATASET)
-	$(PY) -m bench.layers_curves --out bench/reports/layers_measures_qqp.json
-	$(PY) -m bench.layers_curves --pair densetrans:paper-objective densetrans:-AllDense#paper-objective \
+	$(STEP) $(PY) -m bench.densetrans_ablations --dataset $(DATASET) --seeds 13 14 15 16 17
+	$(STEP) $(PY) -m bench.query_forms --dataset $(DATASET)
+	$(STEP) $(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
+	$(STEP) $(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15
+	$(STEP) $(PY) -m bench.cross_encoder_pairs --dataset $(DATASET)
+	$(STEP) $(PY) -m bench.layers_curves --out bench/reports/layers_measures_qqp.json
+	$(STEP) $(PY) -m bench.layers_curves --pair densetrans:paper-objective densetrans:-AllDense#paper-objective \
 	    --sources minilm:cls densetrans:paper-objective densetrans:-AllDense#paper-objective \
 	    --out bench/reports/layers_measures_qqp_paper_objective.json
-	$(PY) -m bench.milvus_parity --dataset $(DATASET)
-	$(PY) -m bench.determinism --dataset $(DATASET) --busy 2
-	$(PY) -m bench.determinism --dataset $(DATASET) --busy 1 --systems frm cnn-rerank cross-encoder \
+	$(STEP) $(PY) -m bench.milvus_parity --dataset $(DATASET)
+	$(STEP) $(PY) -m bench.determinism --dataset $(DATASET) --busy 2
+	$(STEP) $(PY) -m bench.determinism --dataset $(DATASET) --busy 1 --systems frm cnn-rerank cross-encoder \
 	    --out bench/reports/determinism_rerankers.json
-	$(PY) -m bench.text_pipeline
-	$(PY) -m bench.seed_tests
-	$(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
-	for e in trecqa-cnn trecqa-cnn-clean qqp-first-stage qqp-rerank-cnn; do $(PY) -m bench run $$e || exit 1; done
-	$(PY) -m bench.tables
+	$(STEP) $(PY) -m bench.text_pipeline
+	$(STEP) $(PY) -m bench.seed_tests
+	$(STEP) $(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
+	$(STEP) $(PY) -m bench.ppi_simulation --systems bm25,bm25@anserini-default,glove-mean --judge cnn-rerank \
+	    --draws 1000 --choose-prior-df
+	for e in trecqa-cnn trecqa-cnn-clean qqp-first-stage qqp-rerank-cnn; do $(STEP) $(PY) -m bench run $$e || exit 1; done
+	$(STEP) $(PY) -m bench.tables
 
 clean-artifacts:
 	rm -rf var/

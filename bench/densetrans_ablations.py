@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15])
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
-    from core.evaluation import evaluate_run, per_query
+    from core.evaluation import evaluate_contract
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
     from core.retrieval import densetrans
@@ -77,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({variant: runs[-1]}), flush=True)
                 continue
             run = rank_many(SystemChoice("densetrans", variant=name), ds, queries, k=100, load=lambda *_: retriever)
-            scores = evaluate_run(qrels, run, METRICS)
+            evaluation = evaluate_contract(qrels, run, METRICS)  # every QQP query is answerable: all = answerable
+            scores = evaluation.all
             for m, v in scores.items():
                 per_seed[m].append(v)
-            recall[variant].append(per_query(qrels, run, "recall@100"))
+            recall[variant].append(evaluation.per_query["recall@100"])
             runs.append({"seed": seed, "folder": os.path.relpath(folder, ROOT), "command": seed_command(variant, seed),
                          "best_step": training.get("best_step"), "stopped": training.get("stopped"),
                          "best_dev": round(training.get("best_dev", float("nan")), 5),
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
               "commit": head_commit(), "machine": platform.platform(), "dataset": ds.name, "split": "test",
               "queries": len(queries), "collection": len(ds.corpus), "seeds": args.seeds,
               "protocol": "QQP test queries against the whole collection, each dropped from its own ranking, exact "
-                          "search, ranx metrics; the project's recipe for every row (mean pooling, τ 0.05, d 60 on "
+                          "search, scored by core.evaluation.evaluate_contract (trec_eval's query set and tie order: score desc, "
+                          "then doc id desc); the project's recipe for every row (mean pooling, τ 0.05, d 60 on "
                           "GloVe 6B-50d, 600-step cap, dev R@100 early stopping); only the architecture differs "
                           "(models/densetrans.py VARIANTS)",
               "variants": rows, "paired": tests, "seconds": round(time.perf_counter() - started, 1)}

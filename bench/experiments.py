@@ -68,6 +68,12 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         measures=("mrr@100", "map@100", "ndcg@10", "recall@100"),
         paper="densetrans-cai2021.md Table 2"),
     Experiment(
+        "qqp-sdml", "SDML-CNN against its triplet-loss baselines TL (Rand) with SSD and Euclidean distance, QQP test",
+        dataset="qqp-bimpm", split="test",
+        systems=("sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc"),
+        measures=("hit_rate@1", "hit_rate@10", "mrr@100"),
+        paper="sdml-bonadiman2019.md Table 4"),
+    Experiment(
         "qqp-rerank-cnn", "The CNN reranker over BM25's top 20 on QQP held-out test queries, against BM25 alone",
         dataset="qqp-bimpm", split="test",
         systems=("bm25", "cnn-rerank"), first_stage="bm25", depth=20,

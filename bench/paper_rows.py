@@ -19,8 +19,8 @@ import json
 import math
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORTS = ROOT / "bench" / "reports"
+from bench.reporting import REPORTS, ROOT, build_commit, measured_before_build
+
 MANIFEST = ROOT / "bench" / "paper_rows.json"
 
 ROW_KEYS = ("paper", "where", "system", "here_system", "dataset", "metric", "paper_value", "paper_quote",
@@ -159,23 +159,39 @@ def resolve(here: dict | None, reports: Path = REPORTS, where: str = "paper row"
     return value
 
 
-def stale_reason(row: dict) -> str | None:
+def stale_reason(row: dict, reports: Path | None = None) -> str | None:
     """Why a row's report does not speak for this build, or None: a report written before the text pipeline
-    (the protocol's build says ``pre-pipeline``) or by a build whose artifacts folder is gone (``/tmp/...``)."""
+    (the protocol's build says ``pre-pipeline``), by a build whose artifacts folder is gone (``/tmp/...``), or
+    at a commit before the default build's (``bench.reporting.measured_before_build``: other models)."""
+    reports = REPORTS if reports is None else reports
     build = row["protocol"]["build"]
     if PRE_PIPELINE in build:
         return f"its report {row['here']['report']} was written before the text pipeline; regenerate it to fill this row"
     gone = [w.strip("(),;") for w in build.split() if w.startswith(("/tmp/", "(/tmp/"))]
     if gone and not any(Path(g).exists() for g in gone):
         return f"the artifacts folder {gone[0]} of its report is gone"
+    commit = _report_commit(row["here"]["report"], reports)
+    if isinstance(commit, str) and commit and measured_before_build(commit):
+        return (f"its report {row['here']['report']} was measured at commit {commit}, before this "
+                f"build ({build_commit()}); regenerate it to fill this row")
     return None
+
+
+def _report_commit(name: str, reports: Path = REPORTS):
+    """The ``commit`` a JSON report names (None when it names none; ``_MISSING`` for a JSON-lines or missing
+    file, whose rows are judged by their protocol's build only)."""
+    path = reports / name
+    if path.suffix != ".json" or not path.is_file():
+        return _MISSING
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data.get("commit") if isinstance(data, dict) else None
 
 
 def value_here(row: dict, reports: Path = REPORTS, where: str = "paper row") -> str:
     """What a row shows here: the report's value, "not measured (why)" or "not measured on this build (why)"."""
     if row["here"] is None:
         return f"{NOT_MEASURED} ({row['not_measured']})"
-    reason = stale_reason(row)
+    reason = stale_reason(row, reports)
     if reason:
         return f"{NOT_ON_THIS_BUILD} ({reason})"
     return format_value(resolve(row["here"], reports, where))

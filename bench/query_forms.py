@@ -5,6 +5,8 @@
 runner as ``python -m core eval --query-form ...``: each query dropped from its own ranking, exact
 serving (each system's default), rerankers over BM25's top 20.
 
+Scored by ``core.evaluation.evaluate_contract`` (trec_eval's query set and tie order), the one contract.
+
 Usage: QRS_VAR=... python -m bench.query_forms [--systems bm25 minilm ...] [--split test] [--out FILE]
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 
 def main() -> None:
-    from core.evaluation import evaluate_run
+    from core.evaluation import TIE_RULES, evaluate_contract
     from core.data.datasets import load_dataset
     from core.errors import StudioError
     from core.registry import get_spec
@@ -63,7 +65,8 @@ def main() -> None:
             for form, queries in forms.items():
                 start = time.perf_counter()
                 rankings = rank_many(choice, ds, queries, k=100, load=load)
-                row[form] = {m: round(v, 4) for m, v in evaluate_run(qrels, rankings, METRICS).items()}
+                scored = evaluate_contract(qrels, rankings, METRICS).all  # QQP: every query answerable
+                row[form] = {m: round(v, 4) for m, v in scored.items()}
                 row[form]["seconds"] = round(time.perf_counter() - start, 1)
         except StudioError as exc:
             row["error"] = str(exc)
@@ -77,6 +80,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     for row in rows:
         row["commit"] = commit
+        row["scorer"] = "evaluate_contract (trec_eval ties)"
     if args.update and Path(args.out).is_file():
         done = {row["system"] for row in rows}
         old = json.loads(Path(args.out).read_text(encoding="utf-8"))
@@ -87,6 +91,8 @@ def main() -> None:
                                                                       else ""), "commit": commit,
               "machine": platform.platform(), "dataset": ds.name, "split": args.split, "queries": len(qrels),
               "queries_whose_typed_form_differs": changed,
+              "scorer": "evaluate_contract", "ties": "trec_eval", "tie_rule": TIE_RULES["trec_eval"],
+              "unanswerable": "none on QQP: every held-out query has a paraphrase ('all' = 'answerable')",
               "protocol": "each query removed from its own ranking; exact serving (each system's default); "
                           "rerankers rescore BM25's top 20; MiniLM-derived systems (minilm, tree-bert, frm, "
                           "cross-encoder, minilm-pairs) use all-MiniLM-L6-v2, pre-trained on data that includes "

@@ -8,12 +8,12 @@ section, ``--check`` fails when the file and the reports disagree (tests/test_be
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
 
 from bench.paper_rows import paper_rows_table
+from bench.reporting import build_commit, measured_before_build
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "bench" / "reports"
@@ -49,37 +49,6 @@ def text_pipeline_table() -> list[str]:
         out.append(f"| {row['tokenizer']} | {_num(row['typed_equals_corenlp'])} | {_num(row['token_f1_vs_corenlp'])} | "
                    f"{_num(row['typed_equals_tokenized_input'])} | {row['questions_per_second']:,} |")
     return out + ["", _source(r, "text_pipeline.json"), ""]
-
-
-def build_commit() -> str | None:
-    """The commit of the default build the generated tables describe (``default_build.json``)."""
-    r = _report("default_build.json")
-    return str(r["commit"]).split()[0].rstrip("+") if r and r.get("commit") else None
-
-
-def measured_before_build(commit: str | None) -> bool:
-    """True when a row measured at ``commit`` predates the default build (a strict ancestor of its commit in
-    git history): its numbers describe models this build replaced, so the row reads "not measured on this
-    build". A row without a commit counts as older."""
-    build = build_commit()
-    if build is None:
-        return False
-    if not commit:
-        return True
-    commit = str(commit).split()[0].rstrip("+")
-    if commit == build:
-        return False
-    return _is_ancestor(commit, build)
-
-
-@functools.lru_cache(maxsize=None)
-def _is_ancestor(commit: str, build: str) -> bool:
-    """git merge-base --is-ancestor, once per pair (each row is asked twice: its table line and its note)."""
-    import subprocess
-
-    ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", commit, build], cwd=REPORTS.parent.parent,
-                              capture_output=True)
-    return ancestor.returncode == 0
 
 
 def query_forms_table() -> list[str]:
@@ -352,7 +321,12 @@ def densetrans_ablations_table() -> list[str]:
     r = _report("densetrans_ablations.json")
     if r is None:
         return []
-    out = ["### DenseTrans ablations (Table 3) over seeds", "",
+    stale = (["**Not measured on this build**: these models were trained at commit "
+              f"{r.get('commit')}, before the default build of {build_commit()}; the paper rows read \"not measured on "
+              "this build\" until `make reproduce`'s Table 3 steps (seeds 13-17 on this commit, then "
+              "`python -m bench.densetrans_ablations --seeds 13 14 15 16 17` and `python -m bench.seed_tests`) rewrite "
+              "this report.", ""] if measured_before_build(r.get("commit")) else [])
+    out = ["### DenseTrans ablations (Table 3) over seeds", "", *stale,
            f"QQP test split, {r['queries']:,} queries against the {r['collection']:,}-question collection; {r['protocol']}. "
            "Mean ± sd over the trained seeds.", "",
            "| variant | seeds | R@100 | MRR@100 | MAP@100 | NDCG@10 | H@1 |", "|---|---|---|---|---|---|---|"]

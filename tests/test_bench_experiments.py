@@ -183,3 +183,18 @@ def test_keyword_decision_rule_on_dev_rows():
     d = decide(rows, recipes)
     assert d["default"] == {"system": "frm", "method": "w"} and d["default_passes_dev"] is False
     assert "frm@kw-loss w seed 13: Spearman(IDF) +0.40, stop words in top-2 26%" in failures(rows)
+
+
+def test_every_reproduce_step_is_timed_and_its_module_exists():
+    """`make reproduce` prints each step's wall time (GNU time through $(STEP)) and names only modules that exist."""
+    import importlib.util
+    import re
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    block = makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
+    calls = re.findall(r"^(.*?)\$\(PY\) -m ([\w.]+)", block, flags=re.M)
+    assert len(calls) >= 15
+    for prefix, module in calls:
+        assert "$(STEP)" in prefix or "/usr/bin/time" in prefix, f"untimed step: {module}"
+        assert importlib.util.find_spec(module) is not None, module
+    assert re.search(r"^STEP := /usr/bin/time ", makefile, flags=re.M)

@@ -143,6 +143,32 @@ def test_a_row_from_before_the_text_pipeline_or_a_gone_folder_reads_not_measured
     assert "| 0.7186 |" in lines["current"]
 
 
+def test_a_row_whose_report_predates_the_build_reads_not_measured_on_this_build(tmp_path, monkeypatch):
+    """A report measured at a commit before the default build's describes models the build replaced."""
+    import subprocess
+
+    from bench import reporting
+    from bench.paper_rows import NOT_ON_THIS_BUILD, paper_rows_table
+
+    def rev(ref: str) -> str | None:
+        out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head, parent = rev("HEAD"), rev("HEAD~1")
+    if parent is None:
+        pytest.skip("a shallow clone: HEAD has no parent commit here")
+    monkeypatch.setattr(reporting, "build_commit", lambda: head)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "old.json").write_text(json.dumps({"commit": parent, "eval": {"map": 0.71864}}), encoding="utf-8")
+    (reports / "new.json").write_text(json.dumps({"commit": head, "eval": {"map": 0.71864}}), encoding="utf-8")
+    manifest = _write(tmp_path, [_row(system="older", here={"report": "old.json", "path": ["eval", "map"]}),
+                                 _row(system="this build", here={"report": "new.json", "path": ["eval", "map"]})])
+    lines = {line.split(" | ")[1]: line for line in paper_rows_table(manifest, reports) if line.startswith("| Table 3")}
+    assert f"| {NOT_ON_THIS_BUILD} (its report old.json was measured at commit {parent}" in lines["older"]
+    assert "| 0.7186 |" in lines["this build"]
+
+
 def test_no_paper_row_claims_a_scorer_it_did_not_use():
     from bench.paper_rows import MANIFEST
 
@@ -216,6 +242,9 @@ def test_a_query_forms_row_measured_before_the_build_reads_not_measured_on_this_
     head, parent = rev("HEAD"), rev("HEAD~1")
     if parent is None:
         pytest.skip("a shallow clone: HEAD has no parent commit here")
+    from bench import reporting
+
+    monkeypatch.setattr(reporting, "build_commit", lambda: head)
     monkeypatch.setattr(tables, "build_commit", lambda: head)
     assert tables.measured_before_build(parent) and tables.measured_before_build(None)
     assert not tables.measured_before_build(head) and not tables.measured_before_build(head + "+")

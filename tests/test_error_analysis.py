@@ -152,6 +152,8 @@ def test_randomization_test_matches_exact_enumeration():
     assert p == pytest.approx(exact, abs=0.03)
     assert randomization_test(control, treatment) == randomization_test(control, treatment)
     assert randomization_test(control, control) == 1.0
+    # a difference no permutation reaches: p is 1 / (m + 1), never 0 (Phipson & Smyth 2010)
+    assert randomization_test([0.0] * 30, [1.0] * 30, n_permutations=999) == pytest.approx(1 / 1000)
 
 
 def test_holm_over_three_systems(env):

@@ -186,7 +186,9 @@ def randomization_test(control: Sequence[float], treatment: Sequence[float], n_p
     """Paired two-sided Fisher randomization test (Smucker et al., CIKM'07), as ranx computes it.
 
     Each permutation swaps the two systems' scores of a query with probability 1/2 (a sign flip of the
-    per-query difference); p = share of permutations whose |mean difference| reaches the observed one.
+    per-query difference); p = (b + 1) / (m + 1) with b of the m permutations whose |mean difference|
+    reaches the observed one: the observed assignment counts as one of them (Phipson & Smyth 2010), so a
+    Monte Carlo p is never 0 and never below 1 / (m + 1) (ranx reports b / m, which can be 0).
     ranx's ``fisher_randomization_test`` runs this loop in numba ``prange`` threads whose random streams
     ignore the seed, so its p-value changes from call to call; this version draws from a seeded
     ``numpy.random.Generator`` so the page and the CLI report the same number.
@@ -197,7 +199,7 @@ def randomization_test(control: Sequence[float], treatment: Sequence[float], n_p
     diff = b - a
     observed = abs(diff.mean())
     permuted = np.abs(_sign_flips(n_permutations, diff.size, seed) @ diff) / diff.size
-    return float(np.mean(permuted >= observed - 1e-12))
+    return float((np.count_nonzero(permuted >= observed - 1e-12) + 1) / (n_permutations + 1))
 
 
 @lru_cache(maxsize=4)

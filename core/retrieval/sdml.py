@@ -79,7 +79,8 @@ class SDMLConfig:
 _CPU = {"init": "glove", "emb_dim": 50, "vocab_from": "collection", "min_count": 1}
 PROFILES = {"paper": {},
             "quick": {**_CPU, "max_steps": 450, "eval_every": 15, "patience": 4},
-            "full": {**_CPU, "max_steps": 3000, "eval_every": 15, "patience": 8}}
+            "full": {**_CPU, "max_steps": 3000, "eval_every": 15, "patience": 8},
+            "smoke": {**_CPU, "max_steps": 4, "eval_every": 2, "patience": 1}}  # wiring check (fixtures): no measurement
 DEV_METRIC = "hit_rate@1"  # §4.4: H@1 is the paper's main metric
 
 
