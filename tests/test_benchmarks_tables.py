@@ -89,6 +89,20 @@ def test_trecqa_cnn_row_compares_the_paper_with_the_all_questions_convention():
         assert all("different convention" in r["like_for_like"] and "different convention" in r["metric"] for r in other)
 
 
+def _head_and_parent() -> tuple[str, str]:
+    """HEAD and its parent (short ids); skips in a shallow clone, where HEAD has no parent."""
+    import subprocess
+
+    def rev(ref: str) -> str | None:
+        out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head, parent = rev("HEAD"), rev("HEAD~1")
+    if parent is None:
+        pytest.skip("a shallow clone: HEAD has no parent commit here")
+    return head, parent
+
+
 def _row(**overrides) -> dict:
     row = {"paper": "cnn-rerank-severyn2015.md", "where": "Table 3", "system": "Our model", "here_system": "cnn-rerank",
            "dataset": "TrecQA", "metric": "MAP", "paper_value": ".7329", "paper_quote": "Our model\t.7329\t.7962",
@@ -145,18 +159,10 @@ def test_a_row_from_before_the_text_pipeline_or_a_gone_folder_reads_not_measured
 
 def test_a_row_whose_report_predates_the_build_reads_not_measured_on_this_build(tmp_path, monkeypatch):
     """A report measured at a commit before the default build's describes models the build replaced."""
-    import subprocess
-
     from bench import reporting
     from bench.paper_rows import NOT_ON_THIS_BUILD, paper_rows_table
 
-    def rev(ref: str) -> str | None:
-        out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    head, parent = rev("HEAD"), rev("HEAD~1")
-    if parent is None:
-        pytest.skip("a shallow clone: HEAD has no parent commit here")
+    head, parent = _head_and_parent()
     monkeypatch.setattr(reporting, "build_commit", lambda: head)
     reports = tmp_path / "reports"
     reports.mkdir()
@@ -231,17 +237,9 @@ def test_paper_quotes_are_lines_of_the_papers():
 
 def test_a_query_forms_row_measured_before_the_build_reads_not_measured_on_this_build(monkeypatch):
     """A typed-vs-tokenized row of a commit older than the default build describes models the build replaced."""
-    import subprocess
-
     from bench import tables
 
-    def rev(ref: str) -> str | None:
-        out = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True)
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    head, parent = rev("HEAD"), rev("HEAD~1")
-    if parent is None:
-        pytest.skip("a shallow clone: HEAD has no parent commit here")
+    head, parent = _head_and_parent()
     from bench import reporting
 
     monkeypatch.setattr(reporting, "build_commit", lambda: head)
