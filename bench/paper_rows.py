@@ -25,7 +25,7 @@ MANIFEST = ROOT / "bench" / "paper_rows.json"
 
 ROW_KEYS = ("paper", "where", "system", "here_system", "dataset", "metric", "paper_value", "paper_quote",
             "here", "protocol", "like_for_like")
-OPTIONAL_KEYS = ("not_measured",)
+OPTIONAL_KEYS = ("not_measured", "decided_on_test")  # decided_on_test: the choice made with test numbers in view
 PROTOCOL_KEYS = ("scorer", "queries", "unanswerable", "ties", "training_data", "encoder", "build")
 NOT_MEASURED = "not measured"
 NOT_ON_THIS_BUILD = "not measured on this build"
@@ -76,6 +76,8 @@ def validate_row(i: int, row) -> None:
     lfl = row["like_for_like"]
     if not (lfl is True or (isinstance(lfl, str) and lfl.startswith("differs: ") and lfl[len("differs: "):].strip())):
         raise ManifestError(f"{where}: like_for_like must be true or 'differs: <what differs>'")
+    if "decided_on_test" in row and (not isinstance(row["decided_on_test"], str) or not row["decided_on_test"].strip()):
+        raise ManifestError(f"{where}: decided_on_test must name the choice made with test numbers in view")
     here = row["here"]
     if here is None:
         if not isinstance(row.get("not_measured"), str) or not row["not_measured"].strip():
@@ -246,7 +248,9 @@ def paper_rows_table(manifest: Path = MANIFEST, reports: Path = REPORTS) -> list
            "From `bench/paper_rows.json` (rendered by `bench/paper_rows.py`): the paper's value as printed (the "
            "manifest quotes its table row), the value here read from the named report (**not measured** when the "
            "report or key is missing; **not measured on this build** when the report was written before the text "
-           "pipeline or its artifacts folder is gone, until it is regenerated; no number is typed in), and whether the row is like for like. The lettered "
+           "pipeline, at a commit before this default build's, or its artifacts folder is gone, until it is "
+           "regenerated; no number is typed in), and whether the row is like for like; a row whose system rests on "
+           "a choice made with test numbers in view says so and which. The lettered "
            "notes under each table say what differs and the protocol here (scorer, queries, unanswerable queries, "
            "ties, training data, encoder, and which build the number comes from).", ""]
     for paper in dict.fromkeys(r["paper"] for r in rows):
@@ -264,6 +268,8 @@ def paper_rows_table(manifest: Path = MANIFEST, reports: Path = REPORTS) -> list
             here = value_here(r, reports, _where(i, r))
             source = "no report" if r["here"] is None else f"`{r['here']['report']}`"
             lfl = f"yes ({letter})" if r["like_for_like"] is True else f"no: see {letter}"
+            if r.get("decided_on_test"):
+                lfl += f"; **rests on a choice made on test**: {r['decided_on_test']}"
             out.append(f"| {_cell(r['where'])} | {_cell(r['system'])} | {_cell(r['metric'])} | {_cell(r['paper_value'])} | "
                        f"{_cell(here)} | {_cell(r['here_system'])} ({source}) | {lfl} |")
         out.append("")

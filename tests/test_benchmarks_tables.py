@@ -175,6 +175,21 @@ def test_a_row_whose_report_predates_the_build_reads_not_measured_on_this_build(
     assert "| 0.7186 |" in lines["this build"]
 
 
+def test_a_row_resting_on_a_choice_made_on_test_says_so(tmp_path):
+    from bench.paper_rows import MANIFEST, ManifestError, load_manifest, paper_rows_table
+
+    (tmp_path / "r.json").write_text(json.dumps({"eval": {"map": 0.71864}}), encoding="utf-8")
+    manifest = _write(tmp_path, [_row(system="chosen", decided_on_test="pooling picked on test MAP"), _row(system="clean")])
+    lines = {line.split(" | ")[1]: line for line in paper_rows_table(manifest, tmp_path) if line.startswith("| Table 3")}
+    assert "**rests on a choice made on test**: pooling picked on test MAP" in lines["chosen"]
+    assert "choice made on test" not in lines["clean"]
+    with pytest.raises(ManifestError, match="decided_on_test"):
+        paper_rows_table(_write(tmp_path, [_row(decided_on_test=" ")]), tmp_path)
+    # the project's own rows: every DenseTrans and SDML row carries the choices its recipe rests on
+    rows = load_manifest(MANIFEST)
+    assert all(r.get("decided_on_test") for r in rows if r["here_system"].startswith(("densetrans", "sdml-cnn")))
+
+
 def test_no_paper_row_claims_a_scorer_it_did_not_use():
     from bench.paper_rows import MANIFEST
 
