@@ -114,7 +114,10 @@ def default_build_table() -> list[str]:
            "| system | state | build s | dev metric | best dev (step) | reference | reference dev | stopped | "
            "below reference on dev | held-out test H@1 vs reference | below reference on held-out |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    rows = r["systems"] + [{**row, "system": f"{row['system']} (variant)"} for row in r.get("variants", [])]
+    rows = r["systems"] + [{**row, "system": f"{row['system']} (variant" + (
+        f", built at {row['carried_from']}, before this build: other models than this build's)"
+        if row.get("carried_from") and measured_before_build(row["carried_from"]) else ")")}
+        for row in r.get("variants", [])]
     for row in rows:
         t = row.get("training") or {}
         h = row.get("held_out") or {}
