@@ -114,6 +114,7 @@ def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_
 
     soft = soft_judge(cs, OWNER, "trec", judge_identity("bm25"))
     assert len(soft.grade_probs) == 24 and soft.calibration and soft.calibration_items > 0
+    assert soft.features in ("score", "score+query")
     rows = [r for q in soft.grade_probs.values() for r in q.values()]
     assert all(len(r) == 3 and abs(sum(r) - 1) < 1e-9 for r in rows)
     human, _ = cs.qrels(OWNER, "trec", "adjudicated")

@@ -42,8 +42,12 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ea.ppi_table")
     st.caption(f"Judge {identity}; human reference: {rule} rule. The judge's grade probabilities were fitted on "
                f"the human labels of {len(soft.calibration)} calibration queries ({soft.calibration_items} items), "
-               "which are left out of the rectifier. Queries count as human-labelled when every item the judge "
-               "scored on them has a human label; they are taken as a uniform sample of the campaign's queries. "
+               "which are left out of the rectifier, from "
+               + ("the score and its place among the query's items" if soft.features == "score+query"
+                  else "the score alone")
+               + " (whichever predicted held-out calibration queries better, by cross-validated log loss). "
+               "Queries count as human-labelled when every item the judge scored on them has a human label; they "
+               "are taken as a uniform sample of the campaign's queries. "
                f"Estimator: {ESTIMATOR}. Judge-only values (the soft judge's expected metric) carry no interval: "
                "their bias is unknown until humans check it. Simulated coverage and widths: BENCHMARKS.md, "
                "\"Judging budgets\".")

@@ -254,6 +254,7 @@ class SoftJudge:
     calibration: list[str]
     calibration_items: int
     max_label: int
+    features: str = "score"  # the calibration's inputs: "score" or "score+query" (calibration.CalibrationChoice)
 
 
 def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule: str = "adjudicated") -> SoftJudge:
@@ -271,8 +272,9 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
     pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id], it.query_id) for it in items
              if it.item_id in stored and it.query_id in calib and it.doc_id in reference.get(it.query_id, {})]
     grades = range(campaign.max_label + 1)
-    model = choose_grade_model([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
-                               [q for _, _, q in pairs]).model if pairs else None
+    choice = choose_grade_model([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
+                                [q for _, _, q in pairs]) if pairs else None
+    model = choice.model if choice is not None else None
     probs: dict[str, dict[str, list[float]]] = {}
     scored = [it for it in items if it.item_id in stored]
     rows = (model([stored[it.item_id][0] for it in scored], [it.query_id for it in scored])
@@ -280,7 +282,8 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
     for k, it in enumerate(scored):
         row = rows[k].tolist() if rows is not None else [float(g == stored[it.item_id][1]) for g in grades]
         probs.setdefault(it.query_id, {})[it.doc_id] = row
-    return SoftJudge(identity, probs, calib if pairs else [], len(pairs), campaign.max_label)
+    return SoftJudge(identity, probs, calib if pairs else [], len(pairs), campaign.max_label,
+                     choice.features if choice is not None else "score")
 
 
 def judge_campaign(store: CampaignStore, actor: str, name: str, judge: str, *, scorer=None, rule: str = "adjudicated",

@@ -50,6 +50,9 @@ def test_error_analysis_shows_ppi_estimates_in_the_browser(browser, app_server, 
     idle(browser)
     captions = [c.text for c in css(browser, '[data-testid="stCaptionContainer"]')]
     assert any("Estimator: PPI" in c and "judge:e2e" in c for c in captions), captions
+    # which inputs the calibration used is said beside the numbers
+    assert any("from the score alone" in c or "from the score and its place among the query's items" in c
+               for c in captions), captions
     grids = css(browser, '[data-testid="stDataFrame"]')
     assert len(grids) >= 2  # the metrics table and the PPI table
     shot(browser, "5_error_analysis_ppi")
