@@ -173,19 +173,19 @@ def stale_reason(row: dict, reports: Path | None = None) -> str | None:
     if gone and not any(Path(g).exists() for g in gone):
         return f"the artifacts folder {gone[0]} of its report is gone"
     commit = _report_commit(row["here"]["report"], reports)
-    if isinstance(commit, str) and commit and measured_before_build(commit):
+    if commit and measured_before_build(commit):
         return (f"its report {row['here']['report']} was measured at commit {commit}, before this "
                 f"build ({build_commit()}); regenerate it to fill this row")
     return None
 
 
-def _report_commit(name: str, reports: Path = REPORTS):
-    """The ``commit`` a JSON report names (None when it names none; ``_MISSING`` for a JSON-lines or missing
-    file, whose rows are judged by their protocol's build only)."""
+def _report_commit(name: str, reports: Path = REPORTS) -> str | None:
+    """The ``commit`` a JSON report names (None for a JSON-lines or missing file, or one that names none: such
+    rows are judged by their protocol's build only)."""
     path = reports / name
     if path.suffix != ".json" or not path.is_file():
-        return _MISSING
-    data = json.loads(path.read_text(encoding="utf-8"))
+        return None
+    data = _load_report(path)
     return data.get("commit") if isinstance(data, dict) else None
 
 

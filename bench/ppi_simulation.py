@@ -230,6 +230,16 @@ def cross_fitted_grade_probs(ds, queries: list[str], scores, qrels, max_label: i
     return out
 
 
+def _d0_key(d0: float) -> str:
+    """d₀ as a report key ("inf" for the hard floor)."""
+    return "inf" if np.isinf(d0) else f"{d0:g}"
+
+
+def _d0_value(d0: float) -> float | str:
+    """d₀ as a JSON value (JSON has no infinity: "inf")."""
+    return "inf" if np.isinf(d0) else d0
+
+
 def choose_prior_df(inputs: SimulationInputs, systems: list[str], seed: int, draws: int = DEV_DRAWS) -> dict:
     """The smallest d₀ of ``PRIOR_DF_GRID`` whose coverage reaches ``DEV_BAR`` in every cell (systems and
     differences, both designs, every budget) of the dev simulation; every candidate's worst cell recorded."""
@@ -240,14 +250,14 @@ def choose_prior_df(inputs: SimulationInputs, systems: list[str], seed: int, dra
         cells = [r[k] for ds_ in res.values() for per in ds_.values() for r in per.values()
                  for k in ("coverage_ppi", "diff_coverage_ppi")]
         widths = [r["width_ppi"] for ds_ in res.values() for per in ds_.values() for r in per.values()]
-        worst["inf" if np.isinf(d0) else f"{d0:g}"] = {"min_coverage": float(min(cells)),
+        worst[_d0_key(d0)] = {"min_coverage": float(min(cells)),
                                                         "mean_width": float(np.mean(widths))}
-    passing = [d0 for d0 in PRIOR_DF_GRID if worst["inf" if np.isinf(d0) else f"{d0:g}"]["min_coverage"] >= DEV_BAR]
+    passing = [d0 for d0 in PRIOR_DF_GRID if worst[_d0_key(d0)]["min_coverage"] >= DEV_BAR]
     chosen = passing[0] if passing else float("inf")
     return {"rule": f"smallest d0 of {[str(d) for d in PRIOR_DF_GRID]} whose dev coverage is >= {DEV_BAR} in every "
                     f"cell (systems and differences, both designs, every budget; {draws} draws; judge cross-fitted "
                     "in 5 folds by question)",
-            "candidates": worst, "chosen": "inf" if np.isinf(chosen) else chosen, "core_prior_df": "inf" if np.isinf(PRIOR_DF) else PRIOR_DF,
+            "candidates": worst, "chosen": _d0_value(chosen), "core_prior_df": _d0_value(PRIOR_DF),
             "matches_core": bool(chosen == PRIOR_DF)}
 
 
@@ -366,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                             "or with where it stands among its question's candidates (score minus the best, "
                             "log(1 + rank), z-score); the one with the lower 5-fold log loss on dev (folds by "
                             "question) is used",
-        "prior_df": "inf" if np.isinf(PRIOR_DF) else PRIOR_DF,
+        "prior_df": _d0_value(PRIOR_DF),
         "prior_df_choice": prior_choice if prior_choice is not None else "not rerun (--choose-prior-df)",
         "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,
         "full_judgments": full, "judge_only_soft": judge_soft, "judge_only_thresholded": judge_hard,
