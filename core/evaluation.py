@@ -82,6 +82,18 @@ def as_run(rankings: Mapping[str, Ranking] | Run, name: str | None = None) -> Ru
     return to_run(rankings, name or next(iter(rankings.values())).system if rankings else "empty")
 
 
+def comparable(run: Run, qrels: Qrels) -> Run:
+    """``run`` restricted to the queries of ``qrels`` as a *new* Run when their query sets differ (ranx's
+    ``make_comparable`` deletes the other queries from the run it is given, so a caller's run evaluated on a
+    subset would lose them for its next use); the run itself when they already match."""
+    wanted = qrels.qrels
+    if set(run.keys()) == set(wanted.keys()):
+        return run
+    copy = Run.from_dict({q: {d: float(v) for d, v in run[q].items()} for q in run.keys() if q in wanted and len(run[q])},
+                         name=run.name)
+    return copy
+
+
 def evaluate_run(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Ranking] | Run,
@@ -89,8 +101,8 @@ def evaluate_run(
 ) -> dict[str, float]:
     """Mean of each metric over the queries of ``qrels`` (a query the run misses scores 0)."""
     metrics = check_metrics(metrics)
-    run = as_run(run)
     qrels_obj = to_qrels(qrels)
+    run = comparable(as_run(run), qrels_obj)
     scores = evaluate(qrels_obj, run, metrics, make_comparable=True)
     return {m: float(scores[m]) if len(metrics) > 1 else float(scores) for m in metrics}
 
@@ -100,8 +112,8 @@ def per_query(
 ) -> dict[str, float]:
     """One metric for each query of ``qrels``."""
     (metric,) = check_metrics([metric])
-    run = as_run(run)
     qrels_obj = to_qrels(qrels)
+    run = comparable(as_run(run), qrels_obj)
     evaluate(qrels_obj, run, metric, return_mean=False, make_comparable=True)
     return {q: float(v) for q, v in run.scores[metric].items()}
 
@@ -115,7 +127,9 @@ def compare_runs(
 ):
     """ranx ``compare``: metric table with paired significance tests (``student`` t-test or
     ``fisher`` randomization). Returns a ranx ``Report``."""
-    return compare(to_qrels(qrels), runs, check_metrics(metrics), stat_test=stat_test, max_p=max_p, make_comparable=True)
+    qrels_obj = to_qrels(qrels)
+    return compare(qrels_obj, [comparable(r, qrels_obj) for r in runs], check_metrics(metrics), stat_test=stat_test,
+                   max_p=max_p, make_comparable=True)
 
 
 def warm_up(example_ids: Sequence[str] = (), stat_test: str = "student") -> float:

@@ -102,3 +102,21 @@ def test_metrics_from_several_threads_at_once_do_not_abort_the_process():
     out = subprocess.run([sys.executable, "-c", code], cwd=str(__import__("pathlib").Path(__file__).parents[1]),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
+
+
+def test_evaluating_on_a_subset_of_queries_leaves_the_callers_run_whole():
+    """ranx's make_comparable deletes the run's other queries in place; the evaluation module works on a copy,
+    so a run scored on some queries still ranks the rest for its next use (the PPI view scores several metrics
+    of the same runs on different query sets)."""
+    from ranx import Run
+
+    from core.evaluation import compare_runs, evaluate_run, per_query
+
+    run = Run.from_dict({"q1": {"a": 1.0, "b": 0.5}, "q2": {"x": 1.0, "y": 0.2}}, name="r")
+    other = Run.from_dict({"q1": {"b": 1.0, "a": 0.5}, "q2": {"y": 1.0, "x": 0.2}}, name="s")
+    assert per_query({"q1": {"a": 1}}, run, "ndcg@10") == {"q1": 1.0}
+    assert evaluate_run({"q1": {"b": 1}, "q3": {"z": 1}}, run, ["map@100"])["map@100"] == pytest.approx(0.25)
+    compare_runs({"q1": {"a": 1}, "q2": {"x": 1}}, [run, other], ["ndcg@10"])
+    compare_runs({"q2": {"x": 1}}, [run, other], ["ndcg@10"])
+    assert sorted(run.keys()) == ["q1", "q2"] and sorted(other.keys()) == ["q1", "q2"] and run.name == "r"
+    assert per_query({"q2": {"x": 1}}, run, "ndcg@10") == {"q2": 1.0}
