@@ -4,7 +4,9 @@ TrecQA's test questions have every candidate judged: the full human labels give 
 every system. A judge (a registered reranker) scores every test candidate; its grade probabilities
 P(g | item) and its thresholds are fitted on the dev split's human labels (never on test); P(g | item)
 uses the score alone or also its place among the question's candidates, whichever has the lower
-cross-validated log loss on dev (``core.judging.calibration.choose_grade_model``). The PPI prediction is the
+cross-validated log loss on dev (``core.judging.calibration.choose_grade_model``). The judge's predicted variance
+of each question's metric is scaled by κ measured on dev with the judge cross-fitted
+(``core.analysis.ppi.variance_scale``). The PPI prediction is the
 soft judge (``core.analysis.ppi``): the expected per-query metric under label draws from P(g | item). For each budget (a share of the test questions whose candidates humans label) and each draw,
 the human-labelled questions are sampled uniformly or budget-aware (``core.analysis.budget``: π_q from the
 judge's predicted uncertainty of nDCG@10, the campaign's ordering metric, taken in sequential Poisson order
@@ -35,11 +37,12 @@ from scipy import stats
 from bench.reporting import ROOT, head_commit, write_report
 from core.analysis.budget import (UNIFORM_SHARE, inclusion_probabilities, metric_uncertainty,
                                   sequential_poisson_sample, uniform_sample)
-from core.analysis.ppi import ESTIMATOR, PRIOR_DF, SAMPLES, human_mean, posterior_samples, ppi_mean
+from core.analysis.ppi import (ESTIMATOR, PRIOR_DF, SAMPLES, human_mean, posterior_samples, ppi_mean,
+                               variance_scale)
 from core.data.datasets import load_dataset
 from core.evaluation import per_query
 from core.judging.auto_judge import ORDER_METRIC
-from core.judging.calibration import choose_grade_model, fit_thresholds
+from core.judging.calibration import choose_grade_model, cross_fitted_probs, fit_thresholds
 from core.registry import get_spec
 from core.serving.loader import load
 from core.serving.runner import SystemChoice, rank_many
@@ -212,21 +215,36 @@ def simulation_inputs(ds, queries: list[str], qrels, grade_probs, runs: dict, sy
                             np.array([len(ds.candidates[q]) for q in queries]))
 
 
+def scaled(inputs: SimulationInputs, kappa: Mapping[str, float]) -> SimulationInputs:
+    """``inputs`` with the judge's predicted variances multiplied by κ per metric."""
+    mv = {m: {key: v * kappa[m] for key, v in inputs.model_var[m].items()} for m in METRICS}
+    return SimulationInputs(inputs.human, inputs.soft, mv, inputs.uncertainty, inputs.n_labels)
+
+
+def dev_variance_scale(inputs: SimulationInputs, systems: list[str]) -> dict[str, float]:
+    """κ per metric (``core.analysis.ppi.variance_scale``) over every system and pairwise difference of a split
+    whose judge was cross-fitted (dev): how far the judge under-predicts its own rectifier's variance."""
+    pairs = list(itertools.combinations(range(len(systems)), 2))
+    out = {}
+    for m in METRICS:
+        h, f = inputs.human[m], inputs.soft[m]
+        ys = [h[i] for i in range(len(systems))] + [h[i] - h[j] for i, j in pairs]
+        fs = [f[i] for i in range(len(systems))] + [f[i] - f[j] for i, j in pairs]
+        vs = [inputs.model_var[m][i] for i in range(len(systems))] + [inputs.model_var[m][p] for p in pairs]
+        out[m] = variance_scale(ys, fs, vs)
+    return out
+
+
 def cross_fitted_grade_probs(ds, queries: list[str], scores, qrels, max_label: int, folds: int = 5) -> dict:
     """P(g | item) for every candidate of ``queries``, each fold's from a model chosen and fitted on the
-    other folds (GroupKFold by question), so a dev simulation sees a judge calibrated away from its labels."""
-    from sklearn.model_selection import GroupKFold
-
+    other folds (``core.judging.calibration.cross_fitted_probs``), so a dev simulation sees a judge
+    calibrated away from its labels."""
     items = [(q, d) for q in queries for d in ds.candidates[q]]
-    s = np.array([scores[q][d] for q, d in items])
-    y = np.array([int(qrels.get(q, {}).get(d, 0)) for q, d in items])
-    g = np.array([q for q, _ in items], dtype=object)
+    rows = cross_fitted_probs([scores[q][d] for q, d in items], [int(qrels.get(q, {}).get(d, 0)) for q, d in items],
+                              max_label, [q for q, _ in items], folds)
     out: dict = {q: {} for q in queries}
-    for fit, held in GroupKFold(n_splits=max(2, min(folds, len(queries)))).split(s, y, g):
-        model = choose_grade_model(s[fit], y[fit], max_label, g[fit].tolist()).model
-        rows = model(s[held], g[held].tolist())
-        for k, row in zip(held, rows):
-            out[items[k][0]][items[k][1]] = row.tolist()
+    for (q, d), row in zip(items, rows):
+        out[q][d] = row.tolist()
     return out
 
 
@@ -281,15 +299,20 @@ def markdown_table(report: dict) -> str:
 
 
 def verdict(report: dict) -> dict:
-    """The done-means checks per design, per cell: PPI coverage ≥ .88, and PPI narrower than humans only."""
+    """The done-means checks per design, per cell: PPI coverage ≥ .88, and PPI narrower than humans only (per
+    system; the intervals of differences that are not narrower are listed beside, with humans-only coverage)."""
     out = {}
     for design in ("uniform", "budget-aware"):
         cells = [(b, m, r) for b, ds in report["results"].items() for m, r in ds.get(design, {}).items()]
         low = [f"{b} {m}: {r['coverage_ppi']:.3f}" for b, m, r in cells if r["coverage_ppi"] < 0.88]
         wider = [f"{b} {m}: {r['width_ppi']:.3f} vs {r['width_human']:.3f}" for b, m, r in cells
                  if r["width_ppi"] >= r["width_human"]]
+        wider_diff = [f"{b} {m}: {r['diff_width_ppi']:.3f} vs {r['diff_width_human']:.3f} (humans only cover "
+                      f"{r['diff_coverage_human']:.3f})" for b, m, r in cells
+                      if r["diff_width_ppi"] >= r["diff_width_human"]]
         out[design] = {"coverage_at_least_0.88": not low, "coverage_below": low,
-                       "narrower_than_humans_only": not wider, "not_narrower": wider}
+                       "narrower_than_humans_only": not wider, "not_narrower": wider,
+                       "differences_not_narrower": wider_diff}
     return out
 
 
@@ -344,12 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     human, soft = test_in.human, test_in.soft
     hard = {m: [metric_table(judge_qrels, runs[s], m, test_q) for s in systems] for m in METRICS}
     n_labels = test_in.n_labels
+    dev_runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in dev_q}, k=100) for s in systems}
+    dev_probs = cross_fitted_grade_probs(ds, dev_q, scores_dev, dev_qrels, max_label)
+    dev_in = simulation_inputs(ds, dev_q, dev_qrels, dev_probs, dev_runs, systems, args.samples, args.seed)
+    kappa = dev_variance_scale(dev_in, systems)
+    print("variance scale on dev:", kappa)
     prior_choice = None
     if args.choose_prior_df:
-        dev_runs = {s: rank_many(SystemChoice(s), ds, {q: ds.queries[q] for q in dev_q}, k=100) for s in systems}
-        dev_probs = cross_fitted_grade_probs(ds, dev_q, scores_dev, dev_qrels, max_label)
-        dev_in = simulation_inputs(ds, dev_q, dev_qrels, dev_probs, dev_runs, systems, args.samples, args.seed)
-        prior_choice = choose_prior_df(dev_in, systems, args.seed, args.dev_draws)
+        prior_choice = choose_prior_df(scaled(dev_in, kappa), systems, args.seed, args.dev_draws)
         print("prior_df on dev:", prior_choice)
 
     full = {m: {s: float(human[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
@@ -357,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     judge_hard = {m: {s: float(hard[m][i].mean()) for i, s in enumerate(systems)} for m in METRICS}
     circular = [s for s in systems if get_spec(s.split("@")[0]).minilm_derived
                 and get_spec(args.judge.split("@")[0]).minilm_derived]
-    results = simulate(human, soft, test_in.model_var, test_in.uncertainty, BUDGETS, args.draws, args.seed, systems,
+    results = simulate(human, soft, scaled(test_in, kappa).model_var, test_in.uncertainty, BUDGETS, args.draws, args.seed, systems,
                        n_labels, prior_df=PRIOR_DF)
     report = {
         "command": "python -m bench.ppi_simulation " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
@@ -376,6 +401,10 @@ def main(argv: list[str] | None = None) -> int:
                             "or with where it stands among its question's candidates (score minus the best, "
                             "log(1 + rank), z-score); the one with the lower 5-fold log loss on dev (folds by "
                             "question) is used",
+        "variance_scale_dev": kappa,
+        "variance_scale_rule": "the judge's predicted variance of each question's metric is multiplied by kappa = "
+                               "max(1, sum r^2 / sum sigma^2) per metric, over every system and pairwise difference "
+                               "on dev with the judge cross-fitted (core.analysis.ppi.variance_scale)",
         "prior_df": _d0_value(PRIOR_DF),
         "prior_df_choice": prior_choice if prior_choice is not None else "not rerun (--choose-prior-df)",
         "thresholds": list(thresholds.cuts), "kappa_dev": thresholds.kappa, "kappa_test_items": kappa_test,

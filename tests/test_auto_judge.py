@@ -123,6 +123,13 @@ def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_
     est = first.metrics[0]
     assert est.ppi.n_human == 18 - len(soft.calibration) and est.ppi.n_total == 24
     assert est.ppi.low <= est.ppi.estimate <= est.ppi.high
+    # the judge's own variance is checked on the calibration queries, cross-fitted: κ ≥ 1 only widens
+    assert soft.calibration_probs and set(soft.calibration_probs) <= set(soft.calibration)
+    assert sum(len(v) for v in soft.calibration_probs.values()) == soft.calibration_items
+    (checked, *_), = [campaign_estimates(human, soft.grade_probs, runs, ["ndcg@10"], calibration=soft.calibration,
+                                         calibration_probs=soft.calibration_probs)]
+    scaled = checked.metrics[0].ppi
+    assert scaled.estimate == pytest.approx(est.ppi.estimate) and scaled.width >= est.ppi.width - 1e-12
     code, out, err = run_main("campaign", "status", "--db", db, "--name", "trec", "--as", OWNER, "--budget", "20")
     assert code == 0, err
     assert "label next, in this order" in out and "width at budget" in out and plan.order[0] in out

@@ -225,6 +225,22 @@ def test_within_query_calibration_is_chosen_when_scores_only_rank_within_queries
     assert not grade_model(plain, plain_y, 1).by_query
 
 
+def test_cross_fitted_probs_come_from_models_that_did_not_see_the_query():
+    from core.judging.calibration import choose_grade_model, cross_fitted_probs
+
+    scores, labels, groups = _shifted_queries(np.random.default_rng(8), queries=6, per=8)
+    rows = cross_fitted_probs(scores, labels, 1, groups, folds=6)  # six folds, six queries: leave one query out
+    assert rows.shape == (48, 2) and np.allclose(rows.sum(axis=1), 1)
+    g = np.array(groups)
+    for q in ("q0", "q3"):
+        others = g != q
+        alone = choose_grade_model(scores[others], labels[others], 1, g[others].tolist()).model(
+            scores[~others], g[~others].tolist())
+        assert np.allclose(rows[~others], alone)
+    with pytest.raises(ValueError, match="two queries"):
+        cross_fitted_probs(scores[:8], labels[:8], 1, groups[:8])
+
+
 def test_posterior_samples_certain_labels_give_the_metric_and_paired_draws():
     from ranx import Run
 
@@ -297,3 +313,59 @@ def test_posterior_samples_of_a_run_that_ranks_nothing_are_zero():
     empty = Run.from_dict({"q9": {"z": 1.0}}, name="empty")  # ranks another query only
     draws = posterior_samples(probs, {"empty": empty}, "precision@1", ["q1"], samples=4)
     assert draws["empty"].shape == (1, 4) and not draws["empty"].any()
+
+
+def test_moderated_interval_uses_smyths_degrees_of_freedom():
+    """With the judge's variance, the t quantile has n − 1 + d₀ degrees of freedom (normal at d₀ = ∞); humans only
+    keep Student t at n − 1."""
+    from scipy import stats
+
+    f, y, sigma2 = np.zeros(50), np.array([0.2, 0.4, 0.6, 0.8, 0.5]), np.full(50, 1e-6)  # the sample variance rules
+    var = (1 - 5 / 50) * y.var(ddof=1) / 5
+    for d0, q in ((4.0, stats.t.ppf(0.95, 8)), (float("inf"), stats.norm.ppf(0.95))):
+        iv = ppi_mean(f, range(5), y, model_var=sigma2, prior_df=d0)
+        assert iv.width / 2 == pytest.approx(q * np.sqrt(var))
+    human = human_mean(50, range(5), y)
+    assert human.width / 2 == pytest.approx(stats.t.ppf(0.95, 4) * np.sqrt(var))
+
+
+def test_variance_scale_is_the_rectifiers_excess_over_the_judges_prediction_and_never_below_one():
+    from core.analysis.ppi import variance_scale
+
+    y = [np.array([1.0, 0.0, 1.0, 0.0])]
+    f = [np.array([0.5, 0.5, 0.5, 0.5])]  # r² = .25 each
+    assert variance_scale(y, f, [np.full(4, 0.125)]) == pytest.approx(2.0)
+    assert variance_scale(y, f, [np.full(4, 0.5)]) == 1.0  # a judge over-predicting its error is not trusted
+    assert variance_scale(y + y, f + f, [np.full(4, 0.125), np.full(4, 0.25)]) == pytest.approx(2 / 1.5)  # pooled
+    assert variance_scale(y, f, [np.zeros(4)]) == 1.0
+    with pytest.raises(ValueError):
+        variance_scale(y, f, [np.zeros(3)])
+
+
+def test_campaign_estimates_of_several_metrics_equal_one_metric_at_a_time():
+    """Regression: the runs are evaluated on the human-labelled queries for one metric and must still rank
+    every query for the next metric's soft judge (ranx used to drop the others from the caller's run)."""
+    from ranx import Run
+
+    from core.analysis.ppi import campaign_estimates
+
+    rng = np.random.default_rng(2)
+    queries = [f"q{i}" for i in range(12)]
+    docs = [f"d{j}" for j in range(6)]
+    probs = {q: {d: (lambda p: [1 - p, p])(float(rng.uniform(0.05, 0.95))) for d in docs} for q in queries}
+    human = {q: {d: int(rng.random() < 0.4) for d in docs} for q in queries[:6]}
+
+    def runs():
+        return [Run.from_dict({q: {d: float(rng.random()) for d in docs} for q in queries}, name=n) for n in ("a", "b")]
+
+    fixed = runs()
+    frozen = [{q: dict(r[q]) for q in r.keys()} for r in fixed]
+    both = campaign_estimates(human, probs, [Run.from_dict(f, name=r.name) for f, r in zip(frozen, fixed)],
+                              ["ndcg@10", "map@100"], calibration=queries[:2], samples=20)
+    for metric in ("ndcg@10", "map@100"):
+        alone = campaign_estimates(human, probs, [Run.from_dict(f, name=r.name) for f, r in zip(frozen, fixed)],
+                                   [metric], calibration=queries[:2], samples=20)
+        for sys_both, sys_alone in zip(both, alone):
+            got = next(m for m in sys_both.metrics if m.metric == metric)
+            assert got.judge_only == pytest.approx(sys_alone.metrics[0].judge_only)
+            assert got.ppi.estimate == pytest.approx(sys_alone.metrics[0].ppi.estimate)

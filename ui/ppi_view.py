@@ -32,7 +32,8 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
     soft = soft_judge(cstore, actor, campaign, identity, rule)
     human, _ = cstore.qrels(actor, campaign, rule)
     rows = []
-    for est in campaign_estimates(human, soft.grade_probs, runs, metrics, level=LEVEL, calibration=soft.calibration):
+    for est in campaign_estimates(human, soft.grade_probs, runs, metrics, level=LEVEL, calibration=soft.calibration,
+                                  calibration_probs=soft.calibration_probs):
         for m in est.metrics:
             rows.append({"system": est.system, "metric": m.metric, "humans only": _ci(m.human_only),
                          "judge only": round(m.judge_only, 4), f"PPI ({LEVEL:.0%} CI)": _ci(m.ppi),

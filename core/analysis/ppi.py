@@ -35,11 +35,18 @@ sampled:
 
   the sample variance pulled up toward the judge's prediction as if the judge had contributed d₀ extra
   questions (the empirical-Bayes moderated variance of Smyth 2004, one-sided: never below V̂), with
-  Student t at n − 1 degrees of freedom. d₀ = ∞ is the hard floor max(V̂, V_J). ``PRIOR_DF`` is chosen on
-  TrecQA *dev* by ``bench.ppi_simulation --choose-prior-df`` (the smallest d₀ of 1, 2, 4, 8, ∞ whose 90 %
-  intervals cover ≥ .89 in every cell, judge cross-fitted; bench/reports/ppi_simulation.json
-  "prior_df_choice"): no finite d₀ did (d₀ = 4: .868), so the floor stays;
-- interval: θ̂ ± t_{n−1, (1+level)/2} · √Var̂ (Student t for the small samples of a budget).
+  Smyth's moderated degrees of freedom n − 1 + d₀ for the t quantile (the normal quantile at d₀ = ∞, the
+  hard floor max(V̂, V_J), where the judge's variance is taken as known);
+- *the judge's variance is itself calibrated*: a judge whose grade probabilities are sharper than its
+  errors predicts too small a σ_q² (on TrecQA dev, with the CNN judge cross-fitted, the squared rectifier
+  was 1.66× the predicted variance for P@5, 1.19× for MAP, 1.03× for nDCG@10), so σ_q² is multiplied by
+  κ = max(1, Σ r² / Σ σ²) measured on labelled queries the judge was not calibrated on
+  (``variance_scale``; in a campaign, its calibration queries with cross-fitted grade probabilities,
+  ``core.judging.calibration.cross_fitted_probs``);
+- ``PRIOR_DF`` is chosen on TrecQA *dev* by ``bench.ppi_simulation --choose-prior-df`` (the smallest d₀ of
+  1, 2, 4, 8, ∞ whose 90 % intervals cover ≥ .89 in every cell, judge cross-fitted, κ applied;
+  bench/reports/ppi_simulation.json "prior_df_choice");
+- interval: θ̂ ± q · √Ṽ, q the t quantile above (Student t at n − 1 for humans only).
 
 Power tuning (``tuned=True``; PPI++, Angelopoulos, Duchi & Zrnic 2023, "PPI++: efficient
 prediction-powered inference"): the judge's values are scaled by λ̂ = Cov_S(y, f) / Var_S(f) (weighted by
@@ -68,12 +75,13 @@ PRIOR_DF = float("inf")  # d₀: the judge's predicted variance counts as this m
 ESTIMATOR = ("PPI (Angelopoulos et al. 2023), query-level: mean over all N queries of the soft judge's expected "
              "metric (labels drawn from its calibrated grade probabilities, Monte Carlo) + mean over the "
              "human-labelled queries of (human − judge) metric, inverse-probability (Hájek) weighted when queries "
-             "were sampled with unequal probabilities; "
-             + ("variance floored by the judge's own prediction, max(V, V_judge) (d0 = inf, chosen on dev); "
-                if PRIOR_DF == float("inf") else "variance moderated by the judge's own prediction, max(V, (d0 V_judge "
-                f"+ (n-1) V) / (d0 + n - 1)), d0 = {PRIOR_DF:g}; ")
-             + 
-             "finite-population variance; Student-t interval with n−1 degrees of freedom")
+             "were sampled with unequal probabilities; finite-population variance "
+             + ("floored by the judge's own predicted variance, max(V, V_judge) (d0 = inf, chosen on dev), with a "
+                "normal quantile" if PRIOR_DF == float("inf") else
+                f"moderated by the judge's own predicted variance, max(V, (d0 V_judge + (n-1) V) / (d0 + n - 1)), "
+                f"d0 = {PRIOR_DF:g} (chosen on dev), with Student t at n - 1 + d0 degrees of freedom")
+             + "; the judge's predicted variance scaled by kappa = max(1, sum r^2 / sum sigma^2) on queries it was "
+               "not calibrated on")
 SAMPLES = 100  # Monte Carlo label draws per query for the soft judge
 
 
@@ -122,14 +130,17 @@ class MetricEstimates:
 
 
 @functools.lru_cache(maxsize=4096)
-def _quantile(level: float, n: int) -> float:
+def _quantile(level: float, n: int, prior_df: float = 0.0) -> float:
+    """Student t's two-sided ``level`` quantile at n − 1 + d₀ degrees of freedom (the normal one at d₀ = ∞)."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    return float(stats.t.ppf((1 + level) / 2, df=max(1, n - 1)))
+    if np.isinf(prior_df):
+        return float(stats.norm.ppf((1 + level) / 2))
+    return float(stats.t.ppf((1 + level) / 2, df=max(1.0, n - 1 + prior_df)))
 
 
-def _interval(estimate: float, var: float, level: float, n: int, total: int) -> Interval:
-    half = _quantile(level, n) * float(np.sqrt(max(var, 0.0)))
+def _interval(estimate: float, var: float, level: float, n: int, total: int, prior_df: float = 0.0) -> Interval:
+    half = _quantile(level, n, prior_df) * float(np.sqrt(max(var, 0.0)))
     return Interval(float(estimate), float(estimate - half), float(estimate + half), level, n, total)
 
 
@@ -154,6 +165,22 @@ def moderated_variance(sample: float, judge: float, n: int, prior_df: float = PR
     if np.isinf(prior_df):
         return max(sample, judge)
     return max(sample, (prior_df * judge + (n - 1) * sample) / (prior_df + n - 1))
+
+
+def variance_scale(human: Sequence[Sequence[float]], judge: Sequence[Sequence[float]],
+                   model_var: Sequence[Sequence[float]]) -> float:
+    """κ = max(1, Σ r² / Σ σ²) over the given series (systems, or differences of systems) on labelled queries
+    the judge was *not* calibrated on: how much the realised squared rectifier r = y − f exceeds the judge's
+    own predicted variance σ². The judge's σ² is multiplied by κ before it moderates the sample variance
+    (one-sided: a judge that over-predicts its error is not trusted to shrink an interval)."""
+    num = den = 0.0
+    for y, f, v in zip(human, judge, model_var, strict=True):
+        y, f, v = (np.asarray(a, dtype=float) for a in (y, f, v))
+        if not (y.shape == f.shape == v.shape):
+            raise ValueError("human values, judge values and model variances: one per query, in the same order")
+        num += float(((y - f) ** 2).sum())
+        den += float(v.sum())
+    return max(1.0, num / den) if den > 0 else 1.0
 
 
 def ppi_mean(judge_all: Sequence[float], sampled: Sequence[int], human: Sequence[float], *, level: float = 0.9,
@@ -204,7 +231,7 @@ def ppi_mean(judge_all: Sequence[float], sampled: Sequence[int], human: Sequence
             var = moderated_variance(var, float(((1 - pi) * sigma2 / pi).sum()) / big_n**2, n, prior_df)
     if population:
         var += f.var(ddof=1) / big_n
-    return _interval(estimate, var, level, n, big_n)
+    return _interval(estimate, var, level, n, big_n, prior_df if sigma2 is not None else 0.0)
 
 
 def human_mean(total: int, sampled: Sequence[int], human: Sequence[float], *, level: float = 0.9,
@@ -295,15 +322,18 @@ class SystemEstimates:
 
 def campaign_estimates(human: Mapping[str, Mapping[str, int]], grade_probs: Mapping[str, Mapping[str, Sequence[float]]],
                        runs, metrics: Sequence[str], *, level: float = 0.9, calibration: Sequence[str] = (),
-                       probs: Mapping[str, float] | None = None, samples: int = SAMPLES,
-                       seed: int = 0) -> list[SystemEstimates]:
+                       probs: Mapping[str, float] | None = None, samples: int = SAMPLES, seed: int = 0,
+                       calibration_probs: Mapping[str, Mapping[str, Sequence[float]]] | None = None
+                       ) -> list[SystemEstimates]:
     """PPI per run and metric over the queries the judge scored, with the soft judge's prediction.
 
     ``human``: human qrels; a query counts as human-labelled when every item the judge scored on it has a
     human label; ``grade_probs``: the judge's P(g | item) per query and item (the estimand's queries);
     ``calibration``: the queries whose human labels calibrated the judge; they are left out of the
     rectifier (the judge must be fixed before the sample it is checked on); ``runs``: ranx runs (their
-    ``name``); ``probs``: inclusion probabilities when the sample was budget-aware.
+    ``name``); ``probs``: inclusion probabilities when the sample was budget-aware; ``calibration_probs``:
+    P(g | item) of the calibration queries' items, cross-fitted (each from a model that did not see its
+    query), from which κ = ``variance_scale`` is measured per metric over the runs (κ = 1 without them).
     """
     queries = sorted(q for q in grade_probs if grade_probs[q])
     held = set(calibration)
@@ -315,13 +345,22 @@ def campaign_estimates(human: Mapping[str, Mapping[str, int]], grade_probs: Mapp
     pos = {q: i for i, q in enumerate(queries)}
     idx = [pos[q] for q in sampled]
     pi = None if probs is None else [float(probs[q]) for q in queries]
+    checked = sorted(q for q in (calibration_probs or {}) if calibration_probs[q] and q in human
+                     and set(calibration_probs[q]) <= set(human[q]))
     for m in metrics:
         draws = posterior_samples(grade_probs, named, m, queries, samples=samples, seed=seed)
+        kappa = 1.0
+        if checked:
+            held_draws = posterior_samples(calibration_probs, named, m, checked, samples=samples, seed=seed)
+            kappa = variance_scale([per_query_values(human, run, m, checked) for run in named.values()],
+                                   [held_draws[name].mean(axis=1) for name in named],
+                                   [held_draws[name].var(axis=1) for name in named])
         for name, run in named.items():
             f = draws[name].mean(axis=1)
             y = per_query_values(human, run, m, sampled)
             est = MetricEstimates(m, human_mean(len(queries), idx, y, level=level, probs=pi), float(f.mean()),
-                                  ppi_mean(f, idx, y, level=level, probs=pi, model_var=draws[name].var(axis=1)),
+                                  ppi_mean(f, idx, y, level=level, probs=pi,
+                                           model_var=kappa * draws[name].var(axis=1)),
                                   n_human, n_judge)
             out[name].append(est)
     return [SystemEstimates(name, ests) for name, ests in out.items()]

@@ -32,7 +32,8 @@ from sklearn.metrics import cohen_kappa_score
 from sqlalchemy import select
 
 from core.judging.agreement import campaign_agreement, krippendorff_alpha
-from core.judging.calibration import Thresholds, calibration_split, choose_grade_model, fit_thresholds
+from core.judging.calibration import (Thresholds, calibration_split, choose_grade_model, cross_fitted_probs,
+                                     fit_thresholds)
 from core.judging.campaigns import CampaignError, CampaignStore
 from core.judging.schema import CampaignJudgeLabelRow, _now
 
@@ -255,6 +256,9 @@ class SoftJudge:
     calibration_items: int
     max_label: int
     features: str = "score"  # the calibration's inputs: "score" or "score+query" (calibration.CalibrationChoice)
+    # P(g | item) of the calibration items, each from a model fitted on the other calibration queries
+    # (calibration.cross_fitted_probs): how PPI learns how far the judge under-predicts its own error
+    calibration_probs: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule: str = "adjudicated") -> SoftJudge:
@@ -282,8 +286,16 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
     for k, it in enumerate(scored):
         row = rows[k].tolist() if rows is not None else [float(g == stored[it.item_id][1]) for g in grades]
         probs.setdefault(it.query_id, {})[it.doc_id] = row
+    held_out: dict[str, dict[str, list[float]]] = {}
+    if pairs and len({q for _, _, q in pairs}) >= 2:
+        calib_items = [it for it in items if it.item_id in stored and it.query_id in calib
+                       and it.doc_id in reference.get(it.query_id, {})]
+        rows_cf = cross_fitted_probs([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
+                                     [q for _, _, q in pairs])
+        for it, row in zip(calib_items, rows_cf):
+            held_out.setdefault(it.query_id, {})[it.doc_id] = row.tolist()
     return SoftJudge(identity, probs, calib if pairs else [], len(pairs), campaign.max_label,
-                     choice.features if choice is not None else "score")
+                     choice.features if choice is not None else "score", held_out)
 
 
 def judge_campaign(store: CampaignStore, actor: str, name: str, judge: str, *, scorer=None, rule: str = "adjudicated",

@@ -193,6 +193,23 @@ def choose_grade_model(scores: Sequence[float], labels: Sequence[int], max_label
     return CalibrationChoice(grade_model(scores, labels, max_label, groups if by_query else None), losses)
 
 
+def cross_fitted_probs(scores: Sequence[float], labels: Sequence[int], max_label: int, groups: Sequence[str],
+                       folds: int = 5) -> np.ndarray:
+    """P(g | item) for every calibration item from a model chosen and fitted (``choose_grade_model``) on the
+    *other* folds (GroupKFold by query): the judge as it would predict items it was not calibrated on, which
+    is what ``core.analysis.ppi.variance_scale`` compares the human labels with."""
+    from sklearn.model_selection import GroupKFold
+
+    s, y, g = np.asarray(scores, dtype=float), np.asarray(labels, dtype=int), np.asarray(groups, dtype=object)
+    out = np.zeros((len(s), max_label + 1))
+    n_groups = len(set(g.tolist()))
+    if n_groups < 2:
+        raise ValueError("cross-fitting needs items of at least two queries")
+    for fit, held in GroupKFold(n_splits=min(folds, n_groups)).split(s, y, g):
+        out[held] = choose_grade_model(s[fit], y[fit], max_label, g[fit].tolist()).model(s[held], g[held].tolist())
+    return out
+
+
 def calibration_split(query_ids: Sequence[str], share: float = 0.5, seed: int = 0) -> tuple[list[str], list[str]]:
     """(calibration, report) query ids: a seeded, order-free split by hash of (seed, id)."""
     if not 0 < share < 1:
