@@ -16,6 +16,23 @@ from core.errors import UnknownNameError
 TESTS = ("randomization", "student")
 
 
+def system_entry(entry: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """An experiment's system entry, ``NAME[@VARIANT]`` or ``NAME[@VARIANT][key=value,...]`` (serving options
+    the system's loader takes, e.g. ``tree-bert[K=5,beam=20]``): the registered name and its options."""
+    name, bracket, rest = entry.partition("[")
+    if not bracket:
+        return entry, ()
+    if not rest.endswith("]") or not name:
+        raise ValueError(f"system entry {entry!r}: expected NAME[key=value,...]")
+    options = []
+    for part in rest[:-1].split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise ValueError(f"system entry {entry!r}: option {part!r} is not key=value")
+        options.append((key.strip(), value.strip()))
+    return name, tuple(options)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One comparison: systems against a baseline on a dataset's split, per-query paired tests with Holm."""
@@ -30,6 +47,7 @@ class Experiment:
     seeds: tuple[int, ...] = (13,)  # training seeds of the built models (the registry's default build: 13)
     first_stage: str | None = None  # rerankers on a collection rescore this system's top ``depth``
     depth: int = 20
+    k: int | None = None  # ranking depth; None: 1000 on candidate lists, 100 on a collection (at least ``depth``)
     paper: str = ""  # the paper file and table the experiment speaks to
     report: str = ""  # bench/reports/<report>; default: experiment_<name>.json
 
@@ -38,6 +56,8 @@ class Experiment:
             raise UnknownNameError("statistical test", self.test, list(TESTS))
         if len(self.systems) < 1 or len(set(self.systems)) != len(self.systems):
             raise ValueError(f"experiment {self.name}: systems must be distinct and at least one")
+        for entry in self.systems:
+            system_entry(entry)
 
     @property
     def report_name(self) -> str:
@@ -79,6 +99,22 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         systems=("bm25", "cnn-rerank"), first_stage="bm25", depth=20,
         measures=("map@20", "mrr@100", "precision@1"),
         paper="cnn-rerank-severyn2015.md §3 applied to question retrieval"),
+    Experiment(
+        "qqp-tree", "Tree-search BERT against compute-all on the paper's QQP protocol (paper-004 queries, top 20): "
+        "K = 5, 8, 10 with leaves of at most K questions, and trees of the paper's shape (5 levels: leaves of "
+        "about N/K^3 questions)",
+        dataset="qqp-bimpm", split="paper-004",
+        systems=("minilm@mean",
+                 "tree-bert[K=5,beam=20]", "tree-bert[K=8,beam=20]", "tree-bert[K=10,beam=20]",
+                 *(f"tree-bert[K={k},beam=20,leaf_size={-(-36737 // k**3)}]" for k in (5, 8, 10))),
+        measures=("map@20", "precision@1", "mrr@20", "ndcg@20", "mrr@10"), k=20,
+        paper="tree-search-bert-guo.md Tables 2 and 4"),
+    Experiment(
+        "qqp-tree-all", "Tree-search BERT against compute-all on every question of a positive pair (17,269 queries)",
+        dataset="qqp-bimpm", split="all",
+        systems=("minilm@mean", "tree-bert[K=5,beam=20]", "tree-bert[K=8,beam=20]", "tree-bert[K=10,beam=20]"),
+        measures=("map@20", "precision@1", "mrr@20", "ndcg@20", "mrr@10"), k=20,
+        paper="tree-search-bert-guo.md Table 2 (all positive-pair questions as queries)"),
 )
 _BY_NAME = {e.name: e for e in EXPERIMENTS}
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.experiments import Experiment
+from bench.experiments import Experiment, system_entry
 from bench.reporting import REPORTS, head_commit, write_report
 from core.evaluation import TIE_RULES, evaluate_contract
 from core.data.datasets import Dataset, load_dataset
-from core.registry import get_spec, needs_training, parse_name, system_dir
+from core.registry import get_spec, parse_name, system_dir
 from core.serving.runner import SystemChoice, rank_many
 
 SCORER = "core.evaluation.evaluate_contract"
@@ -51,19 +51,35 @@ def paired_p(control: list[float], treatment: list[float], test: str) -> float:
     return float(randomization_test(control, treatment, n_permutations=RANDOMIZATION_PERMUTATIONS))
 
 
-def choice(name: str, exp: Experiment, dataset: Dataset) -> SystemChoice:
-    """How the runner asks for ``name``: rerankers on a collection carry the experiment's first stage."""
+def choice(entry: str, exp: Experiment, dataset: Dataset) -> SystemChoice:
+    """How the runner asks for a system entry: its serving options go to the loader; rerankers on a
+    collection carry the experiment's first stage."""
+    name, options = system_entry(entry)
     spec = get_spec(parse_name(name).system)
     first = exp.first_stage if spec.kind == "reranker" and not dataset.candidates else None
-    return SystemChoice(name, first_stage=first, depth=exp.depth)
+    return SystemChoice(name, first_stage=first, depth=exp.depth, options=options)
+
+
+def search_stats(run: dict) -> dict:
+    """Mean, 10th and 90th percentile per query of every numeric cost a ranking reports (``Ranking.stats``:
+    the tree's ``distance_computations``, a cross-encoder tree's ``pair_scorings``)."""
+    values: dict[str, list[float]] = {}
+    for ranking in run.values():
+        for key, v in (ranking.stats or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                values.setdefault(key, []).append(float(v))
+    return {key: {"mean": round(float(np.mean(v)), 2), "p10": float(np.percentile(v, 10)),
+                  "p90": float(np.percentile(v, 90)), "queries": len(v)} for key, v in values.items()}
 
 
 def build_missing(name: str, dataset: Dataset, profile: str = "quick") -> dict:
-    """Build a trained system that is not built yet (``core.build.build_system``); its status metrics."""
+    """Build a system that is not built yet (``core.build.build_system``: a trained model, an index, a tree);
+    its status metrics. A model trained on another dataset (``SYSTEM@TRAINED_ON``) is never built here."""
     from core.build import build_system
+    from core.registry import system_module
 
     parsed = parse_name(name)
-    if not needs_training(get_spec(parsed.system), parsed.variant) or parsed.trained_on:
+    if parsed.trained_on or system_module(parsed.system).is_built(dataset, variant=parsed.variant):
         return {}
     status = build_system(dataset, parsed.system, profile=profile, variant=parsed.variant)
     if status.state == "failed":
@@ -102,16 +118,18 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
     candidates = bool(ds.candidates)
     systems: dict[str, dict] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
+    depth = exp.k or max(exp.depth, 1000 if candidates else 100)
     for name in exp.systems:
+        base, options = system_entry(name)
         if build:
-            build_missing(name, ds, profile)
+            build_missing(base, ds, profile)
         start = time.perf_counter()
-        run = rank_many(choice(name, exp, ds), ds, queries, k=max(exp.depth, 1000 if candidates else 100))
+        run = rank_many(choice(name, exp, ds), ds, queries, k=depth)
         seconds = time.perf_counter() - start
         ev = evaluate_contract(qrels, run, exp.measures, queries=list(queries), ties=TIES, candidates=candidates)
         per_query[name] = ev.per_query
         systems[name] = {"evaluation": ev.to_dict(), "describe": ev.describe(), "rank_seconds": round(seconds, 3),
-                         "build": build_record(name, ds)}
+                         "build": build_record(base, ds), "options": dict(options), "search_stats": search_stats(run)}
         progress(f"{exp.name}: {name}: " + ev.describe().splitlines()[0])
     headline = "answerable" if candidates else "all"
     evaluated = [q for q in queries if headline == "all" or any(v > 0 for v in qrels[q].values())]
@@ -130,6 +148,7 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
         "dataset": ds.name, "split": split, "queries": len(queries), "scorer": SCORER, "ties": TIES,
         "tie_rule": TIE_RULES[TIES], "headline_convention": headline, "measures": list(exp.measures),
         "seeds": list(exp.seeds), "build_profile": profile if build else None, "first_stage": exp.first_stage, "depth": exp.depth,
+        "ranking_depth": depth,
         "test": {"name": exp.test, "unit": "query (paired, headline convention)", "n": len(evaluated),
                  "correction": f"Holm across the experiment's {len(comparisons)} comparisons",
                  "permutations": RANDOMIZATION_PERMUTATIONS if exp.test == "randomization" else None},

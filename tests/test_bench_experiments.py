@@ -198,3 +198,28 @@ def test_every_reproduce_step_is_timed_and_its_module_exists():
         assert "$(STEP)" in prefix or "/usr/bin/time" in prefix, f"untimed step: {module}"
         assert importlib.util.find_spec(module) is not None, module
     assert re.search(r"^STEP := /usr/bin/time ", makefile, flags=re.M)
+
+
+def test_system_entries_carry_serving_options_and_bad_ones_are_refused():
+    from bench.experiments import Experiment, system_entry
+
+    assert system_entry("bm25") == ("bm25", ())
+    assert system_entry("tree-bert[K=5,beam=20]") == ("tree-bert", (("K", "5"), ("beam", "20")))
+    for bad in ("tree-bert[K=5", "tree-bert[K]", "[K=5]", "tree-bert[K=5,]"):
+        with pytest.raises(ValueError):
+            system_entry(bad)
+    with pytest.raises(ValueError):
+        Experiment("x", "x", dataset="trecqa", split="test", systems=("bm25", "tree-bert[beam]"), measures=("map@20",))
+
+
+def test_search_stats_summarise_each_rankings_costs():
+    from bench.runner import search_stats
+    from core.retrieval.base import Ranking
+
+    run = {f"q{i}": Ranking("tree", ["d"], [1.0], 0.0, {"distance_computations": 100 + i, "label": "x"})
+           for i in range(11)}
+    stats = search_stats(run)
+    assert set(stats) == {"distance_computations"}
+    assert stats["distance_computations"]["mean"] == 105 and stats["distance_computations"]["queries"] == 11
+    assert stats["distance_computations"]["p10"] == 101 and stats["distance_computations"]["p90"] == 109
+    assert search_stats({"q": Ranking("bm25", ["d"], [1.0], 0.0, {})}) == {}
