@@ -312,6 +312,20 @@ def posterior_samples(grade_probs: Mapping[str, Mapping[str, Sequence[float]]], 
     return out
 
 
+def calibration_kappa(human: Mapping[str, Mapping[str, int]],
+                      calibration_probs: Mapping[str, Mapping[str, Sequence[float]]] | None,
+                      runs: Mapping[str, object], metric: str, *, samples: int = SAMPLES, seed: int = 0) -> float:
+    """κ (``variance_scale``) of ``metric`` over ``runs`` on the calibration queries whose every item has a human
+    label, from their cross-fitted grade probabilities; 1 without any."""
+    checked = sorted(q for q in (calibration_probs or {}) if calibration_probs[q] and q in human
+                     and set(calibration_probs[q]) <= set(human[q]))
+    if not checked:
+        return 1.0
+    held = posterior_samples(calibration_probs, runs, metric, checked, samples=samples, seed=seed)
+    return variance_scale([per_query_values(human, run, metric, checked) for run in runs.values()],
+                          [held[name].mean(axis=1) for name in runs], [held[name].var(axis=1) for name in runs])
+
+
 @dataclass(frozen=True)
 class SystemEstimates:
     """One system's metrics three ways (humans only, judge only, PPI)."""
@@ -345,16 +359,9 @@ def campaign_estimates(human: Mapping[str, Mapping[str, int]], grade_probs: Mapp
     pos = {q: i for i, q in enumerate(queries)}
     idx = [pos[q] for q in sampled]
     pi = None if probs is None else [float(probs[q]) for q in queries]
-    checked = sorted(q for q in (calibration_probs or {}) if calibration_probs[q] and q in human
-                     and set(calibration_probs[q]) <= set(human[q]))
     for m in metrics:
         draws = posterior_samples(grade_probs, named, m, queries, samples=samples, seed=seed)
-        kappa = 1.0
-        if checked:
-            held_draws = posterior_samples(calibration_probs, named, m, checked, samples=samples, seed=seed)
-            kappa = variance_scale([per_query_values(human, run, m, checked) for run in named.values()],
-                                   [held_draws[name].mean(axis=1) for name in named],
-                                   [held_draws[name].var(axis=1) for name in named])
+        kappa = calibration_kappa(human, calibration_probs, named, m, samples=samples, seed=seed)
         for name, run in named.items():
             f = draws[name].mean(axis=1)
             y = per_query_values(human, run, m, sampled)

@@ -7,7 +7,9 @@ comparisons most (``core.analysis.budget``: inclusion probabilities proportional
 uncertainty of the metric, mixed with a uniform share, in sequential Poisson order). For every pair of
 pooled systems the plan gives the PPI estimate of their difference in a per-query metric with its 90 %
 interval now (``core.analysis.ppi``, the labelled queries outside the calibration split taken as a
-uniform sample) and the width expected once the budget is spent (same rectifier variance, n = budget).
+uniform sample; the estimator Error Analysis shows: the variance floored by the judge's own predicted
+variance, scaled by its calibration κ) and the width expected once the budget is spent (the same estimator
+with today's rectifier variance at n = budget).
 Recomputed as labels arrive, the owner sees the widths shrink.
 """
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from core.analysis.budget import budget_order, inclusion_probabilities, metric_uncertainty
-from core.analysis.ppi import _quantile, per_query_values, posterior_samples, ppi_mean
+from core.analysis.ppi import (PRIOR_DF, _quantile, calibration_kappa, moderated_variance, per_query_values,
+                               posterior_samples, ppi_mean)
 from core.judging.auto_judge import ORDER_METRIC, _runs, judges, pool_items, soft_judge
 from core.judging.campaigns import CampaignError, CampaignStore
 
@@ -65,6 +68,7 @@ def budget_plan(store: CampaignStore, actor: str, name: str, budget: int, *, jud
 
     runs = {s: Run.from_dict(r, name=s) for s, r in _runs(items).items()}
     draws = posterior_samples(soft.grade_probs, runs, metric, queries, seed=seed)
+    kappa = calibration_kappa(human, soft.calibration_probs, runs, metric, seed=seed)
     unc = dict(zip(queries, metric_uncertainty(draws)))
     remaining = [q for q in queries if q not in done]
     probs: dict[str, float] = {}
@@ -80,11 +84,15 @@ def budget_plan(store: CampaignStore, actor: str, name: str, budget: int, *, jud
     for a, b in itertools.combinations(sorted(runs), 2):
         f = draws[a].mean(axis=1) - draws[b].mean(axis=1)
         row = {"pair": f"{a} − {b}", "judge_only": float(f.mean())}
-        iv = ppi_mean(f, pos, values_h[a] - values_h[b]) if len(pos) >= 2 else None
+        sigma2 = kappa * (draws[a] - draws[b]).var(axis=1)
+        iv = ppi_mean(f, pos, values_h[a] - values_h[b], level=LEVEL, model_var=sigma2) if len(pos) >= 2 else None
         if iv is not None:
             r = (values_h[a] - values_h[b]) - f[pos]
             n_b, big_n = max(budget - len(held), len(pos), 2), len(queries)
-            at_budget = 2 * _quantile(LEVEL, n_b) * float(np.sqrt(max(0.0, (1 - n_b / big_n) * r.var(ddof=1) / n_b)))
+            # the same estimator at n_b labelled queries: today's rectifier variance, floored by the judge's
+            var_b = moderated_variance((1 - n_b / big_n) * r.var(ddof=1) / n_b,
+                                       (1 - n_b / big_n) * float(sigma2.mean()) / n_b, n_b)
+            at_budget = 2 * _quantile(LEVEL, n_b, PRIOR_DF) * float(np.sqrt(max(0.0, var_b)))
             row.update(estimate=iv.estimate, low=iv.low, high=iv.high, width_now=iv.width, width_at_budget=at_budget)
         comparisons.append(row)
     return BudgetPlan(identity, metric, budget, done, len(queries), order, probs, comparisons)
