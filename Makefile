@@ -46,7 +46,11 @@ reproduce: install
 	# Table 3's seeds 14-17: two trainings at a time, one thread each (more throughput on 2 cores than one at 2)
 	for s in 14 15 16 17; do for v in full -TopDense +Concat -AllDense; do echo "$$v $$s"; done; done | \
 	    xargs -P 2 -L 1 sh -c '$(STEP) $(PY) -m bench.first_stage_train densetrans --variant=$$0 --threads 1 --tag seed$$1 --set seed=$$1'
-	$(STEP) $(PY) -m bench.densetrans_ablations --dataset $(DATASET) --seeds 13 14 15 16 17
+	$(STEP) $(PY) -m bench.recipe_seeds densetrans-ablations --dataset $(DATASET) --seeds 13 14 15 16 17
+	# SDML against its triplet-loss baselines over five seeds (seed 13: the default build and RECIPES)
+	for s in 14 15 16 17; do for v in sdml tl-ssd tl-euc; do echo "$$v $$s"; done; done | \
+	    xargs -P 2 -L 1 sh -c '$(STEP) $(PY) -m bench.first_stage_train sdml-cnn --variant=$$0 --threads 1 --tag seed$$1 --set seed=$$1'
+	$(STEP) $(PY) -m bench.recipe_seeds sdml-losses --dataset $(DATASET) --seeds 13 14 15 16 17
 	$(STEP) $(PY) -m bench.query_forms --dataset $(DATASET)
 	$(STEP) $(PY) -m bench.dev_decisions --dataset $(DATASET) --parts tree-k int8 frm-keyword-loss --seeds 13 14 15
 	$(STEP) $(PY) -m bench.frm_pairs --dataset $(DATASET) --seeds 13 14 15
@@ -61,6 +65,7 @@ reproduce: install
 	    --out bench/reports/determinism_rerankers.json
 	$(STEP) $(PY) -m bench.text_pipeline
 	$(STEP) $(PY) -m bench.seed_tests
+	$(STEP) $(PY) -m bench.seed_tests --report sdml_losses.json --metric hit_rate@1 --order sdml tl-ssd tl-euc --extra sdml tl-euc
 	$(STEP) $(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
 	$(STEP) $(PY) -m bench.ppi_simulation --systems bm25,bm25@anserini-default,glove-mean --judge cnn-rerank \
 	    --draws 1000 --choose-prior-df

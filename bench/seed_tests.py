@@ -1,7 +1,7 @@
 """Claims about training recipes tested at the level of the claim: across training seeds, paired by seed.
 
-Reads the per-seed values an ablation report already holds (``densetrans_ablations.json``: R@100 of each
-variant for seeds 13, 14, 15), and for each adjacent step of the paper's order a paired t-test over the seeds
+Reads the per-seed values a ``bench.recipe_seeds`` report already holds (``densetrans_ablations.json``: R@100
+of each variant per seed; ``sdml_losses.json``: H@1), and for each adjacent step of the paper's order a paired t-test over the seeds
 (the unit is a training run, not a query), the mean difference with its 95 % t interval, and Holm's correction
 across the table's steps. Writes ``bench/reports/<name>_seed_tests.json``; no model is loaded.
 
@@ -47,10 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metric", default="recall@100")
     ap.add_argument("--order", nargs="+", default=["full", "-TopDense", "+Concat", "-AllDense"],
                     help="the paper's order, best first: each adjacent step is tested")
+    ap.add_argument("--extra", nargs=2, metavar=("HIGHER", "LOWER"),
+                    help="one more, non-adjacent step tested with them (e.g. sdml tl-euc)")
     args = ap.parse_args(argv)
     source = json.loads((REPORTS / args.report).read_text(encoding="utf-8"))
     values = {v: per_seed(source, v, args.metric) for v in args.order}
-    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])]
+    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])] + ([tuple(args.extra)] if args.extra else [])
+    for hi, lo in steps:
+        if hi not in values or lo not in values:
+            ap.error(f"--extra names a variant outside --order: {hi} {lo}")
     tests = [{"step": f"{hi} > {lo}", **paired_by_seed(values[hi], values[lo])} for hi, lo in steps]
     ps = [t["t_test_p"] if t["t_test_p"] is not None else 1.0 for t in tests]
     for t, adj in zip(tests, holm(ps)):
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench.seed_tests " + " ".join(argv if argv is not None else []),
         "commit": head_commit(), "source": args.report, "source_commit": source.get("commit"), "metric": args.metric,
         "unit": "training seed (paired by seed: the same seed for both variants)", "test": "paired t-test over seeds",
-        "correction": f"Holm across the {len(steps)} adjacent steps", "n_seeds": n,
+        "correction": f"Holm across the {len(steps)} steps tested", "n_seeds": n,
         "seeds_note": (f"{n} seeds: fewer than the {MIN_SEEDS_ASKED} a claim about a training recipe needs; "
                        "the tests have little power" if n < MIN_SEEDS_ASKED else f"{n} seeds"),
         "values": {v: {"mean": round(float(np.mean(list(x.values()))), 5),

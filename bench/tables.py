@@ -327,7 +327,7 @@ def densetrans_ablations_table() -> list[str]:
     stale = (["**Not measured on this build**: these models were trained at commit "
               f"{r.get('commit')}, before the default build of {build_commit()}; the paper rows read \"not measured on "
               "this build\" until `make reproduce`'s Table 3 steps (seeds 13-17 on this commit, then "
-              "`python -m bench.densetrans_ablations --seeds 13 14 15 16 17` and `python -m bench.seed_tests`) rewrite "
+              "`python -m bench.recipe_seeds densetrans-ablations --seeds 13 14 15 16 17` and `python -m bench.seed_tests`) rewrite "
               "this report.", ""] if measured_before_build(r.get("commit")) else [])
     out = ["### DenseTrans ablations (Table 3) over seeds", "", *stale,
            f"QQP test split, {r['queries']:,} queries against the {r['collection']:,}-question collection; {r['protocol']}. "

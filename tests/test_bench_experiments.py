@@ -133,7 +133,7 @@ def test_train_all_is_a_registered_recipe():
 
 @pytest.mark.parametrize("command", [
     ["-m", "bench.layers_curves"], ["-m", "bench.first_stage_train"], ["-m", "bench.dev_decisions"],
-    ["-m", "bench.frm_pairs"], ["-m", "bench.densetrans_ablations"], ["-m", "bench.query_forms"],
+    ["-m", "bench.frm_pairs"], ["-m", "bench.recipe_seeds"], ["-m", "bench.query_forms"],
     ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"], ["-m", "bench", "run", "--help"],
 ])
 def test_reproduce_steps_answer_help(command):
@@ -223,3 +223,32 @@ def test_search_stats_summarise_each_rankings_costs():
     assert stats["distance_computations"]["mean"] == 105 and stats["distance_computations"]["queries"] == 11
     assert stats["distance_computations"]["p10"] == 101 and stats["distance_computations"]["p90"] == 109
     assert search_stats({"q": Ranking("bm25", ["d"], [1.0], 0.0, {})}) == {}
+
+
+def test_recipe_studies_name_each_models_folder_and_command():
+    from bench.recipe_seeds import BUILT_SEED, STUDIES
+
+    dt, sdml = STUDIES["densetrans-ablations"], STUDIES["sdml-losses"]
+    assert dt.folder_variant("full", BUILT_SEED) is None and dt.folder_variant("-TopDense", BUILT_SEED) == "-TopDense"
+    assert dt.folder_variant("full", 14) == "full+seed14" and sdml.folder_variant("sdml", 15) == "sdml+seed15"
+    assert sdml.command("tl-ssd", BUILT_SEED) == "python -m core build --systems sdml-cnn@tl-ssd"
+    assert "--variant=tl-euc --threads 1 --tag seed16 --set seed=16" in sdml.command("tl-euc", 16)
+    for study in STUDIES.values():
+        assert study.primary in study.measures and study.default_variant in study.variants
+
+
+def test_seed_tests_pair_by_seed_and_test_an_extra_step(tmp_path, monkeypatch):
+    import bench.seed_tests as st
+
+    def runs(values):
+        return {"runs": [{"seed": s, "hit_rate@1": v} for s, v in values.items()]}
+
+    report = {"commit": "x", "variants": {"a": runs({13: .60, 14: .61, 15: .62}), "b": runs({13: .50, 14: .52, 15: .51}),
+                                          "c": runs({13: .40, 14: .43, 15: .41})}}
+    monkeypatch.setattr(st, "REPORTS", tmp_path)
+    (tmp_path / "r.json").write_text(json.dumps(report), encoding="utf-8")
+    assert st.main(["--report", "r.json", "--metric", "hit_rate@1", "--order", "a", "b", "c", "--extra", "a", "c"]) == 0
+    out = json.loads((tmp_path / "r_seed_tests.json").read_text(encoding="utf-8"))
+    assert [s["step"] for s in out["steps"]] == ["a > b", "b > c", "a > c"]
+    assert out["steps"][2]["mean_difference"] == pytest.approx(0.19667, abs=1e-4) and out["n_seeds"] == 3
+    assert "fewer than the 5" in out["seeds_note"]
