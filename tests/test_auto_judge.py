@@ -129,6 +129,7 @@ def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_
     (checked, *_), = [campaign_estimates(human, soft.grade_probs, runs, ["ndcg@10"], calibration=soft.calibration,
                                          calibration_probs=soft.calibration_probs)]
     scaled = checked.metrics[0].ppi
+    assert checked.metrics[0].variance_scale >= 1.0 and first.metrics[0].variance_scale == 1.0
     assert scaled.estimate == pytest.approx(est.ppi.estimate) and scaled.width >= est.ppi.width - 1e-12
     code, out, err = run_main("campaign", "status", "--db", db, "--name", "trec", "--as", OWNER, "--budget", "20")
     assert code == 0, err

@@ -39,7 +39,8 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
                          "judge only": round(m.judge_only, 4), f"PPI ({LEVEL:.0%} CI)": _ci(m.ppi),
                          "queries (human / all)": f"{m.ppi.n_human if m.ppi else 0} / "
                                                   f"{m.ppi.n_total if m.ppi else len(soft.grade_probs)}",
-                         "human labels": m.human_labels, "judge labels": m.judge_labels})
+                         "human labels": m.human_labels, "judge labels": m.judge_labels,
+                         "judge variance ×κ": round(m.variance_scale, 2)})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ea.ppi_table")
     st.caption(f"Judge {identity}; human reference: {rule} rule. The judge's grade probabilities were fitted on "
                f"the human labels of {len(soft.calibration)} calibration queries ({soft.calibration_items} items), "
@@ -48,7 +49,9 @@ def render_ppi(cstore, actor: str, campaign: str, rule: str, runs, metrics) -> N
                   else "the score alone")
                + " (whichever predicted held-out calibration queries better, by cross-validated log loss). "
                "Queries count as human-labelled when every item the judge scored on them has a human label; they "
-               "are taken as a uniform sample of the campaign's queries. "
+               "are taken as a uniform sample of the campaign's queries. κ: how far the judge's errors on calibration "
+               "queries it was not fitted on exceed its own predicted variance (1 = not at all); the judge's variance "
+               "that floors each interval is multiplied by it. "
                f"Estimator: {ESTIMATOR}. Judge-only values (the soft judge's expected metric) carry no interval: "
                "their bias is unknown until humans check it. Simulated coverage and widths: BENCHMARKS.md, "
                "\"Judging budgets\".")

@@ -121,12 +121,14 @@ class MetricEstimates:
     human_labels: int
     judge_labels: int
     estimator: str = ESTIMATOR
+    variance_scale: float = 1.0  # κ applied to the judge's predicted variance (``variance_scale``)
 
     def to_dict(self) -> dict:
         """JSON form."""
         return {"metric": self.metric, "human_only": self.human_only.to_dict() if self.human_only else None,
                 "judge_only": self.judge_only, "ppi": self.ppi.to_dict() if self.ppi else None,
-                "human_labels": self.human_labels, "judge_labels": self.judge_labels, "estimator": self.estimator}
+                "human_labels": self.human_labels, "judge_labels": self.judge_labels, "estimator": self.estimator,
+                "variance_scale": self.variance_scale}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -368,6 +370,6 @@ def campaign_estimates(human: Mapping[str, Mapping[str, int]], grade_probs: Mapp
             est = MetricEstimates(m, human_mean(len(queries), idx, y, level=level, probs=pi), float(f.mean()),
                                   ppi_mean(f, idx, y, level=level, probs=pi,
                                            model_var=kappa * draws[name].var(axis=1)),
-                                  n_human, n_judge)
+                                  n_human, n_judge, variance_scale=kappa)
             out[name].append(est)
     return [SystemEstimates(name, ests) for name, ests in out.items()]

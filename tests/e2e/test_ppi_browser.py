@@ -53,6 +53,8 @@ def test_error_analysis_shows_ppi_estimates_in_the_browser(browser, app_server, 
     # which inputs the calibration used is said beside the numbers
     assert any("from the score alone" in c or "from the score and its place among the query's items" in c
                for c in captions), captions
+    # and how far the judge's variance was scaled up by its errors on held-out calibration queries
+    assert any("κ: how far the judge's errors" in c for c in captions), captions
     grids = css(browser, '[data-testid="stDataFrame"]')
     assert len(grids) >= 2  # the metrics table and the PPI table
     shot(browser, "5_error_analysis_ppi")
