@@ -6,6 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 
+def p_value(p: float) -> float:
+    """A p-value for a report: two significant digits, never rounded to 0 (5e-05 stays 5e-05)."""
+    return float(f"{float(p):.2g}")
+
+
 def spread(values: list[float]) -> dict:
     """Mean ± sample sd over seeds (sd 0 for a single value)."""
     arr = np.asarray(values, dtype=float)
@@ -24,8 +29,8 @@ def paired(control: dict[str, float], treatment: dict[str, float], label: str) -
     b = np.array([treatment[q] for q in qids])
     t = ttest_rel(b, a)
     return {"comparison": label, "queries": len(qids), "mean_difference": round(float((b - a).mean()), 5),
-            "randomization_p": round(randomization_test(a, b, n_permutations=10_000), 4),
-            "t_test_p": round(float(t.pvalue), 4) if np.isfinite(t.pvalue) else 1.0,
+            "randomization_p": p_value(randomization_test(a, b, n_permutations=10_000)),
+            "t_test_p": p_value(t.pvalue) if np.isfinite(t.pvalue) else 1.0,
             "wins_ties_losses": [int((b > a).sum()), int((b == a).sum()), int((b < a).sum())]}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from bench.reporting import REPORTS, head_commit, write_report
 from bench.runner import holm
+from bench.seed_stats import p_value
 
 MIN_SEEDS_ASKED = 5  # what a claim about a training recipe needs (fewer: said in the report)
 
@@ -33,7 +34,7 @@ def paired_by_seed(a: dict[int, float], b: dict[int, float]) -> dict:
     p = float(stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds]).pvalue) if n > 1 else float("nan")
     return {"seeds": seeds, "n": n, "mean_difference": round(float(diff.mean()), 5), "sd_difference": round(sd, 5),
             "ci95": [round(float(diff.mean()) - half, 5), round(float(diff.mean()) + half, 5)],
-            "t_test_p": round(p, 4) if np.isfinite(p) else None}
+            "t_test_p": p_value(p) if np.isfinite(p) else None}
 
 
 def per_seed(report: dict, variant: str, metric: str) -> dict[int, float]:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     tests = [{"step": f"{hi} > {lo}", **paired_by_seed(values[hi], values[lo])} for hi, lo in steps]
     ps = [t["t_test_p"] if t["t_test_p"] is not None else 1.0 for t in tests]
     for t, adj in zip(tests, holm(ps)):
-        t["p_holm"] = round(adj, 4)
+        t["p_holm"] = p_value(adj)
         t["significant_at_05"] = adj <= 0.05
     n = min(len(v) for v in values.values())
     report = {

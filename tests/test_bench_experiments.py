@@ -252,3 +252,9 @@ def test_seed_tests_pair_by_seed_and_test_an_extra_step(tmp_path, monkeypatch):
     assert [s["step"] for s in out["steps"]] == ["a > b", "b > c", "a > c"]
     assert out["steps"][2]["mean_difference"] == pytest.approx(0.19667, abs=1e-4) and out["n_seeds"] == 3
     assert "fewer than the 5" in out["seeds_note"]
+
+
+def test_p_values_in_reports_keep_two_significant_digits_and_are_never_zero():
+    from bench.seed_stats import p_value
+
+    assert p_value(4.2e-07) == 4.2e-07 and p_value(0.01234) == 0.012 and p_value(1.0) == 1.0
