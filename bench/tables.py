@@ -153,7 +153,7 @@ def _paired_line(test: dict | None) -> list[str]:
     wins, ties, losses = test["wins_ties_losses"]
     return [f"Paired test, {test['comparison']}: mean difference {test['mean_difference']:+.5f} over "
             f"{test['queries']:,} queries (wins / ties / losses {wins} / {ties} / {losses}); randomization p = "
-            f"{test['randomization_p']:.4f}, t-test p = {test['t_test_p']:.4f}.", ""]
+            f"{test['randomization_p']:.2g}, t-test p = {test['t_test_p']:.2g}.", ""]
 
 
 def dev_decisions_table() -> list[str]:
@@ -319,38 +319,52 @@ def frm_pairs_table() -> list[str]:
     return out + ["", _source(r, "frm_pairs.json"), ""]
 
 
-def densetrans_ablations_table() -> list[str]:
-    """DenseTrans's Table 3 ablations on test, mean ± sd over training seeds, with paired tests between rows."""
-    r = _report("densetrans_ablations.json")
+LABELS = {"recall@100": "R@100", "mrr@100": "MRR@100", "map@100": "MAP@100", "ndcg@10": "NDCG@10",
+          "hit_rate@1": "H@1", "hit_rate@10": "H@10"}
+
+
+def recipe_seeds_table(file: str, title: str) -> list[str]:
+    """A ``bench.recipe_seeds`` report: mean ± sd over training seeds per variant, the per-query paired tests on the
+    seed means, and the seed-level tests of ``bench.seed_tests`` (``<report>_seed_tests.json``) with their CIs."""
+    r = _report(file)
     if r is None:
         return []
     stale = (["**Not measured on this build**: these models were trained at commit "
               f"{r.get('commit')}, before the default build of {build_commit()}; the paper rows read \"not measured on "
-              "this build\" until `make reproduce`'s Table 3 steps (seeds 13-17 on this commit, then "
-              "`python -m bench.recipe_seeds densetrans-ablations --seeds 13 14 15 16 17` and `python -m bench.seed_tests`) rewrite "
-              "this report.", ""] if measured_before_build(r.get("commit")) else [])
-    out = ["### DenseTrans ablations (Table 3) over seeds", "", *stale,
+              "this build\" until `make reproduce`'s seed steps (seeds 13-17 on this commit, then "
+              f"`python -m bench.recipe_seeds {r.get('study', 'densetrans-ablations')} --seeds 13 14 15 16 17` and "
+              "`python -m bench.seed_tests`) rewrite this report.", ""] if measured_before_build(r.get("commit")) else [])
+    measures = [m for m in LABELS if any(m in row for row in r["variants"].values())]
+    out = [f"### {title}", "", *stale,
            f"QQP test split, {r['queries']:,} queries against the {r['collection']:,}-question collection; {r['protocol']}. "
            "Mean ± sd over the trained seeds.", "",
-           "| variant | seeds | R@100 | MRR@100 | MAP@100 | NDCG@10 | H@1 |", "|---|---|---|---|---|---|---|"]
+           "| variant | seeds | " + " | ".join(LABELS[m] for m in measures) + " |", "|---|---|" + "---|" * len(measures)]
     for variant, row in r["variants"].items():
-        if "recall@100" not in row:
-            out.append(f"| {variant} | none trained | — | — | — | — | — |")
+        if not row.get("seeds_trained"):
+            out.append(f"| {variant} | none trained |" + " — |" * len(measures))
             continue
-        out.append(f"| {variant} | {', '.join(map(str, row['seeds_trained']))} | {_ms(row['recall@100'])} | "
-                   f"{_ms(row['mrr@100'])} | {_ms(row['map@100'])} | {_ms(row['ndcg@10'])} | {_ms(row['hit_rate@1'])} |")
+        out.append(f"| {variant} | {', '.join(map(str, row['seeds_trained']))} | "
+                   + " | ".join(_ms(row[m]) for m in measures) + " |")
     missing = [f"{v} seed {run['seed']}" for v, row in r["variants"].items() for run in row["runs"] if "not_trained" in run]
     out += ["", *([f"Not trained (listed with their commands in the report): {', '.join(missing)}.", ""] if missing else [])]
     for test in r["paired"].values():
         out += _paired_line(test)[:1]
-    return out + ["", _source(r, "densetrans_ablations.json"), ""]
+    seeds = _report(file.replace(".json", "_seed_tests.json"))
+    if seeds and seeds.get("source_commit") == r.get("commit"):
+        out += ["", f"Across training seeds ({seeds['unit']}; {seeds['test']}, {seeds['correction']}; "
+                    f"{seeds['seeds_note']}), {seeds['metric']}:", ""]
+        out += [f"- {t['step']}: {t['mean_difference']:+.4f}, 95 % CI [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}], "
+                f"Holm p {t['p_holm']:.2g}" for t in seeds["steps"]]
+    return out + ["", _source(r, file), ""]
 
 
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
     lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
-    lines += densetrans_ablations_table() + layers_table() + milvus_parity_table() + text_pipeline_table()
+    lines += recipe_seeds_table("densetrans_ablations.json", "DenseTrans ablations (Table 3) over seeds")
+    lines += recipe_seeds_table("sdml_losses.json", "SDML against its triplet-loss baselines (Table 4) over seeds")
+    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

@@ -12,7 +12,8 @@ from tests.conftest import ROOT
 NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?![\d])"
 BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json", "dev_decisions.json",
                 "determinism.json", "milvus_parity.json", "layers_measures_qqp.json", "frm_pairs.json")
-OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rerankers.json", "densetrans_ablations.json")  # rendered when present
+OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rerankers.json", "densetrans_ablations.json",
+                    "densetrans_ablations_seed_tests.json", "sdml_losses.json", "sdml_losses_seed_tests.json")  # rendered when present
 
 
 def _rounded(text: str) -> set[tuple[int, float]]:
