@@ -89,9 +89,8 @@ def comparable(run: Run, qrels: Qrels) -> Run:
     wanted = qrels.qrels
     if set(run.keys()) == set(wanted.keys()):
         return run
-    copy = Run.from_dict({q: {d: float(v) for d, v in run[q].items()} for q in run.keys() if q in wanted and len(run[q])},
+    return Run.from_dict({q: {d: float(v) for d, v in run[q].items()} for q in run.keys() if q in wanted and len(run[q])},
                          name=run.name)
-    return copy
 
 
 def evaluate_run(

@@ -273,8 +273,9 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
     reference, _ = store.qrels(actor, name, rule)
     labelled = sorted(q for q, rel in reference.items() if rel)
     calib = judge_splits(labelled)[0] if len(labelled) >= 3 else []
-    pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id], it.query_id) for it in items
-             if it.item_id in stored and it.query_id in calib and it.doc_id in reference.get(it.query_id, {})]
+    calib_items = [it for it in items
+                   if it.item_id in stored and it.query_id in calib and it.doc_id in reference.get(it.query_id, {})]
+    pairs = [(stored[it.item_id][0], reference[it.query_id][it.doc_id], it.query_id) for it in calib_items]
     grades = range(campaign.max_label + 1)
     choice = choose_grade_model([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
                                 [q for _, _, q in pairs]) if pairs else None
@@ -287,9 +288,7 @@ def soft_judge(store: CampaignStore, actor: str, name: str, identity: str, rule:
         row = rows[k].tolist() if rows is not None else [float(g == stored[it.item_id][1]) for g in grades]
         probs.setdefault(it.query_id, {})[it.doc_id] = row
     held_out: dict[str, dict[str, list[float]]] = {}
-    if pairs and len({q for _, _, q in pairs}) >= 2:
-        calib_items = [it for it in items if it.item_id in stored and it.query_id in calib
-                       and it.doc_id in reference.get(it.query_id, {})]
+    if len({q for _, _, q in pairs}) >= 2:
         rows_cf = cross_fitted_probs([s for s, _, _ in pairs], [y for _, y, _ in pairs], campaign.max_label,
                                      [q for _, _, q in pairs])
         for it, row in zip(calib_items, rows_cf):
