@@ -69,7 +69,7 @@ reproduce: install
 	$(STEP) $(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
 	$(STEP) $(PY) -m bench.ppi_simulation --systems bm25,bm25@anserini-default,glove-mean --judge cnn-rerank \
 	    --draws 1000 --choose-prior-df
-	for e in trecqa-cnn trecqa-cnn-clean qqp-first-stage qqp-rerank-cnn; do $(STEP) $(PY) -m bench run $$e || exit 1; done
+	for e in trecqa-cnn trecqa-cnn-clean qqp-first-stage qqp-sdml qqp-rerank-cnn qqp-tree qqp-tree-all; do $(STEP) $(PY) -m bench run $$e || exit 1; done
 	$(STEP) $(PY) -m bench.tables
 
 clean-artifacts:

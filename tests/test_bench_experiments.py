@@ -191,7 +191,7 @@ def test_every_reproduce_step_is_timed_and_its_module_exists():
     import re
 
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    block = makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
+    block = _reproduce_block()
     calls = re.findall(r"^(.*?)\$\(PY\) -m ([\w.]+)", block, flags=re.M)
     assert len(calls) >= 15
     for prefix, module in calls:
@@ -199,6 +199,44 @@ def test_every_reproduce_step_is_timed_and_its_module_exists():
         assert importlib.util.find_spec(module) is not None, module
     assert re.search(r"^STEP := /usr/bin/time ", makefile, flags=re.M)
 
+
+
+def _reproduce_block() -> str:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
+
+
+def _reports_shown() -> list[str]:
+    """Every report a paper row or a generated table of BENCHMARKS.md reads (with the recipe studies' seed tests)."""
+    import re
+
+    from bench.paper_rows import referenced_reports
+
+    tables = (ROOT / "bench" / "tables.py").read_text(encoding="utf-8")
+    named = [n for n in re.findall(r"\"([\w.-]+\.json)\"", tables) if (ROOT / "bench" / "reports" / n).is_file()]
+    seed_tests = [n.replace(".json", "_seed_tests.json") for n in named if (ROOT / "bench" / "reports" /
+                                                                          n.replace(".json", "_seed_tests.json")).is_file()]
+    return list(dict.fromkeys([*referenced_reports(), *named, *seed_tests]))
+
+
+def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
+    """Each report behind a paper row or a generated table names the command that wrote it, and `make reproduce`
+    runs that command's module (``bench run NAME``: that experiment), so a clean clone regenerates it."""
+    import re
+
+    block = _reproduce_block()
+    experiments = set(re.findall(r"^\s*for e in ([\w\s-]+); do", block, flags=re.M)[0].split())
+    shown = _reports_shown()
+    assert {"experiment_qqp-tree.json", "frm_pairs.json", "default_build.json", "densetrans_ablations.json"} <= set(shown)
+    for name in shown:
+        command = json.loads((ROOT / "bench" / "reports" / name).read_text(encoding="utf-8")).get("command") or ""
+        found = re.search(r"-m ([\w.]+)(?: run ([\w-]+))?", command)
+        assert found, f"{name}: its command {command!r} names no module"
+        module, experiment = found.groups()
+        if module == "bench":
+            assert experiment in experiments and name == f"experiment_{experiment}.json", name
+        else:
+            assert f"$(PY) -m {module}" in block, f"{name}: make reproduce never runs {module}"
 
 def test_system_entries_carry_serving_options_and_bad_ones_are_refused():
     from bench.experiments import Experiment, system_entry
