@@ -29,6 +29,7 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+import sys
 from pathlib import Path
 
 import numba
@@ -40,6 +41,20 @@ from ranx import Qrels, Run, compare, evaluate
 # ranx up in a background thread). numba's OpenMP layer is thread-safe; the layer is chosen at the
 # first parallel call, so this runs right after ranx is imported (tests/test_evaluation.py).
 numba.config.THREADING_LAYER = "omp"
+
+
+def _start_numba_keeping_torch_threads() -> None:
+    """Start numba's OpenMP pool now and give torch back its thread count. Starting the pool sets the calling
+    thread's OpenMP thread count to numba's own (every core); torch shares that OpenMP runtime, so a process
+    that ran ``torch.set_num_threads(1)`` (a one-thread training) would then run torch on every core from its
+    first evaluation on, and two such trainings side by side would oversubscribe the CPU (tests/test_evaluation.py)."""
+    numba.get_num_threads()  # starts the pool (numba's public entry to its thread launch)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(torch.get_num_threads())
+
+
+_start_numba_keeping_torch_threads()
 
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.data.datasets import Pair

@@ -104,6 +104,37 @@ def test_metrics_from_several_threads_at_once_do_not_abort_the_process():
     assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
 
 
+def test_an_evaluation_leaves_torch_on_the_threads_it_was_given():
+    """numba's OpenMP pool, started by the first evaluation, resets the calling thread's OpenMP thread count
+    to every core; torch shares that runtime, so a one-thread training ran torch on two threads after its first
+    dev evaluation and two trainings side by side oversubscribed the CPU. core.evaluation gives torch its count
+    back. Read from the OpenMP runtime itself: torch.get_num_threads() reports its own setting, not the runtime's."""
+    import glob
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    import torch
+
+    if not glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*")):
+        pytest.skip("this torch build does not ship libgomp (the OpenMP runtime numba and torch share here)")
+    code = textwrap.dedent("""
+        import ctypes, glob, os, torch
+        torch.set_num_threads(1)
+        gomp = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*"))[0])
+        import numba
+        from core.evaluation import evaluate_run
+        from ranx import Run
+        evaluate_run({"q1": {"d1": 1}, "q2": {"d2": 1}}, Run({"q1": {"d1": .9, "d2": .1}, "q2": {"d1": .5}}), ["ndcg@10"])
+        print(numba.threading_layer(), numba.get_num_threads() >= 1, gomp.omp_get_max_threads())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(__import__("pathlib").Path(__file__).parents[1]),
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["omp", "True", "1"]
+
+
 def test_evaluating_on_a_subset_of_queries_leaves_the_callers_run_whole():
     """ranx's make_comparable deletes the run's other queries in place; the evaluation module works on a copy,
     so a run scored on some queries still ranks the rest for its next use (the PPI view scores several metrics
