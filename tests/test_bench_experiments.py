@@ -230,9 +230,9 @@ def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
     assert {"experiment_qqp-tree.json", "frm_pairs.json", "default_build.json", "densetrans_ablations.json"} <= set(shown)
     for name in shown:
         command = json.loads((ROOT / "bench" / "reports" / name).read_text(encoding="utf-8")).get("command") or ""
-        found = re.search(r"-m ([\w.]+)(?: run ([\w-]+))?", command)
+        found = re.search(r"-m ([\w.]+)(?: run ([\w-]+))?|\b(bench)/(\w+)\.py", command)  # or the script's path
         assert found, f"{name}: its command {command!r} names no module"
-        module, experiment = found.groups()
+        module, experiment = found.group(1) or f"{found.group(3)}.{found.group(4)}", found.group(2)
         if module == "bench":
             assert experiment in experiments and name == f"experiment_{experiment}.json", name
         else:
