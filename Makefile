@@ -64,8 +64,8 @@ reproduce: install
 	$(STEP) $(PY) -m bench.determinism --dataset $(DATASET) --busy 1 --systems frm cnn-rerank cross-encoder \
 	    --out bench/reports/determinism_rerankers.json
 	$(STEP) $(PY) -m bench.text_pipeline
-	$(STEP) $(PY) -m bench.seed_tests
-	$(STEP) $(PY) -m bench.seed_tests --report sdml_losses.json --metric hit_rate@1 --order sdml tl-ssd tl-euc --extra sdml tl-euc
+	$(STEP) $(PY) -m bench.seed_tests --extra full,-AllDense
+	$(STEP) $(PY) -m bench.seed_tests --report sdml_losses.json --metric hit_rate@1 --order sdml tl-ssd tl-euc --extra sdml,tl-euc
 	$(STEP) $(PY) -m core build --dataset trecqa --systems cnn-rerank,cnn-rerank@no-features,cnn-rerank@train-all
 	$(STEP) $(PY) -m bench.ppi_simulation --systems bm25,bm25@anserini-default,glove-mean --judge cnn-rerank \
 	    --draws 1000 --choose-prior-df

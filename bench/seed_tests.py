@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
@@ -48,12 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metric", default="recall@100")
     ap.add_argument("--order", nargs="+", default=["full", "-TopDense", "+Concat", "-AllDense"],
                     help="the paper's order, best first: each adjacent step is tested")
-    ap.add_argument("--extra", nargs=2, metavar=("HIGHER", "LOWER"),
-                    help="one more, non-adjacent step tested with them (e.g. sdml tl-euc)")
+    ap.add_argument("--extra", metavar="HIGHER,LOWER",
+                    help="one more, non-adjacent step tested with them, e.g. sdml,tl-euc or full,-AllDense "
+                         "(one value: a variant starting with '-' would read as an option)")
     args = ap.parse_args(argv)
+    if args.extra is not None and len(args.extra.split(",")) != 2:
+        ap.error(f"--extra takes HIGHER,LOWER: {args.extra!r}")
     source = json.loads((REPORTS / args.report).read_text(encoding="utf-8"))
     values = {v: per_seed(source, v, args.metric) for v in args.order}
-    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])] + ([tuple(args.extra)] if args.extra else [])
+    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])] + ([tuple(args.extra.split(","))] if args.extra else [])
     for hi, lo in steps:
         if hi not in values or lo not in values:
             ap.error(f"--extra names a variant outside --order: {hi} {lo}")
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         t["significant_at_05"] = adj <= 0.05
     n = min(len(v) for v in values.values())
     report = {
-        "command": "python -m bench.seed_tests " + " ".join(argv if argv is not None else []),
+        "command": "python -m bench.seed_tests " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": head_commit(), "source": args.report, "source_commit": source.get("commit"), "metric": args.metric,
         "unit": "training seed (paired by seed: the same seed for both variants)", "test": "paired t-test over seeds",
         "correction": f"Holm across the {len(steps)} steps tested", "n_seeds": n,

@@ -285,7 +285,7 @@ def test_seed_tests_pair_by_seed_and_test_an_extra_step(tmp_path, monkeypatch):
                                           "c": runs({13: .40, 14: .43, 15: .41})}}
     monkeypatch.setattr(st, "REPORTS", tmp_path)
     (tmp_path / "r.json").write_text(json.dumps(report), encoding="utf-8")
-    assert st.main(["--report", "r.json", "--metric", "hit_rate@1", "--order", "a", "b", "c", "--extra", "a", "c"]) == 0
+    assert st.main(["--report", "r.json", "--metric", "hit_rate@1", "--order", "a", "b", "c", "--extra", "a,c"]) == 0
     out = json.loads((tmp_path / "r_seed_tests.json").read_text(encoding="utf-8"))
     assert [s["step"] for s in out["steps"]] == ["a > b", "b > c", "a > c"]
     assert out["steps"][2]["mean_difference"] == pytest.approx(0.19667, abs=1e-4) and out["n_seeds"] == 3
