@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--extra takes HIGHER,LOWER: {args.extra!r}")
     source = json.loads((REPORTS / args.report).read_text(encoding="utf-8"))
     values = {v: per_seed(source, v, args.metric) for v in args.order}
-    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])] + ([tuple(args.extra.split(","))] if args.extra else [])
+    extra = [tuple(args.extra.split(","))] if args.extra else []
+    steps = [(hi, lo) for hi, lo in zip(args.order, args.order[1:])] + extra
     for hi, lo in steps:
         if hi not in values or lo not in values:
             ap.error(f"--extra names a variant outside --order: {hi} {lo}")

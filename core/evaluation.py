@@ -26,10 +26,10 @@ The evaluation contract (``evaluate_contract``), equal to trec_eval to 1e-4
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-import sys
 from pathlib import Path
 
 import numba

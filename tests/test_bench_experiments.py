@@ -200,7 +200,6 @@ def test_every_reproduce_step_is_timed_and_its_module_exists():
     assert re.search(r"^STEP := /usr/bin/time ", makefile, flags=re.M)
 
 
-
 def _reproduce_block() -> str:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     return makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
@@ -237,6 +236,7 @@ def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
             assert experiment in experiments and name == f"experiment_{experiment}.json", name
         else:
             assert f"$(PY) -m {module}" in block, f"{name}: make reproduce never runs {module}"
+
 
 def test_system_entries_carry_serving_options_and_bad_ones_are_refused():
     from bench.experiments import Experiment, system_entry
