@@ -33,6 +33,7 @@ import numpy as np
 
 from bench.reporting import head_commit, write_report
 from bench.seed_stats import paired, seed_mean, spread
+from bench.seed_tests import paired_by_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "reports" / "dev_decisions.json"
@@ -179,9 +180,13 @@ def frm_keyword_loss(dataset, queries, qrels, variant: str, seeds: list[int]) ->
     with_kw = next(label for label in rows if label.startswith("with"))
     without = next(label for label in rows if not label.startswith("with"))
     keep = rows[with_kw]["dev_auc_best"]["mean"] > rows[without]["dev_auc_best"]["mean"]
+    by_seed = {label: dict(zip(seeds, rows[label]["dev_auc_best"]["values"])) for label in rows}
     return {"rule": "keep the keyword-agreement loss only if its best dev pair AUC (mean over seeds) is higher than "
                     "Eq. (18) alone",
             "rows": rows, "keep_keyword_loss": keep,
+            "seed_test": {"comparison": "best dev pair AUC, with the keyword loss minus Eq. (18) alone, paired by "
+                                        "training seed (t-test; the unit is a training run)",
+                          **paired_by_seed(by_seed[with_kw], by_seed[without])},
             "paired_test": paired(seed_mean(rr[without]), seed_mean(rr[with_kw]),
                                   "RR@20 over BM25's top 20, with the keyword loss against Eq. (18) alone "
                                   "(per query, mean over seeds)")}
@@ -196,10 +201,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", nargs="+", type=int, default=[13, 14, 15],
                     help="k-means seeds of the tree and training seeds of FRM (13 is the built one)")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--train-frm", choices=["paper", "kw-loss"], metavar="RECIPE",
+                    help="only train FRM's RECIPE (paper: Eq. 18 alone; kw-loss) for --seeds, write no report "
+                         "(make reproduce trains two at a time, then runs --parts frm-keyword-loss)")
     args = ap.parse_args(argv)
     from core.data.datasets import load_dataset
 
     dataset = load_dataset(args.dataset)
+    if args.train_frm:
+        from core.artifacts import load_json
+        from core.registry import system_dir
+
+        variant = None if args.train_frm == "paper" else args.train_frm
+        config = load_json(system_dir(dataset.name, "frm", variant) / "config.json", "frm", "python -m core build")
+        for seed in args.seeds:
+            print(_frm_seed_folder(dataset, variant, seed, int(config["train"]["seed"])), flush=True)
+        return 0
     qrels = dataset.split_qrels(SPLIT)
     queries = {q: dataset.queries[q] for q in qrels}
     out = Path(args.out)

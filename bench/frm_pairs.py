@@ -29,6 +29,7 @@ import numpy as np
 from bench.dev_decisions import frm_seed_path
 from bench.reporting import head_commit, write_report
 from bench.seed_stats import spread
+from bench.seed_tests import paired_by_seed
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "reports" / "frm_pairs.json"
@@ -127,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             report["paired"][f"{a} - {b}"] = {k: (round(v, 5) if isinstance(v, float) else
                                                [round(x, 5) for x in v] if isinstance(v, list) else v)
                                               for k, v in test.items()}
+    trained = {name: {r["seed"]: r for r in system["runs"] if "auc" in r} for name, system in report["systems"].items()}
+    if len(trained) == 2:  # the recipe claim at its level: the unit is a training run, paired by seed
+        report["seed_tests"] = {
+            f"frm@kw-loss - frm {m}": {"comparison": f"test pair {m}, Eq. (18) plus the keyword loss minus Eq. (18) "
+                                                     "alone, paired by training seed (t-test)",
+                                       **paired_by_seed({s: r[m] for s, r in trained["frm@kw-loss"].items()},
+                                                        {s: r[m] for s, r in trained["frm"].items()})}
+            for m in ("auc", "acc")}
     report.update({"command": ".venv/bin/python -m bench.frm_pairs " + " ".join(argv if argv is not None else sys.argv[1:]),
                    "commit": head_commit(), "machine": platform.platform(), "threads": torch.get_num_threads(),
                    "protocol": "QQP held-out test pairs (cluster-disjoint from training); Acc at 0.5 (§3.3.3) and "

@@ -135,6 +135,7 @@ def test_train_all_is_a_registered_recipe():
     ["-m", "bench.layers_curves"], ["-m", "bench.first_stage_train"], ["-m", "bench.dev_decisions"],
     ["-m", "bench.frm_pairs"], ["-m", "bench.recipe_seeds"], ["-m", "bench.query_forms"],
     ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"], ["-m", "bench", "run", "--help"],
+    ["-m", "bench.reproduce"],
 ])
 def test_reproduce_steps_answer_help(command):
     result = subprocess.run([sys.executable, *command, "--help"] if command[-1] != "--help" else [sys.executable, *command],
@@ -185,24 +186,26 @@ def test_keyword_decision_rule_on_dev_rows():
     assert "frm@kw-loss w seed 13: Spearman(IDF) +0.40, stop words in top-2 26%" in failures(rows)
 
 
-def test_every_reproduce_step_is_timed_and_its_module_exists():
-    """`make reproduce` prints each step's wall time (GNU time through $(STEP)) and names only modules that exist."""
+def test_every_reproduce_step_names_a_module_that_exists_and_make_runs_them():
+    """`make reproduce` runs bench.reproduce, whose steps name only modules that exist (each answers --help above)."""
     import importlib.util
-    import re
 
+    from bench.reproduce import steps
+
+    plan = steps()
+    assert len(plan) >= 20 and len({s.name for s in plan}) == len(plan)
+    for step in plan:
+        for command in step.commands:
+            assert command[0] == "-m" and importlib.util.find_spec(command[1]) is not None, (step.name, command)
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    block = _reproduce_block()
-    calls = re.findall(r"^(.*?)\$\(PY\) -m ([\w.]+)", block, flags=re.M)
-    assert len(calls) >= 15
-    for prefix, module in calls:
-        assert "$(STEP)" in prefix or "/usr/bin/time" in prefix, f"untimed step: {module}"
-        assert importlib.util.find_spec(module) is not None, module
-    assert re.search(r"^STEP := /usr/bin/time ", makefile, flags=re.M)
+    block = makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
+    assert "$(PY) -m bench.reproduce" in block
 
 
-def _reproduce_block() -> str:
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    return makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
+def _reproduce_commands() -> list[str]:
+    from bench.reproduce import steps
+
+    return [" ".join(c) for s in steps() for c in s.commands]
 
 
 def _reports_shown() -> list[str]:
@@ -223,8 +226,9 @@ def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
     runs that command's module (``bench run NAME``: that experiment), so a clean clone regenerates it."""
     import re
 
-    block = _reproduce_block()
-    experiments = set(re.findall(r"^\s*for e in ([\w\s-]+); do", block, flags=re.M)[0].split())
+    commands = _reproduce_commands()
+    modules = {c.split()[1] for c in commands}
+    experiments = {c.split()[3] for c in commands if c.startswith("-m bench run ")}
     shown = _reports_shown()
     assert {"experiment_qqp-tree.json", "frm_pairs.json", "default_build.json", "densetrans_ablations.json"} <= set(shown)
     for name in shown:
@@ -235,7 +239,7 @@ def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
         if module == "bench":
             assert experiment in experiments and name == f"experiment_{experiment}.json", name
         else:
-            assert f"$(PY) -m {module}" in block, f"{name}: make reproduce never runs {module}"
+            assert module in modules, f"{name}: make reproduce never runs {module}"
 
 
 def test_system_entries_carry_serving_options_and_bad_ones_are_refused():
@@ -296,3 +300,29 @@ def test_p_values_in_reports_keep_two_significant_digits_and_are_never_zero():
     from bench.seed_stats import p_value
 
     assert p_value(4.2e-07) == 4.2e-07 and p_value(0.01234) == 0.012 and p_value(1.0) == 1.0
+
+
+def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path):
+    """bench.reproduce: a failing step stops the run and is recorded; a rerun at the same commit skips the finished
+    steps, runs parallel commands, fills a step's wall time from the ledger and writes the summed report."""
+    from bench.reproduce import Step, read_ledger, reproduce
+
+    marker = tmp_path / "fail"
+    marker.write_text("x")
+    counter = tmp_path / "count"
+    count = f"import pathlib; p = pathlib.Path({str(counter)!r}); p.write_text(p.read_text() + 'a' if p.exists() else 'a')"
+    plan = [Step("first", (("-c", count),)),
+            Step("second", (("-c", f"import pathlib, sys; sys.exit(pathlib.Path({str(marker)!r}).exists())"),)),
+            Step("both", (("-c", "print(1)"), ("-c", "import sys; assert sys.argv[1] == '0:00'", "{wall:first}")),
+                 parallel=2)]
+    ledger, report = tmp_path / "ledger.jsonl", tmp_path / "reproduce.json"
+    assert reproduce(plan, ledger, report) == 1
+    assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
+    assert not report.exists()
+    marker.unlink()
+    assert reproduce(plan, ledger, report) == 0
+    assert counter.read_text() == "a"  # "first" ran once
+    written = json.loads(report.read_text(encoding="utf-8"))
+    assert [s["step"] for s in written["steps"]] == ["first", "second", "both"] and written["runs"] == 2
+    assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)
+    assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
