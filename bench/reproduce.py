@@ -88,6 +88,8 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
         Step("frm-seeds", frm, parallel=2, why="FRM's two losses, seeds 14-17"),
         Step("frm-keyword-loss", (("-m", "bench.dev_decisions", *d, "--parts", "frm-keyword-loss", "--seeds", *SEEDS),)),
         Step("frm-pairs", (("-m", "bench.frm_pairs", *d, "--seeds", *SEEDS),)),
+        Step("keyword-faithfulness", (("-m", "bench.keyword_faithfulness", *d, "--seeds", "13,14"),),
+             why="the Keywords page's default explanation (two seeds: about 9 minutes)"),
         Step("cross-encoder-pairs", (("-m", "bench.cross_encoder_pairs", *d),)),
         Step("layers", (("-m", "bench.layers_curves", "--out", "bench/reports/layers_measures_qqp.json"),)),
         Step("layers-paper-objective", (("-m", "bench.layers_curves", "--pair", "densetrans:paper-objective",

@@ -192,7 +192,9 @@ def dev_decisions_table() -> list[str]:
     if "frm-keyword-loss" in d:
         t = d["frm-keyword-loss"]
         out += [f"**FRM's keyword-agreement loss** (rule: {t['rule']}): "
-                f"{'kept' if t['keep_keyword_loss'] else '**dropped**: the default is Eq. (18) alone'}.", "",
+                + ("**kept**: `frm@kw-loss` (built by the default build) is the recipe dev prefers; `frm` keeps Eq. (18) "
+                   "alone, the paper's recipe under the paper's name (Table 4 rows)" if t["keep_keyword_loss"]
+                   else "**dropped**: the default is Eq. (18) alone") + ".", "",
                 "| FRM | served as | seeds | best dev AUC | best step | stopped | dev H@1 over BM25 top 20 | dev MRR@20 |",
                 "|---|---|---|---|---|---|---|---|"]
         for label, row in t["rows"].items():
@@ -202,7 +204,10 @@ def dev_decisions_table() -> list[str]:
             out.append(f"| {label} | {row['variant']} | {listed(row.get('seeds', '—'))} | {_ms(row['dev_auc_best'])} | "
                        f"{listed(row['best_step'])} | {listed(row['stopped'])} | {_ms(h1)} | {_ms(mrr)} |")
         out += [""] + _paired_line(t.get("paired_test"))
-    return out + [_source(r, "dev_decisions.json"), ""]
+        out += [_seed_test_line(t["seed_test"]), ""] if t.get("seed_test") else []
+    parts = "; ".join(f"{name}: `{part['command']}`, commit {part['commit']}" for name, part in d.items()
+                      if part.get("command"))
+    return out + [f"Source: `bench/reports/dev_decisions.json`, each part as last run ({parts}; {r['machine']}).", ""]
 
 
 def layers_table() -> list[str]:
@@ -316,7 +321,17 @@ def frm_pairs_table() -> list[str]:
         p = f"p < 1/{t['resamples']:,}" if t["p"] == 0 else f"p = {t['p']:.3f}"
         out.append(f"- AUC {label}: {t['auc_diff']:+.4f} [{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] "
                    f"(paired bootstrap over the test pairs, {t['resamples']:,} resamples, seed-mean probabilities; {p})")
+    for t in r.get("seed_tests", {}).values():
+        out.append(_seed_test_line(t))
     return out + ["", _source(r, "frm_pairs.json"), ""]
+
+
+def _seed_test_line(t: dict) -> str:
+    """One seed-level paired test (``bench.seed_tests.paired_by_seed``): the claim at the level of training runs."""
+    p = "p n/a" if t.get("t_test_p") is None else f"p = {t['t_test_p']:.3f}"
+    return (f"- {t['comparison']}: {t['mean_difference']:+.4f} ± {t['sd_difference']:.4f} "
+            f"[{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] (n = {t['n']} seeds: {', '.join(map(str, t['seeds']))}; "
+            f"paired t-test, {p}, no correction: one comparison)")
 
 
 LABELS = {"recall@100": "R@100", "mrr@100": "MRR@100", "map@100": "MAP@100", "ndcg@10": "NDCG@10",

@@ -216,10 +216,12 @@ def test_typed_and_tokenized_forms_give_the_same_top10(name, tiny_env):
     ds = tiny_env.ds
     choice = SystemChoice(name, first_stage="bm25" if _is_reranker(system) else None, depth=FIRST_STAGE_DEPTH)
     load = lambda n, v=None, o=(): tiny_env.systems[n]  # noqa: E731 - the runner's Loader over the built systems
+    # every typed question; fewer dataset queries for a system whose single query takes seconds (_examples)
+    slow = tiny_env.seconds.get(name, 0.0) > 1.0
     dataset_pairs = [(ds.display_query(q), ds.queries[q], q) for q in sorted(ds.queries)
-                     if ds.display_query(q) != ds.queries[q]][:8]
+                     if ds.display_query(q) != ds.queries[q]][:3 if slow else 8]
     pairs = dataset_pairs + [(typed, tokenized, None) for typed, tokenized in TYPED_QUESTIONS]
-    assert len(dataset_pairs) >= 5
+    assert len(dataset_pairs) >= 3
     for typed, tokenized, qid in pairs:
         assert tokens(typed) == tokens(tokenized)  # the premise: one text pipeline for both forms
         a = rank_one(choice, ds, typed, 10, qid, load)
