@@ -64,10 +64,15 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
     """Every step, in order (each report's ``command`` field names one of these)."""
     d = ("--dataset", dataset)
     ft = ("-m", "bench.first_stage_train")
-    table3 = tuple((*ft, "densetrans", f"--variant={v}", "--threads", "1", "--tag", f"seed{s}", "--set", f"seed={s}")
-                   for s in SEEDS[1:] for v in ("full", "-TopDense", "+Concat", "-AllDense"))
-    sdml = tuple((*ft, "sdml-cnn", f"--variant={v}", "--threads", "1", "--tag", f"seed{s}", "--set", f"seed={s}")
-                 for s in SEEDS[1:] for v in ("sdml", "tl-ssd", "tl-euc"))
+
+    def table3(s: str) -> tuple:
+        return tuple((*ft, "densetrans", f"--variant={v}", "--threads", "1", "--tag", f"seed{s}", "--set", f"seed={s}")
+                     for v in ("full", "-TopDense", "+Concat", "-AllDense"))
+
+    def sdml(s: str) -> tuple:
+        return tuple((*ft, "sdml-cnn", f"--variant={v}", "--threads", "1", "--tag", f"seed{s}", "--set", f"seed={s}")
+                     for v in ("sdml", "tl-ssd", "tl-euc"))
+
     frm = tuple(("-m", "bench.dev_decisions", *d, "--train-frm", r, "--seeds", s)
                 for s in SEEDS[1:] for r in ("paper", "kw-loss"))
     return [
@@ -79,9 +84,11 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
         Step("paper-objective-ablation", ((*ft, "densetrans", "--variant=-AllDense", "--threads", "2", "--tag",
                                            "paper-objective", "--set", "pooling=cls", "temperature=1.0", "dropout=0.1",
                                            "position_std=0.0"),)),
-        Step("table3-seeds", table3, parallel=2, why="DenseTrans Table 3, seeds 14-17"),
+        # one step per seed: an interrupted run loses at most one seed's trainings
+        *(Step(f"table3-seed-{s}", table3(s), parallel=2, why=f"DenseTrans Table 3, seed {s}") for s in SEEDS[1:]),
         Step("table3", (("-m", "bench.recipe_seeds", "densetrans-ablations", *d, "--seeds", *SEEDS),)),
-        Step("sdml-seeds", sdml, parallel=2, why="SDML against its triplet-loss baselines, seeds 14-17"),
+        *(Step(f"sdml-seed-{s}", sdml(s), parallel=2, why=f"SDML against its triplet-loss baselines, seed {s}")
+          for s in SEEDS[1:]),
         Step("sdml-losses", (("-m", "bench.recipe_seeds", "sdml-losses", *d, "--seeds", *SEEDS),)),
         Step("query-forms", (("-m", "bench.query_forms", *d),)),
         Step("dev-decisions", (("-m", "bench.dev_decisions", *d, "--parts", "tree-k", "int8", "--seeds", *SEEDS[:3]),)),
@@ -185,11 +192,14 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
     if fresh and ledger.is_file():
         ledger.rename(ledger.with_suffix(f".{int(time.time())}.jsonl"))
     done = done_steps(read_ledger(ledger), commit)
+    starts = ledger.with_name("started.jsonl")  # a start without a ledger line: the step was interrupted
     for step in plan:
         if step.name in done:
             print(f"[reproduce] {step.name}: done at {commit} ({done[step.name].seconds:.0f} s), skipped", flush=True)
             continue
         print(f"[reproduce] {step.name}: {len(step.commands)} command(s), {step.parallel} at a time", flush=True)
+        with starts.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"step": step.name, "commit": commit, "run": run}) + "\n")
         record = run_step(step, done, ledger.parent / "logs", commit, run)
         with ledger.open("a", encoding="utf-8") as out:
             out.write(json.dumps(asdict(record)) + "\n")
@@ -200,14 +210,19 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
     if report is not None:
         records = [done[s.name] for s in plan]
         total = sum(r.seconds for r in records)
+        started = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines() if line.strip()]
+        ended = {(r.step, r.run) for r in read_ledger(ledger)}
+        interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
         write_report(report, {
             "command": "python -m bench.reproduce", "commit": commit, "machine": platform.platform(),
             "cpus": os.cpu_count(), "total_seconds": round(total, 1), "total_wall": wall_clock(total),
             "runs": len({r.run for r in records}),
             "note": "the sum of each step's wall time; steps ran in one or more runs of the same commit (a step "
-                    "interrupted by the end of a session is rerun whole and only its finished run is counted)",
+                    "interrupted by the end of a session is rerun whole and only its finished run is counted; "
+                    "'after_interruption' marks a step whose rerun may have reused what the interrupted one wrote)",
             "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
-                       "load_end": r.load_end, "commands": r.commands} for r in records]})
+                       "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
+                      for r in records]})
     return 0
 
 

@@ -320,9 +320,14 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
     assert not report.exists()
     marker.unlink()
+    from bench.reporting import head_commit
+
+    with (tmp_path / "started.jsonl").open("a", encoding="utf-8") as out:  # a run that ended inside "both"
+        out.write(json.dumps({"step": "both", "commit": head_commit(), "run": "cut"}) + "\n")
     assert reproduce(plan, ledger, report) == 0
     assert counter.read_text() == "a"  # "first" ran once
     written = json.loads(report.read_text(encoding="utf-8"))
     assert [s["step"] for s in written["steps"]] == ["first", "second", "both"] and written["runs"] == 2
+    assert [s["after_interruption"] for s in written["steps"]] == [False, False, True]  # "second" failed, not cut
     assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)
     assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
