@@ -9,6 +9,7 @@ midway (its process ended) is rerun whole. Steps with several commands run ``par
 ``var/reproduce/logs/``.
 
     python -m bench.reproduce [--dataset qqp-bimpm] [--fresh] [--list] [--only STEP ...]
+    python -m bench.reproduce --status [--ledger PATH] [--out PATH]   # the report so far, from a ledger
 """
 from __future__ import annotations
 
@@ -186,7 +187,7 @@ def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: 
 
 
 def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False) -> int:
-    """Run the steps the ledger does not record as done at this commit; write ``report`` once all are done."""
+    """Run the steps the ledger does not record as done at this commit, then write ``report`` (:func:`write_progress`)."""
     commit, run = head_commit(), f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid {os.getpid()} #{time.monotonic_ns()}"
     ledger.parent.mkdir(parents=True, exist_ok=True)
     if fresh and ledger.is_file():
@@ -208,22 +209,35 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
             return record.returncode
         done[step.name] = record
     if report is not None:
-        records = [done[s.name] for s in plan]
-        total = sum(r.seconds for r in records)
-        started = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines() if line.strip()]
-        ended = {(r.step, r.run) for r in read_ledger(ledger)}
-        interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
-        write_report(report, {
-            "command": "python -m bench.reproduce", "commit": commit, "machine": platform.platform(),
-            "cpus": os.cpu_count(), "total_seconds": round(total, 1), "total_wall": wall_clock(total),
-            "runs": len({r.run for r in records}),
-            "note": "the sum of each step's wall time; steps ran in one or more runs of the same commit (a step "
-                    "interrupted by the end of a session is rerun whole and only its finished run is counted; "
-                    "'after_interruption' marks a step whose rerun may have reused what the interrupted one wrote)",
-            "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
-                       "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
-                      for r in records]})
+        write_progress(plan, ledger, report, commit)
     return 0
+
+
+def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str) -> dict:
+    """``report`` from the ledger: each finished step of ``plan`` at ``commit`` (wall time, load, whether its run
+    followed an interrupted attempt), their sum, and the steps left (``complete`` when none is)."""
+    records = read_ledger(ledger)
+    done = done_steps(records, commit)
+    finished = [done[s.name] for s in plan if s.name in done]
+    left = [s.name for s in plan if s.name not in done]
+    starts = ledger.with_name("started.jsonl")  # a start without a ledger line: the step was interrupted
+    started = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if starts.is_file() else []
+    ended = {(r.step, r.run) for r in records}
+    interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
+    total = sum(r.seconds for r in finished)
+    out = {
+        "command": "python -m bench.reproduce", "commit": commit, "machine": platform.platform(),
+        "cpus": os.cpu_count(), "complete": not left, "steps_done": len(finished), "steps_left": left,
+        "total_seconds": round(total, 1), "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
+        "note": "the sum of each finished step's wall time; steps ran in one or more runs of the same commit (a "
+                "step interrupted by the end of a session is rerun whole and only its finished run is counted; "
+                "'after_interruption' marks a step whose rerun may have reused what the interrupted one wrote)",
+        "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
+                   "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
+                  for r in finished]}
+    write_report(report, out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="name every step and its commands, run nothing")
     ap.add_argument("--only", nargs="+", metavar="STEP", help="run only these steps (no reproduce.json)")
     ap.add_argument("--ledger", default=None, help="default: var/reproduce/ledger.jsonl")
+    ap.add_argument("--status", action="store_true",
+                    help="run nothing: write the report from the ledger (the commit of its newest line), done or not")
+    ap.add_argument("--out", default=str(REPORTS / "reproduce.json"), help="the report (default %(default)s)")
     args = ap.parse_args(argv)
     plan = steps(args.dataset)
     if args.list:
@@ -249,7 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     from core.paths import var_dir
 
     ledger = Path(args.ledger) if args.ledger else var_dir() / "reproduce" / "ledger.jsonl"
-    return reproduce(plan, ledger, None if args.only else REPORTS / "reproduce.json", fresh=args.fresh)
+    if args.status:
+        records = read_ledger(ledger)
+        report = write_progress(plan, ledger, Path(args.out), records[-1].commit if records else head_commit())
+        print(f"{report['steps_done']}/{len(plan)} steps done at {report['commit']}: {report['total_wall']}; "
+              f"left: {', '.join(report['steps_left']) or 'none'}")
+        return 0
+    return reproduce(plan, ledger, None if args.only else Path(args.out), fresh=args.fresh)
 
 
 if __name__ == "__main__":

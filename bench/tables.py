@@ -373,13 +373,33 @@ def recipe_seeds_table(file: str, title: str) -> list[str]:
     return out + ["", _source(r, file), ""]
 
 
+def reproduce_table() -> list[str]:
+    """``make reproduce`` from a clean clone: each finished step's wall time (``bench.reproduce``'s ledger), the
+    sum so far and the steps left."""
+    r = _report("reproduce.json")
+    if r is None:
+        return []
+    state = ("complete" if r["complete"] else
+             f"**not complete**: {r['steps_done']} steps done, {len(r['steps_left'])} left "
+             f"({', '.join(r['steps_left'])})")
+    out = ["### `make reproduce` from a clean clone", "",
+           f"A clone of commit {r['commit']} on {r['cpus']} cores, resumed across {r['runs']} run(s) of "
+           f"`python -m bench.reproduce` (one per working session): {state}. Wall time of the finished steps: "
+           f"{r['total_wall']} ({round(r['total_seconds']):,} s). {r['note'][0].upper()}{r['note'][1:]}.", "",
+           "| step | wall (s) | load average at start | rerun after an interruption |", "|---|---|---|---|"]
+    for step in r["steps"]:
+        out.append(f"| {step['step']} | {round(step['seconds']):,} | {step['load_start'][0]} | "
+                   f"{'yes' if step['after_interruption'] else 'no'} |")
+    return out + ["", _source(r, "reproduce.json"), ""]
+
+
 def render() -> str:
     """The generated section (markers included)."""
     lines = [BEGIN, "## Generated from bench/reports (this commit's default build)", ""]
     lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
     lines += recipe_seeds_table("densetrans_ablations.json", "DenseTrans ablations (Table 3) over seeds")
     lines += recipe_seeds_table("sdml_losses.json", "SDML against its triplet-loss baselines (Table 4) over seeds")
-    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
+    lines += layers_table() + milvus_parity_table() + text_pipeline_table() + reproduce_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

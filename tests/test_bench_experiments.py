@@ -319,14 +319,19 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     assert reproduce(plan, ledger, report) == 1
     assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
     assert not report.exists()
-    marker.unlink()
     from bench.reporting import head_commit
+    from bench.reproduce import write_progress
+
+    partial = write_progress(plan, ledger, tmp_path / "partial.json", head_commit())  # --status: the report so far
+    assert not partial["complete"] and partial["steps_left"] == ["second", "both"] and partial["steps_done"] == 1
+    marker.unlink()
 
     with (tmp_path / "started.jsonl").open("a", encoding="utf-8") as out:  # a run that ended inside "both"
         out.write(json.dumps({"step": "both", "commit": head_commit(), "run": "cut"}) + "\n")
     assert reproduce(plan, ledger, report) == 0
     assert counter.read_text() == "a"  # "first" ran once
     written = json.loads(report.read_text(encoding="utf-8"))
+    assert written["complete"] and written["steps_left"] == []
     assert [s["step"] for s in written["steps"]] == ["first", "second", "both"] and written["runs"] == 2
     assert [s["after_interruption"] for s in written["steps"]] == [False, False, True]  # "second" failed, not cut
     assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)

@@ -13,7 +13,8 @@ NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?![\d])"
 BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json", "dev_decisions.json",
                 "determinism.json", "milvus_parity.json", "layers_measures_qqp.json", "frm_pairs.json")
 OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rerankers.json", "densetrans_ablations.json",
-                    "densetrans_ablations_seed_tests.json", "sdml_losses.json", "sdml_losses_seed_tests.json")  # rendered when present
+                    "densetrans_ablations_seed_tests.json", "sdml_losses.json", "sdml_losses_seed_tests.json",
+                    "reproduce.json")  # rendered when present
 
 
 def _rounded(text: str) -> set[tuple[int, float]]:
@@ -271,3 +272,22 @@ def test_a_query_forms_row_measured_before_the_build_reads_not_measured_on_this_
     monkeypatch.setattr(tables, "reference_notes", lambda rows: [])
     text = "\n".join(tables.query_forms_table())
     assert f"| bm25 | first stage | not measured on this build (row of commit {parent}" in text
+
+
+def test_reproduce_table_says_what_is_left(monkeypatch, tmp_path):
+    """A clean clone's reproduction that spans sessions is shown as it stands: finished steps with their wall
+    time, the steps left, and the steps rerun after an interruption."""
+    from bench import tables
+    from bench.reproduce import Record, Step, write_progress
+
+    plan = [Step("default-build", (("-m", "core", "build"),)), Step("tables", (("-m", "bench.tables"),))]
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text(json.dumps(Record("default-build", ["python -m core build"], 2712.4, 0, "abc1234", "t", "run-2",
+                                        [1.5], [2.0]).__dict__) + "\n", encoding="utf-8")
+    (tmp_path / "started.jsonl").write_text("\n".join(json.dumps({"step": "default-build", "commit": "abc1234", "run": r})
+                                                      for r in ("run-1", "run-2")) + "\n", encoding="utf-8")
+    report = write_progress(plan, ledger, tmp_path / "reproduce.json", "abc1234")
+    monkeypatch.setattr(tables, "_report", lambda name: report if name == "reproduce.json" else None)
+    text = "\n".join(tables.reproduce_table())
+    assert "**not complete**: 1 steps done, 1 left (tables)" in text and "45:12 (2,712 s)" in text
+    assert "| default-build | 2,712 | 1.5 | yes |" in text
