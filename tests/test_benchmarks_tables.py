@@ -291,3 +291,17 @@ def test_reproduce_table_says_what_is_left(monkeypatch, tmp_path):
     text = "\n".join(tables.reproduce_table())
     assert "**not complete**: 1 steps done, 1 left (tables)" in text and "45:12 (2,712 s)" in text
     assert "| default-build | 2,712 | 1.5 | yes |" in text
+
+
+def test_the_clean_clone_build_matches_the_default_build_but_for_timings():
+    """BENCHMARKS.md says the clean clone's default build (make reproduce's first step) gave every system the
+    same training and held-out figures as default_build.json: checked field by field, timings aside."""
+    reports = ROOT / "bench" / "reports"
+    clone = json.loads((reports / "reproduce_default_build.json").read_text(encoding="utf-8"))
+    built = json.loads((reports / "default_build.json").read_text(encoding="utf-8"))
+    timing = {"build_seconds", "seconds"}
+    rows = {r["system"]: r for r in built["systems"]}
+    assert len(clone["systems"]) == 14 and {r["system"] for r in clone["systems"]} == set(rows)
+    for row in clone["systems"]:
+        assert {k: v for k, v in row.items() if k not in timing} == \
+            {k: v for k, v in rows[row["system"]].items() if k not in timing}, row["system"]
