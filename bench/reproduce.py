@@ -1,15 +1,20 @@
 """``make reproduce`` as declared steps with a ledger: every report behind BENCHMARKS.md, regenerated, resumable.
 
-A clean clone needs about five hours on 2 cores, longer than one working session here, so each finished step is
-written to a ledger (``var/reproduce/ledger.jsonl``: step, commands, wall seconds, exit status, commit, load
-average at start and end). A second run at the same commit skips the steps the ledger records as done, and the
-finished run writes ``bench/reports/reproduce.json``: each step's wall time and their sum. A step that stopped
-midway (its process ended) is rerun whole. Steps with several commands run ``parallel`` of them at a time
-(two one-thread trainings: more throughput on 2 cores than one at two threads); their output goes to
-``var/reproduce/logs/``.
+The whole plan needs about five hours on 2 cores. A working session here lasts three and starts on a fresh
+machine (``var/`` is gone), so the plan is also cut into **parts** (:data:`PARTS`) that each fit a session from a
+clean clone: a part first builds, from an empty ``var/``, the systems its steps read (its seed-13 models), then
+runs its steps and the tables. ``make reproduce`` runs the whole plan; ``make reproduce PART=table3`` one part.
 
-    python -m bench.reproduce [--dataset qqp-bimpm] [--fresh] [--list] [--only STEP ...]
-    python -m bench.reproduce --status [--ledger PATH] [--out PATH]   # the report so far, from a ledger
+Each finished step is written to a ledger (``var/reproduce/ledger[-PART].jsonl``: step, commands, wall seconds,
+exit status, commit, load average at start and end). A second run at the same commit skips the steps the ledger
+records as done (a step that stopped midway is rerun whole). ``bench/reports/reproduce.json`` keeps each part's
+latest run (merged, so the parts of several sessions add up) and says the plan is complete when every part is,
+at commits whose code does not differ (:func:`code_changes`). Steps with several commands run ``parallel`` of
+them at a time (two one-thread trainings: more throughput on 2 cores than one at two threads); their output goes
+to ``var/reproduce/logs/``.
+
+    python -m bench.reproduce [--dataset qqp-bimpm] [--part NAME] [--fresh] [--list] [--only STEP ...]
+    python -m bench.reproduce --status [--part NAME] [--ledger PATH] [--out PATH]   # the report so far
 """
 from __future__ import annotations
 
@@ -58,6 +63,7 @@ class Record:
     run: str = ""  # when the bench.reproduce process that ran it started
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
+    built_before: int | None = None  # trained-system folders under var/systems when it started (0: a clean clone)
 
 
 def steps(dataset: str = "qqp-bimpm") -> list[Step]:
@@ -120,6 +126,51 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
     ]
 
 
+@dataclass(frozen=True)
+class Part:
+    """A slice of the plan that fits one working session from a clean clone: ``systems`` are built first (the
+    seed-13 models its steps read), then ``steps`` (names from :func:`steps`, in plan order), then the tables."""
+
+    name: str
+    systems: tuple[str, ...]
+    steps: tuple[str, ...]
+    why: str
+
+
+PARTS = (
+    Part("table3", ("densetrans", "densetrans@-TopDense", "densetrans@+Concat", "densetrans@-AllDense"),
+         (*(f"table3-seed-{s}" for s in SEEDS[1:]), "table3", "table3-seed-tests"),
+         "DenseTrans's Table 3 over five seeds (about 100 minutes)"),
+    Part("sdml", ("sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc"),
+         (*(f"sdml-seed-{s}" for s in SEEDS[1:]), "sdml-losses", "sdml-seed-tests"),
+         "SDML against its triplet-loss baselines over five seeds (about 30 minutes)"),
+    Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder"),
+         ("frm-seeds", "frm-keyword-loss", "frm-pairs", "keyword-faithfulness"),
+         "FRM's two losses over five seeds, the paper's pairs and the keyword faithfulness (about 90 minutes)"),
+)
+MAIN = "main"  # every step no other part names: the default build, its reports and the declared experiments
+
+
+def part_names() -> list[str]:
+    """Every part's name, :data:`MAIN` first."""
+    return [MAIN, *(p.name for p in PARTS)]
+
+
+def part_plan(name: str, dataset: str = "qqp-bimpm") -> list[Step]:
+    """The steps of part ``name``: its prerequisite build, its own steps in plan order, then the tables (every
+    part ends by rendering them). :data:`MAIN` is every step the other parts leave, the default build first."""
+    plan = steps(dataset)
+    taken = {s for p in PARTS for s in p.steps}
+    if name == MAIN:
+        return [s for s in plan if s.name not in taken]
+    part = next((p for p in PARTS if p.name == name), None)
+    if part is None:
+        raise ValueError(f"unknown part {name!r}: one of {', '.join(part_names())}")
+    build = Step(f"{name}-prerequisites", (("-m", "core", "build", "--dataset", dataset, "--systems",
+                                            ",".join(part.systems)),), why="the seed-13 models its steps read")
+    return [build, *(s for s in plan if s.name in part.steps or s.name == "tables")]
+
+
 def read_ledger(path: Path) -> list[Record]:
     """The ledger's records, oldest first (a missing ledger is empty)."""
     if not path.is_file():
@@ -164,6 +215,7 @@ def _run_one(argv: list[str], log: Path | None) -> int:
 def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: str = "") -> Record:
     """Run every command of ``step`` (``parallel`` at a time); the first non-zero exit status is the step's."""
     commands = [_resolve(c, done) for c in step.commands]
+    built_before = built_systems()
     load_start = [round(x, 2) for x in os.getloadavg()]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
@@ -182,17 +234,25 @@ def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: 
     seconds = round(time.perf_counter() - t0, 1)
     code = next((c for c in codes if c != 0), 0)
     return Record(step.name, [shlex.join(["python", *c]) for c in commands], seconds, code, commit, started, run,
-                  load_start, [round(x, 2) for x in os.getloadavg()])
+                  load_start, [round(x, 2) for x in os.getloadavg()], built_before)
 
 
-def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False) -> int:
+def built_systems() -> int:
+    """How many system folders ``var/systems`` holds (0 in a clean clone)."""
+    from core.paths import var_dir
+
+    root = var_dir() / "systems"
+    return sum(1 for d in root.glob("*/*") if d.is_dir()) if root.is_dir() else 0
+
+
+def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False, part: str = MAIN) -> int:
     """Run the steps the ledger does not record as done at this commit, then write ``report`` (:func:`write_progress`)."""
     commit, run = head_commit(), f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid {os.getpid()} #{time.monotonic_ns()}"
     ledger.parent.mkdir(parents=True, exist_ok=True)
     if fresh and ledger.is_file():
         ledger.rename(ledger.with_suffix(f".{int(time.time())}.jsonl"))
     done = done_steps(read_ledger(ledger), commit)
-    starts = ledger.with_name("started.jsonl")  # a start without a ledger line: the step was interrupted
+    starts = _starts_path(ledger)  # a start without a ledger line: the step was interrupted
     for step in plan:
         if step.name in done:
             print(f"[reproduce] {step.name}: done at {commit} ({done[step.name].seconds:.0f} s), skipped", flush=True)
@@ -208,33 +268,80 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
             return record.returncode
         done[step.name] = record
     if report is not None:
-        write_progress(plan, ledger, report, commit)
+        write_progress(plan, ledger, report, commit, part)
     return 0
 
 
-def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str) -> dict:
-    """``report`` from the ledger: each finished step of ``plan`` at ``commit`` (wall time, load, whether its run
-    followed an interrupted attempt), their sum, and the steps left (``complete`` when none is)."""
+def _starts_path(ledger: Path) -> Path:
+    """Where ``reproduce`` notes each step's start, beside its ledger."""
+    return ledger.with_name(ledger.name.replace("ledger", "started", 1) if "ledger" in ledger.name
+                            else f"started-{ledger.name}")
+
+
+# files whose change cannot alter a step's output: reports, prose, tests and the runner and renderer themselves
+# (a step's commands are compared as recorded)
+NOT_CODE = ("bench/reports/", "docs/", "tests/", "bench/reproduce.py", "bench/tables.py", ".md")
+
+
+def code_changes(commits: list[str]) -> list[str]:
+    """Files that could change a step's output and differ between the first of ``commits`` and any other (``git
+    diff --name-only``), or a line saying a commit is unknown to this clone: empty when the parts ran the same code."""
+    out: list[str] = []
+    for other in sorted(set(commits[1:]) - {commits[0]}) if commits else []:
+        diff = subprocess.run(["git", "diff", "--name-only", commits[0], other], cwd=ROOT, capture_output=True,
+                              text=True)
+        if diff.returncode != 0:
+            out.append(f"{commits[0]}..{other}: not in this clone's history")
+            continue
+        out += [f"{commits[0]}..{other}: {f}" for f in diff.stdout.split()
+                if not any(f.startswith(n) or f.endswith(n) for n in NOT_CODE)]
+    return out
+
+
+def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
+    """One part's run from its ledger: each finished step of ``plan`` at ``commit`` (wall time, load, whether its
+    run followed an interrupted attempt), their sum and the steps left (``complete`` when none is)."""
     records = read_ledger(ledger)
     done = done_steps(records, commit)
     finished = [done[s.name] for s in plan if s.name in done]
     left = [s.name for s in plan if s.name not in done]
-    starts = ledger.with_name("started.jsonl")  # a start without a ledger line: the step was interrupted
+    starts = _starts_path(ledger)
     started = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines() if line.strip()] \
         if starts.is_file() else []
     ended = {(r.step, r.run) for r in records}
     interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
     total = sum(r.seconds for r in finished)
+    return {"commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "complete": not left,
+            "clean_clone": bool(finished) and finished[0].built_before == 0,
+            "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
+            "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
+            "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
+                       "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
+                      for r in finished]}
+
+
+def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, part: str = MAIN) -> dict:
+    """``report`` with part ``part`` replaced by its run so far (:func:`part_progress`); the other parts' runs
+    are kept from the report on disk, so parts run in different sessions (each from a clean clone) add up. The
+    plan is complete when every part is, at commits without :func:`code_changes` between them."""
+    old = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    parts = {k: v for k, v in (old.get("parts") or {}).items() if k in part_names()}
+    parts[part] = part_progress(plan, ledger, commit)
+    parts = {k: parts[k] for k in part_names() if k in parts}
+    changes = code_changes([p["commit"] for p in parts.values()])
+    complete = set(parts) == set(part_names()) and all(p["complete"] for p in parts.values()) and not changes
+    total = sum(p["total_seconds"] for p in parts.values())
     out = {
-        "command": "python -m bench.reproduce", "commit": commit, "machine": platform.platform(),
-        "cpus": os.cpu_count(), "complete": not left, "steps_done": len(finished), "steps_left": left,
-        "total_seconds": round(total, 1), "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
-        "note": "the sum of each finished step's wall time; steps ran in one or more runs of the same commit (a "
-                "step interrupted by the end of a session is rerun whole and only its finished run is counted; "
-                "'after_interruption' marks a step whose rerun may have reused what the interrupted one wrote)",
-        "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
-                   "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
-                  for r in finished]}
+        "command": "python -m bench.reproduce --part " + " / ".join(parts), "commit": commit,
+        "complete": complete, "parts_left": [n for n in part_names() if not parts.get(n, {}).get("complete")],
+        "code_changes": changes, "total_seconds": round(total, 1), "total_wall": wall_clock(total),
+        "longest_part_wall": wall_clock(max(p["total_seconds"] for p in parts.values())),
+        "note": "each part ran from a clean clone (an empty var/), first building the systems its steps read; the "
+                "total is the sum of every finished step's wall time over the parts, each part's own prerequisite "
+                "build included (so systems two parts read are built twice); a step interrupted by the end of a "
+                "session is rerun whole and only its finished run counts ('after_interruption' marks a step whose "
+                "rerun may have reused what the interrupted one wrote)",
+        "parts": parts, **({"earlier": old["earlier"]} if old.get("earlier") else {})}
     write_report(report, out)
     return out
 
@@ -242,18 +349,32 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str) ->
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--part", choices=part_names(),
+                    help="one part of the plan, run from a clean clone (default: every part in turn, in one var/)")
     ap.add_argument("--fresh", action="store_true", help="set the ledger aside and run every step again")
     ap.add_argument("--list", action="store_true", help="name every step and its commands, run nothing")
     ap.add_argument("--only", nargs="+", metavar="STEP", help="run only these steps (no reproduce.json)")
-    ap.add_argument("--ledger", default=None, help="default: var/reproduce/ledger.jsonl")
+    ap.add_argument("--ledger", default=None, help="default: var/reproduce/ledger-PART.jsonl")
     ap.add_argument("--status", action="store_true",
                     help="run nothing: write the report from the ledger (the commit of its newest line), done or not")
     ap.add_argument("--out", default=str(REPORTS / "reproduce.json"), help="the report (default %(default)s)")
     args = ap.parse_args(argv)
-    plan = steps(args.dataset)
+    if args.part is None and (args.status or args.ledger or args.only):
+        ap.error("--status, --ledger and --only need --part")
+    if args.part is None:
+        if args.list:
+            return max(main([*(argv if argv is not None else sys.argv[1:]), "--part", p]) for p in part_names())
+        for name in part_names():  # later parts find their prerequisites built: their builds are quick
+            code = main([*(argv if argv is not None else sys.argv[1:]), "--part", name])
+            if code:
+                return code
+        return 0
+    plan = part_plan(args.part, args.dataset)
     if args.list:
+        print(f"part {args.part}")
         for step in plan:
-            print(f"{step.name:<26} {len(step.commands):>2} × {step.parallel}  {shlex.join(['python', *step.commands[0]])}")
+            print(f"  {step.name:<26} {len(step.commands):>2} × {step.parallel}  "
+                  f"{shlex.join(['python', *step.commands[0]])}")
         return 0
     if args.only:
         unknown = set(args.only) - {s.name for s in plan}
@@ -264,14 +385,17 @@ def main(argv: list[str] | None = None) -> int:
         plan = [s for s in plan if s.name in args.only]
     from core.paths import var_dir
 
-    ledger = Path(args.ledger) if args.ledger else var_dir() / "reproduce" / "ledger.jsonl"
+    ledger = Path(args.ledger) if args.ledger else var_dir() / "reproduce" / f"ledger-{args.part}.jsonl"
     if args.status:
         records = read_ledger(ledger)
-        report = write_progress(plan, ledger, Path(args.out), records[-1].commit if records else head_commit())
-        print(f"{report['steps_done']}/{len(plan)} steps done at {report['commit']}: {report['total_wall']}; "
-              f"left: {', '.join(report['steps_left']) or 'none'}")
+        report = write_progress(plan, ledger, Path(args.out), records[-1].commit if records else head_commit(),
+                                args.part)
+        mine = report["parts"][args.part]
+        print(f"part {args.part}: {mine['steps_done']}/{len(plan)} steps done at {mine['commit']}: "
+              f"{mine['total_wall']}; left: {', '.join(mine['steps_left']) or 'none'}; "
+              f"parts left: {', '.join(report['parts_left']) or 'none'}")
         return 0
-    return reproduce(plan, ledger, None if args.only else Path(args.out), fresh=args.fresh)
+    return reproduce(plan, ledger, None if args.only else Path(args.out), fresh=args.fresh, part=args.part)
 
 
 if __name__ == "__main__":
