@@ -312,7 +312,7 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
     interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
     total = sum(r.seconds for r in finished)
     return {"commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "complete": not left,
-            "clean_clone": bool(finished) and finished[0].built_before == 0,
+            "clean_clone": finished[0].built_before == 0 if finished else None,
             "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
             "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
             "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
@@ -325,6 +325,14 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, pa
     are kept from the report on disk, so parts run in different sessions (each from a clean clone) add up. The
     plan is complete when every part is, at commits without :func:`code_changes` between them."""
     old = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else {}
+    earlier = list(old.get("earlier") or [])
+    if "steps" in old and "parts" not in old:  # a whole-plan run from before the parts: kept, not added up
+        earlier.append({"what": "a whole-plan run (before the plan had parts)", "commit": old["commit"],
+                        "steps_done": old["steps_done"], "total_wall": old["total_wall"],
+                        "why": "Its session ended after these steps and its artifacts went with the machine, so "
+                               "no later run could build on them: the plan was cut into parts that fit a session.",
+                        "steps": [{"step": s["step"], "seconds": s["seconds"], "wall": wall_clock(s["seconds"])}
+                                  for s in old["steps"]]})
     parts = {k: v for k, v in (old.get("parts") or {}).items() if k in part_names()}
     parts[part] = part_progress(plan, ledger, commit)
     parts = {k: parts[k] for k in part_names() if k in parts}
@@ -333,6 +341,7 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, pa
     total = sum(p["total_seconds"] for p in parts.values())
     out = {
         "command": "python -m bench.reproduce --part " + " / ".join(parts), "commit": commit,
+        "machine": platform.platform(),
         "complete": complete, "parts_left": [n for n in part_names() if not parts.get(n, {}).get("complete")],
         "code_changes": changes, "total_seconds": round(total, 1), "total_wall": wall_clock(total),
         "longest_part_wall": wall_clock(max(p["total_seconds"] for p in parts.values())),
@@ -341,7 +350,7 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, pa
                 "build included (so systems two parts read are built twice); a step interrupted by the end of a "
                 "session is rerun whole and only its finished run counts ('after_interruption' marks a step whose "
                 "rerun may have reused what the interrupted one wrote)",
-        "parts": parts, **({"earlier": old["earlier"]} if old.get("earlier") else {})}
+        "parts": parts, **({"earlier": earlier} if earlier else {})}
     write_report(report, out)
     return out
 

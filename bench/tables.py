@@ -374,23 +374,35 @@ def recipe_seeds_table(file: str, title: str) -> list[str]:
 
 
 def reproduce_table() -> list[str]:
-    """``make reproduce`` from a clean clone: each finished step's wall time (``bench.reproduce``'s ledger), the
-    sum so far and the steps left."""
+    """``make reproduce`` from clean clones: each part's finished steps with their wall time (``bench.reproduce``'s
+    ledgers), what is left, the sum, and any earlier whole-plan attempt."""
     r = _report("reproduce.json")
     if r is None:
         return []
-    state = ("complete" if r["complete"] else
-             f"**not complete**: {r['steps_done']} steps done, {len(r['steps_left'])} left "
-             f"({', '.join(r['steps_left'])})")
+    parts = r.get("parts") or {}
+    state = ("**complete**" if r["complete"] else
+             f"**not complete**: part(s) left: {', '.join(r['parts_left']) or 'none'}")
+    if r.get("code_changes"):
+        state += f"; the parts' commits differ in code ({'; '.join(r['code_changes'][:5])})"
     out = ["### `make reproduce` from a clean clone", "",
-           f"A clone of commit {r['commit']} on {r['cpus']} cores, resumed across {r['runs']} run(s) of "
-           f"`python -m bench.reproduce` (one per working session): {state}. Wall time of the finished steps: "
-           f"{r['total_wall']} ({round(r['total_seconds']):,} s). {r['note'][0].upper()}{r['note'][1:]}.", "",
-           "| step | wall (s) | load average at start | rerun after an interruption |", "|---|---|---|---|"]
-    for step in r["steps"]:
-        out.append(f"| {step['step']} | {round(step['seconds']):,} | {step['load_start'][0]} | "
-                   f"{'yes' if step['after_interruption'] else 'no'} |")
-    return out + ["", _source(r, "reproduce.json"), ""]
+           f"The plan (`python -m bench.reproduce --list`) runs in parts, each from a clean clone on 2 cores in one "
+           f"working session (`make reproduce PART=...`): {state}. Sum of the finished steps' wall times: "
+           f"{r['total_wall']} ({round(r['total_seconds']):,} s); longest part {r['longest_part_wall']}. "
+           f"{r['note'][0].upper()}{r['note'][1:]}.", ""]
+    for name, part in parts.items():
+        done = "complete" if part["complete"] else \
+            f"not complete: {part['steps_done']} steps done, {len(part['steps_left'])} left ({', '.join(part['steps_left'])})"
+        out += [f"Part **{name}** at commit {part['commit']} ({part['cpus']} cores, "
+                f"{ {True: 'a clean clone', False: 'NOT a clean clone: var/ held systems'}.get(part.get('clean_clone'), 'nothing finished yet')}, "
+                f"{part['runs']} run(s)): {done}; {part['total_wall']} ({round(part['total_seconds']):,} s).", "",
+                "| step | wall (s) | load average at start | rerun after an interruption |", "|---|---|---|---|"]
+        out += [f"| {step['step']} | {round(step['seconds']):,} | {step['load_start'][0]} | "
+                f"{'yes' if step['after_interruption'] else 'no'} |" for step in part["steps"]]
+        out.append("")
+    for old in r.get("earlier") or []:
+        out += [f"Earlier: {old['what']} at commit {old['commit']}: {old['steps_done']} steps in {old['total_wall']} ("
+                + ", ".join(f"{s['step']} {s['wall']}" for s in old["steps"]) + f"). {old['why']}", ""]
+    return out + [_source(r, "reproduce.json"), ""]
 
 
 def render() -> str:

@@ -325,16 +325,52 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     from bench.reproduce import write_progress
 
     partial = write_progress(plan, ledger, tmp_path / "partial.json", head_commit())  # --status: the report so far
-    assert not partial["complete"] and partial["steps_left"] == ["second", "both"] and partial["steps_done"] == 1
+    mine = partial["parts"]["main"]
+    assert not partial["complete"] and mine["steps_left"] == ["second", "both"] and mine["steps_done"] == 1
     marker.unlink()
 
     with (tmp_path / "started.jsonl").open("a", encoding="utf-8") as out:  # a run that ended inside "both"
         out.write(json.dumps({"step": "both", "commit": head_commit(), "run": "cut"}) + "\n")
     assert reproduce(plan, ledger, report) == 0
     assert counter.read_text() == "a"  # "first" ran once
-    written = json.loads(report.read_text(encoding="utf-8"))
+    written = json.loads(report.read_text(encoding="utf-8"))["parts"]["main"]
     assert written["complete"] and written["steps_left"] == []
     assert [s["step"] for s in written["steps"]] == ["first", "second", "both"] and written["runs"] == 2
     assert [s["after_interruption"] for s in written["steps"]] == [False, False, True]  # "second" failed, not cut
     assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)
     assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
+
+
+def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path):
+    """The parts split the plan: every step in exactly one part (the tables in each), each non-main part first
+    builds what it reads; reproduce.json keeps each part's run, sets an older whole-plan run aside, and is
+    complete only when every part is, at commits whose code does not differ."""
+    from bench.reporting import head_commit
+    from bench.reproduce import MAIN, PARTS, Record, part_names, part_plan, steps, write_progress
+
+    plan = [s.name for s in steps()]
+    owned = [s.name for name in part_names() for s in part_plan(name) if s.name != "tables"
+             and not s.name.endswith("-prerequisites")]
+    assert sorted(owned) == sorted(n for n in plan if n != "tables")  # each step in one part
+    for part in PARTS:
+        mine = part_plan(part.name)
+        assert mine[0].name == f"{part.name}-prerequisites" and mine[-1].name == "tables"
+        assert ",".join(part.systems) in mine[0].commands[0]
+    report = tmp_path / "reproduce.json"
+    report.write_text(json.dumps({"command": "python -m bench.reproduce", "commit": "0123abc", "steps_done": 1,
+                                  "total_wall": "0:05", "steps": [{"step": "default-build", "seconds": 5.0}]}))
+    head = head_commit()
+    for name in part_names():  # every part, finished at this commit
+        ledger = tmp_path / f"ledger-{name}.jsonl"
+        ledger.write_text("".join(json.dumps(Record(s.name, [], 2.0, 0, head, "t", "r", [0.1], [0.2],
+                                                    0 if i == 0 else 3).__dict__) + "\n"
+                                  for i, s in enumerate(part_plan(name))))
+        written = write_progress(part_plan(name), ledger, report, head, name)
+        assert written["parts"][name]["complete"] and written["parts"][name]["clean_clone"]
+    assert written["complete"] and written["parts_left"] == [] and list(written["parts"]) == part_names()
+    assert written["earlier"][0]["commit"] == "0123abc" and written["earlier"][0]["steps"][0]["wall"] == "0:05"
+    assert written["total_seconds"] == pytest.approx(2.0 * sum(len(part_plan(n)) for n in part_names()))
+    stale = dict(written, parts={**written["parts"], MAIN: {**written["parts"][MAIN], "commit": "0" * 40}})
+    report.write_text(json.dumps(stale))  # a part at a commit this clone does not know: not complete
+    again = write_progress(part_plan("sdml"), tmp_path / "ledger-sdml.jsonl", report, head, "sdml")
+    assert not again["complete"] and "not in this clone's history" in again["code_changes"][0]
