@@ -35,8 +35,8 @@ bench: install
 # in bench/reproduce.py (`python -m bench.reproduce --list`). Each prints its wall time and is written to a ledger
 # (var/reproduce/ledger.jsonl), so a second `make reproduce` at the same commit resumes after the last finished
 # step; the finished run writes bench/reports/reproduce.json (each step's wall time and their sum). The plan takes
-# about five hours on 2 cores; `make reproduce PART=main|table3|sdml|frm` runs one part, which fits a working
-# session from a clean clone (it builds the systems its steps read first); reproduce.json adds the parts up.
+# about seven hours on 2 cores; `make reproduce PART=main|table3|sdml|frm|trecqa` runs one part, which fits a
+# working session from a clean clone (it builds the systems its steps read first); reproduce.json adds the parts up.
 reproduce: install
 	$(PY) -m bench.reproduce --dataset $(DATASET) $(if $(PART),--part $(PART))
 

@@ -1,6 +1,6 @@
 """``make reproduce`` as declared steps with a ledger: every report behind BENCHMARKS.md, regenerated, resumable.
 
-The whole plan needs about five hours on 2 cores. A working session here lasts three and starts on a fresh
+The whole plan needs about seven hours on 2 cores. A working session here lasts three and starts on a fresh
 machine (``var/`` is gone), so the plan is also cut into **parts** (:data:`PARTS`) that each fit a session from a
 clean clone: a part first builds, from an empty ``var/``, the systems its steps read (its seed-13 models), then
 runs its steps and the tables. ``make reproduce`` runs the whole plan; ``make reproduce PART=table3`` one part.
@@ -141,12 +141,16 @@ PARTS = (
     Part("table3", ("densetrans", "densetrans@-TopDense", "densetrans@+Concat", "densetrans@-AllDense"),
          (*(f"table3-seed-{s}" for s in SEEDS[1:]), "table3", "table3-seed-tests"),
          "DenseTrans's Table 3 over five seeds (about 100 minutes)"),
-    Part("sdml", ("sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc"),
-         (*(f"sdml-seed-{s}" for s in SEEDS[1:]), "sdml-losses", "sdml-seed-tests"),
-         "SDML against its triplet-loss baselines over five seeds (about 30 minutes)"),
-    Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder"),
-         ("frm-seeds", "frm-keyword-loss", "frm-pairs", "keyword-faithfulness"),
-         "FRM's two losses over five seeds, the paper's pairs and the keyword faithfulness (about 90 minutes)"),
+    Part("sdml", ("sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "bm25", "dual-encoder", "densetrans"),
+         (*(f"sdml-seed-{s}" for s in SEEDS[1:]), "sdml-losses", "sdml-seed-tests", "determinism"),
+         "SDML against its triplet-loss baselines over five seeds, and the first stages' second build beside two "
+         "busy cores (about two hours: that build alone took 75 min)"),
+    Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder", "cnn-rerank"),
+         ("frm-seeds", "frm-keyword-loss", "frm-pairs", "keyword-faithfulness", "determinism-rerankers"),
+         "FRM's two losses over five seeds, the paper's pairs, the keyword faithfulness and the rerankers' second "
+         "build beside a busy core (about two hours: that build alone took 59 min)"),
+    Part("trecqa", (), ("trecqa-cnn-builds", "ppi-simulation", "experiment-trecqa-cnn", "experiment-trecqa-cnn-clean"),
+         "the Severyn-Moschitti CNN's TrecQA builds, its experiments and the judge simulation (about 25 minutes)"),
 )
 MAIN = "main"  # every step no other part names: the default build, its reports and the declared experiments
 
@@ -166,9 +170,9 @@ def part_plan(name: str, dataset: str = "qqp-bimpm") -> list[Step]:
     part = next((p for p in PARTS if p.name == name), None)
     if part is None:
         raise ValueError(f"unknown part {name!r}: one of {', '.join(part_names())}")
-    build = Step(f"{name}-prerequisites", (("-m", "core", "build", "--dataset", dataset, "--systems",
-                                            ",".join(part.systems)),), why="the seed-13 models its steps read")
-    return [build, *(s for s in plan if s.name in part.steps or s.name == "tables")]
+    build = [Step(f"{name}-prerequisites", (("-m", "core", "build", "--dataset", dataset, "--systems",
+                                             ",".join(part.systems)),), why="the seed-13 models its steps read")]
+    return [*(build if part.systems else []), *(s for s in plan if s.name in part.steps or s.name == "tables")]
 
 
 def read_ledger(path: Path) -> list[Record]:
