@@ -249,7 +249,8 @@ def built_systems() -> int:
     return sum(1 for d in root.glob("*/*") if d.is_dir()) if root.is_dir() else 0
 
 
-def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False, part: str = MAIN) -> int:
+def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False, part: str = MAIN,
+              dataset: str = "qqp-bimpm") -> int:
     """Run the steps the ledger does not record as done at this commit, then write ``report`` (:func:`write_progress`)."""
     commit, run = head_commit(), f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid {os.getpid()} #{time.monotonic_ns()}"
     ledger.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +273,7 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
             return record.returncode
         done[step.name] = record
     if report is not None:
-        write_progress(plan, ledger, report, commit, part)
+        write_progress(plan, ledger, report, commit, part, dataset)
     return 0
 
 
@@ -282,9 +283,10 @@ def _starts_path(ledger: Path) -> Path:
                             else f"started-{ledger.name}")
 
 
-# files whose change cannot alter a step's output: reports, prose, tests and the runner and renderer themselves
-# (a step's commands are compared as recorded)
-NOT_CODE = ("bench/reports/", "docs/", "tests/", "bench/reproduce.py", "bench/tables.py", ".md")
+# files whose change cannot alter a step's output: reports, prose, tests, CI, the make targets (dependencies are
+# requirements.txt, which counts) and the runner and renderer themselves (a step's commands are compared as recorded)
+NOT_CODE = ("bench/reports/", "docs/", "tests/", ".ci/", ".gitignore", "Makefile", "bench/reproduce.py",
+            "bench/tables.py", ".md")
 
 
 def code_changes(commits: list[str]) -> list[str]:
@@ -299,6 +301,26 @@ def code_changes(commits: list[str]) -> list[str]:
             continue
         out += [f"{commits[0]}..{other}: {f}" for f in diff.stdout.split()
                 if not any(f.startswith(n) or f.endswith(n) for n in NOT_CODE)]
+    return out
+
+
+def command_changes(parts: dict[str, dict], dataset: str = "qqp-bimpm") -> list[str]:
+    """Recorded steps whose commands differ from the plan's now (a :data:`WALL` placeholder matches any value), or
+    that the plan no longer has: a part run with other commands reproduced something else."""
+    out = []
+    for name, part in parts.items():
+        plan = {s.name: s for s in part_plan(name, dataset)}
+        for step in part["steps"]:
+            if step["step"] not in plan:
+                out.append(f"part {name}: step {step['step']} is no longer in the plan")
+                continue
+            want = [["python", *c] for c in plan[step["step"]].commands]
+            got = [shlex.split(c) for c in step["commands"]]
+            same = len(want) == len(got) and all(
+                len(w) == len(g) and all(a == b or (a.startswith("{") and a.endswith("}")) for a, b in zip(w, g))
+                for w, g in zip(want, got))
+            if not same:
+                out.append(f"part {name}: step {step['step']} ran other commands than the plan's")
     return out
 
 
@@ -324,7 +346,8 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
                       for r in finished]}
 
 
-def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, part: str = MAIN) -> dict:
+def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, part: str = MAIN,
+                   dataset: str = "qqp-bimpm") -> dict:
     """``report`` with part ``part`` replaced by its run so far (:func:`part_progress`); the other parts' runs
     are kept from the report on disk, so parts run in different sessions (each from a clean clone) add up. The
     plan is complete when every part is, at commits without :func:`code_changes` between them."""
@@ -340,7 +363,7 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, pa
     parts = {k: v for k, v in (old.get("parts") or {}).items() if k in part_names()}
     parts[part] = part_progress(plan, ledger, commit)
     parts = {k: parts[k] for k in part_names() if k in parts}
-    changes = code_changes([p["commit"] for p in parts.values()])
+    changes = code_changes([p["commit"] for p in parts.values()]) + command_changes(parts, dataset)
     complete = set(parts) == set(part_names()) and all(p["complete"] for p in parts.values()) and not changes
     total = sum(p["total_seconds"] for p in parts.values())
     out = {
@@ -402,13 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.status:
         records = read_ledger(ledger)
         report = write_progress(plan, ledger, Path(args.out), records[-1].commit if records else head_commit(),
-                                args.part)
+                                args.part, args.dataset)
         mine = report["parts"][args.part]
         print(f"part {args.part}: {mine['steps_done']}/{len(plan)} steps done at {mine['commit']}: "
               f"{mine['total_wall']}; left: {', '.join(mine['steps_left']) or 'none'}; "
               f"parts left: {', '.join(report['parts_left']) or 'none'}")
         return 0
-    return reproduce(plan, ledger, None if args.only else Path(args.out), fresh=args.fresh, part=args.part)
+    return reproduce(plan, ledger, None if args.only else Path(args.out), fresh=args.fresh, part=args.part,
+                     dataset=args.dataset)
 
 
 if __name__ == "__main__":

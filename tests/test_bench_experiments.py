@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -365,14 +366,21 @@ def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path
     head = head_commit()
     for name in part_names():  # every part, finished at this commit
         ledger = tmp_path / f"ledger-{name}.jsonl"
-        ledger.write_text("".join(json.dumps(Record(s.name, [], 2.0, 0, head, "t", "r", [0.1], [0.2],
-                                                    0 if i == 0 else 3).__dict__) + "\n"
+        ledger.write_text("".join(json.dumps(Record(s.name, [shlex.join(["python", *c]) for c in s.commands], 2.0,
+                                                    0, head, "t", "r", [0.1], [0.2], 0 if i == 0 else 3).__dict__) + "\n"
                                   for i, s in enumerate(part_plan(name))))
         written = write_progress(part_plan(name), ledger, report, head, name)
         assert written["parts"][name]["complete"] and written["parts"][name]["clean_clone"]
     assert written["complete"] and written["parts_left"] == [] and list(written["parts"]) == part_names()
     assert written["earlier"][0]["commit"] == "0123abc" and written["earlier"][0]["steps"][0]["wall"] == "0:05"
     assert written["total_seconds"] == pytest.approx(2.0 * sum(len(part_plan(n)) for n in part_names()))
+    assert written["code_changes"] == []
+    edited = dict(written, parts={**written["parts"], "sdml": {**written["parts"]["sdml"], "steps": [
+        {**written["parts"]["sdml"]["steps"][1], "commands": ["python -m bench.first_stage_train sdml-cnn"]}]}})
+    report.write_text(json.dumps(edited))  # a part that ran other commands: not complete
+    again = write_progress(part_plan("table3"), tmp_path / "ledger-table3.jsonl", report, head, "table3")
+    assert not again["complete"] and again["code_changes"] == [
+        "part sdml: step sdml-seed-14 ran other commands than the plan's"]
     stale = dict(written, parts={**written["parts"], MAIN: {**written["parts"][MAIN], "commit": "0" * 40}})
     report.write_text(json.dumps(stale))  # a part at a commit this clone does not know: not complete
     again = write_progress(part_plan("sdml"), tmp_path / "ledger-sdml.jsonl", report, head, "sdml")
