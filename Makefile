@@ -9,9 +9,9 @@ DATASET ?= qqp-bimpm
 
 .PHONY: install run build test bench reproduce clean-artifacts
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-test.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-test.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,8 +24,10 @@ run: install
 build: install
 	$(PY) -m core build --dataset $(DATASET) --all
 
+# two workers (pytest-xdist), each test file on one of them: every fixture is per test or per worker session
+# (own artifacts folder, own PostgreSQL / Milvus / OIDC / Streamlit on free ports)
 test: install
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30
 
 bench: install
 	$(PY) -m bench harness

@@ -283,10 +283,10 @@ def _starts_path(ledger: Path) -> Path:
                             else f"started-{ledger.name}")
 
 
-# files whose change cannot alter a step's output: reports, prose, tests, CI, the make targets (dependencies are
-# requirements.txt, which counts) and the runner and renderer themselves (a step's commands are compared as recorded)
-NOT_CODE = ("bench/reports/", "docs/", "tests/", ".ci/", ".gitignore", "Makefile", "bench/reproduce.py",
-            "bench/tables.py", ".md")
+# files whose change cannot alter a step's output: reports, prose, tests and their runner's requirements, CI, the
+# make targets (the code's dependencies are requirements.txt, which counts) and the runner and renderer themselves (a step's commands are compared as recorded)
+NOT_CODE = ("bench/reports/", "docs/", "tests/", ".ci/", ".gitignore", "Makefile", "requirements-test.txt",
+            "bench/reproduce.py", "bench/tables.py", ".md")
 
 
 def code_changes(commits: list[str]) -> list[str]:
