@@ -1,6 +1,8 @@
 """FRM: keyword sets, the 4 assignment rules, Eq. (9), BM25 weights, overfitting, reranking contract."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -225,6 +227,27 @@ def test_another_seed_trains_beside_the_build_and_loads_from_its_folder(tiny_frm
     other = F.load(ds, folder=folder)
     q, d = ["How can I stop my depression ?"] * 2, ["How do I overcome depression ?", "Which phone should I buy ?"]
     assert not np.allclose(other.score_pairs(q, d), built.score_pairs(q, d))
+
+
+def test_train_frm_cli_trains_each_seed_beside_the_build_and_names_its_folder(tiny_frm, monkeypatch, capsys):
+    """``python -m bench.dev_decisions --train-frm paper --seeds ...`` (make reproduce's FRM seed step): the built
+    seed names the build's own folder, another seed is trained into var/seeds, and no report is written."""
+    import json
+    from pathlib import Path
+
+    from bench import dev_decisions
+    from core.data import datasets
+    from core.rerank import frm as F
+
+    ds, _ = tiny_frm
+    monkeypatch.setattr(datasets, "load_dataset", lambda name: ds)
+    out = Path(os.environ["QRS_VAR"]) / "report.json"
+    assert dev_decisions.main(["--dataset", "tiny", "--train-frm", "paper", "--seeds", "13", "15",
+                               "--out", str(out)]) == 0
+    built, other = [Path(line) for line in capsys.readouterr().out.splitlines() if line.startswith("/")]
+    assert built == F._folder(ds, None) and "seeds" in other.parts and other.name == "seed-15"
+    assert json.loads((other / "config.json").read_text(encoding="utf-8"))["train"]["seed"] == 15
+    assert not out.exists()
 
 
 def test_frm_trains_single_threaded_on_cpu_and_restores_threads(monkeypatch):
