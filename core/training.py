@@ -6,6 +6,8 @@ loop and calls these helpers so every trainer behaves the same (deterministic, r
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +27,21 @@ def set_seed(seed: int = 13) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Run a block without moving python's, numpy's or torch's global random state: work a trainer does between
+    :func:`set_seed` and its first step only when a cache is cold (an untrained reference's modules drawing their
+    initial weights) must not change the model, or a system built alone differs from the same system built after
+    another one filled that cache."""
+    py, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(np_state)
 
 
 def device() -> torch.device:

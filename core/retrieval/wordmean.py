@@ -24,7 +24,7 @@ from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.pipeline import PIPELINE_VERSION
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
-from core.training import check_profile, device
+from core.training import check_profile, device, preserved_rng
 
 SYSTEM = "glove-mean"
 DEFAULT_INDEX = "auto"  # exact below 1M vectors (core/retrieval/indexing.py)
@@ -109,15 +109,16 @@ def reference(dataset: Dataset, dev_distractors: int = DEV_DISTRACTORS, seed: in
             return json.loads(cache.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             pass  # recompute
-    _vocab, _model_, encoder = _encoder(dataset)
-    dev = split_score(encoder, dataset, dev_collection(dataset, dev_distractors, seed))["recall@100"]
-    test = None
-    if dataset.query_splits.get("test"):
-        from core.retrieval.dense import l2_normalize
+    with preserved_rng():  # called between a trainer's set_seed and its first step: a cold cache must not matter
+        _vocab, _model_, encoder = _encoder(dataset)
+        dev = split_score(encoder, dataset, dev_collection(dataset, dev_distractors, seed))["recall@100"]
+        test = None
+        if dataset.query_splits.get("test"):
+            from core.retrieval.dense import l2_normalize
 
-        vectors = l2_normalize(encoder.encode(list(dataset.corpus.values())))
-        retriever = DenseRetriever.from_vectors(SYSTEM, encoder, dataset.corpus, vectors, IndexSpec("Flat"))
-        test = test_scores(retriever, dataset)["recall@100"]
+            vectors = l2_normalize(encoder.encode(list(dataset.corpus.values())))
+            retriever = DenseRetriever.from_vectors(SYSTEM, encoder, dataset.corpus, vectors, IndexSpec("Flat"))
+            test = test_scores(retriever, dataset)["recall@100"]
     out = {"system": SYSTEM, "variant": None, "metric": "recall@100", "dev": dev, "test": test,
            "dev_distractors": dev_distractors}
     save_json(cache, out)
