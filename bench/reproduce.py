@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.experiments import EXPERIMENTS
+from bench.harness import machine
 from bench.reporting import REPORTS, head_commit, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ class Record:
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
     built_before: int | None = None  # trained-system folders under var/systems when it started (0: a clean clone)
+    cpu: str = ""  # the host's CPU model: trained models are bit-exact per CPU type, not across types (BENCHMARKS.md)
 
 
 def steps(dataset: str = "qqp-bimpm") -> list[Step]:
@@ -238,7 +240,18 @@ def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: 
     seconds = round(time.perf_counter() - t0, 1)
     code = next((c for c in codes if c != 0), 0)
     return Record(step.name, [shlex.join(["python", *c]) for c in commands], seconds, code, commit, started, run,
-                  load_start, [round(x, 2) for x in os.getloadavg()], built_before)
+                  load_start, [round(x, 2) for x in os.getloadavg()], built_before, cpu_kind())
+
+
+def cpu_kind() -> str:
+    """The host's CPU model and whether it has AVX-512 (the vector width BLAS kernels are chosen by)."""
+    flags = ""
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+                      if line.startswith("flags")), "")
+    except OSError:
+        pass
+    return machine()["cpu_model"] + (", AVX-512" if " avx512f" in flags else ", no AVX-512" if flags else "")
 
 
 def built_systems() -> int:
@@ -339,6 +352,7 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
     total = sum(r.seconds for r in finished)
     return {"commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "complete": not left,
             "clean_clone": finished[0].built_before == 0 if finished else None,
+            "cpus_seen": sorted({r.cpu for r in finished if r.cpu}),
             "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
             "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
             "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,

@@ -392,7 +392,8 @@ def reproduce_table() -> list[str]:
     for name, part in parts.items():
         done = "complete" if part["complete"] else \
             f"not complete: {part['steps_done']} steps done, {len(part['steps_left'])} left ({', '.join(part['steps_left'])})"
-        out += [f"Part **{name}** at commit {part['commit']} ({part['cpus']} cores, "
+        out += [f"Part **{name}** at commit {part['commit']} ({part['cpus']} cores"
+                f"{', ' + ' / '.join(part['cpus_seen']) if part.get('cpus_seen') else ''}, "
                 f"{ {True: 'a clean clone', False: 'NOT a clean clone: var/ held systems'}.get(part.get('clean_clone'), 'nothing finished yet')}, "
                 f"{part['runs']} run(s)): {done}; {part['total_wall']} ({round(part['total_seconds']):,} s).", "",
                 "| step | wall (s) | load average at start | rerun after an interruption |", "|---|---|---|---|"]
