@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import core  # noqa: F401  (first: pins torch's CPU kernels before a test module imports torch)
 from tests.pg_server import db_url, postgres_server  # noqa: F401  (PostgreSQL fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,5 @@
+"""Streamlit helpers and caches for the pages.
+
+Importing ``core`` first pins torch's CPU kernels before any page loads torch (``core.cpu_kernels``).
+"""
+import core  # noqa: F401
