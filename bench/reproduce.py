@@ -244,14 +244,17 @@ def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: 
 
 
 def cpu_kind() -> str:
-    """The host's CPU model and whether it has AVX-512 (the vector width BLAS kernels are chosen by)."""
+    """The host's CPU model, whether it has AVX-512 and the kernels torch runs (``core.cpu_kernels`` pins AVX2)."""
     flags = ""
     try:
         flags = next((line for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
                       if line.startswith("flags")), "")
     except OSError:
         pass
-    return machine()["cpu_model"] + (", AVX-512" if " avx512f" in flags else ", no AVX-512" if flags else "")
+    from core.cpu_kernels import cpu_kernels
+
+    return (machine()["cpu_model"] + (", AVX-512" if " avx512f" in flags else ", no AVX-512" if flags else "")
+            + f", torch kernels {cpu_kernels()}")
 
 
 def built_systems() -> int:

@@ -3,17 +3,22 @@
 torch picks its vectorised ATen kernels (softmax, layer norm, activations, reductions...) by the CPU it loads on:
 AVX-512 where the host has it, AVX2 otherwise. Their sums round differently in the last bits, and a 600-step
 training carries that elsewhere: DenseTrans's dev Recall@100 at step 100 was .9724 on the AVX2 hosts of the
-committed builds and .9741 on an AVX-512 host, .9724 again there with the AVX2 kernels (BENCHMARKS.md, "What
-``make reproduce`` costs"). ``core`` therefore asks for the AVX2 kernels, the widest every current x86 host has;
-torch reads the choice once, when it is imported, so ``core`` is imported first (every entry point does).
-MKL's own GEMM dispatch is left alone: pinning it (``MKL_CBWR=AVX2``) changed even an AVX2-class result.
+committed builds and .9741 on an AVX-512 host, .9724 again there with the AVX2 kernels; oneDNN, which runs the
+CNNs' convolutions, likewise chooses its instructions by host (the TrecQA CNN's best dev MAP .767664 with
+AVX-512, the committed .767653 with ``ONEDNN_MAX_CPU_ISA=AVX2``; BENCHMARKS.md, "What ``make reproduce``
+costs"). ``core`` therefore asks both for AVX2, the widest every current x86 host has; torch reads the choice
+when it is imported, so ``core`` is imported first (every entry point does). MKL's own GEMM dispatch is left
+alone: pinning it (``MKL_CBWR=AVX2``) changed even an AVX2-class result.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-PINNED = {"ATEN_CPU_CAPABILITY": "avx2"}  # torch's names: default, avx2, avx512 (x86)
+PINNED = {
+    "ATEN_CPU_CAPABILITY": "avx2",  # torch's vectorised ATen kernels (default, avx2, avx512 on x86)
+    "ONEDNN_MAX_CPU_ISA": "AVX2",  # oneDNN's convolutions (the CNN reranker's and SDML-CNN's)
+}
 
 
 def pin_cpu_kernels() -> None:

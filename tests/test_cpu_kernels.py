@@ -1,4 +1,5 @@
-"""core pins torch's vectorised CPU kernels (core/cpu_kernels.py): one model per seed and commit on every host."""
+"""core pins torch's vectorised CPU kernels and oneDNN's ISA (core/cpu_kernels.py): one model per seed and commit on
+every host."""
 from __future__ import annotations
 
 import os
@@ -32,6 +33,7 @@ def test_every_entry_package_pins_the_avx2_kernels_before_torch_loads(first):
     """``core`` (and bench and ui, which import it) ask for the AVX2 kernels before torch is imported: on an
     AVX-512 host torch would otherwise pick its AVX-512 ones and train other models (BENCHMARKS.md)."""
     assert _capability(f"{first}; {PROBE}") == "AVX2"
+    assert _capability(f"{first}; import os; print(os.environ['ONEDNN_MAX_CPU_ISA'])") == "AVX2"
 
 
 def test_a_user_choice_of_kernels_is_kept_and_a_late_pin_changes_nothing():
