@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.errors", "core.progress"),  # exceptions and describe_error; the progress-callback type
     ("core.settings",),  # every QRS_* environment variable, typed, read in one place
-    ("core.paths", "core.offline"),  # repository and artifact folders; offline mode for hub libraries
+    ("core.paths", "core.offline", "core.cpu_kernels"),  # repository and artifact folders; offline mode for hub
+    # libraries; the CPU kernels torch is asked for (all three set up by the package's __init__)
     ("core",),  # the package itself (its __init__ switches offline mode on)
     ("core.artifacts",),  # atomic JSON / torch writes, fingerprints
     ("models",),  # torch modules citing the papers' equations: no core import at all
