@@ -65,7 +65,7 @@ class Record:
     load_start: list[float] = field(default_factory=list)
     load_end: list[float] = field(default_factory=list)
     built_before: int | None = None  # trained-system folders under var/systems when it started (0: a clean clone)
-    cpu: str = ""  # the host's CPU model: trained models are bit-exact per CPU type, not across types (BENCHMARKS.md)
+    cpu: str = ""  # the host's CPU model, AVX-512 and torch's kernels (core.cpu_kernels pins them: BENCHMARKS.md)
 
 
 def steps(dataset: str = "qqp-bimpm") -> list[Step]:
@@ -300,7 +300,8 @@ def _starts_path(ledger: Path) -> Path:
 
 
 # files whose change cannot alter a step's output: reports, prose, tests and their runner's requirements, CI, the
-# make targets (the code's dependencies are requirements.txt, which counts) and the runner and renderer themselves (a step's commands are compared as recorded)
+# make targets (the code's dependencies are requirements.txt, which counts) and the runner and renderer themselves
+# (a step's commands are compared as recorded: command_changes)
 NOT_CODE = ("bench/reports/", "docs/", "tests/", ".ci/", ".gitignore", "Makefile", "requirements-test.txt",
             "bench/reproduce.py", "bench/tables.py", ".md")
 
@@ -379,8 +380,9 @@ def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, pa
                                   for s in old["steps"]]})
     parts = {k: v for k, v in (old.get("parts") or {}).items() if k in part_names()}
     parts[part] = part_progress(plan, ledger, commit)
-    parts = {k: parts[k] for k in part_names() if k in parts}
-    changes = code_changes([p["commit"] for p in parts.values()]) + command_changes(parts, dataset)
+    parts = {k: parts[k] for k in part_names() if k in parts and (parts[k]["steps_done"] or k == part)}
+    ran = {k: v for k, v in parts.items() if v["steps_done"]}  # a part that finished nothing adds nothing up
+    changes = code_changes([p["commit"] for p in ran.values()]) + command_changes(ran, dataset)
     complete = set(parts) == set(part_names()) and all(p["complete"] for p in parts.values()) and not changes
     total = sum(p["total_seconds"] for p in parts.values())
     out = {

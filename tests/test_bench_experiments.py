@@ -381,6 +381,11 @@ def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path
     again = write_progress(part_plan("table3"), tmp_path / "ledger-table3.jsonl", report, head, "table3")
     assert not again["complete"] and again["code_changes"] == [
         "part sdml: step sdml-seed-14 ran other commands than the plan's"]
+    empty = dict(written, parts={**written["parts"], "sdml": {**written["parts"]["sdml"], "commit": "0" * 40,
+                                                              "steps_done": 0, "steps": [], "complete": False}})
+    report.write_text(json.dumps(empty))  # a part that finished nothing is dropped, whatever its commit
+    again = write_progress(part_plan("table3"), tmp_path / "ledger-table3.jsonl", report, head, "table3")
+    assert "sdml" not in again["parts"] and again["code_changes"] == [] and again["parts_left"] == ["sdml"]
     stale = dict(written, parts={**written["parts"], MAIN: {**written["parts"][MAIN], "commit": "0" * 40}})
     report.write_text(json.dumps(stale))  # a part at a commit this clone does not know: not complete
     again = write_progress(part_plan("sdml"), tmp_path / "ledger-sdml.jsonl", report, head, "sdml")
