@@ -416,11 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.part is None and (args.status or args.ledger or args.only):
         ap.error("--status, --ledger and --only need --part")
-    if args.part is None:
-        if args.list:
-            return max(main([*(argv if argv is not None else sys.argv[1:]), "--part", p]) for p in part_names())
-        for name in part_names():  # later parts find their prerequisites built: their builds are quick
-            code = main([*(argv if argv is not None else sys.argv[1:]), "--part", name])
+    if args.part is None:  # every part in turn (later parts find their prerequisites built: quick builds)
+        given = argv if argv is not None else sys.argv[1:]
+        for name in part_names():
+            code = main([*given, "--part", name])
             if code:
                 return code
         return 0
