@@ -70,7 +70,12 @@ def multiselect_options(driver, label: str) -> list[str]:
     widget = wait_for(driver, lambda d: [w for w in css(d, '[data-testid="stMultiSelect"]') if label in w.text],
                       what=f"multiselect {label!r}")[0]
     widget.find_element(By.CSS_SELECTOR, "input").click()
-    options = wait_for(driver, lambda d: [o.text.strip() for o in css(d, '[role="option"]')], what="its options")
+    def listed(d) -> list[str]:
+        # the menu's option elements can exist a frame before their text: wait until every one has its label
+        texts = [(o.get_attribute("textContent") or "").strip() for o in css(d, '[role="option"]')]
+        return texts if texts and all(texts) else []
+
+    options = wait_for(driver, listed, what="its options")
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
