@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?![\d])"
+NUMBER = r"(?<![\w.])\d+\.\d{1,4}(?:e-?\d+)?(?![\d])"  # "8.8e-09" is one number, not "8.8"
 BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json", "dev_decisions.json",
                 "determinism.json", "milvus_parity.json", "layers_measures_qqp.json", "frm_pairs.json")
 OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rerankers.json", "densetrans_ablations.json",
@@ -49,10 +49,12 @@ def test_every_number_of_the_generated_section_is_in_a_report():
     texts = [(reports_dir / name).read_text(encoding="utf-8") for name in BASE_REPORTS]  # these must exist
     texts += [(reports_dir / n).read_text(encoding="utf-8") for n in names[len(BASE_REPORTS):] if (reports_dir / n).is_file()]
     values = _rounded(" ".join(texts))
-    values |= {(len(v.split(".")[1]), float(v)) for v in re.findall(NUMBER, MANIFEST.read_text(encoding="utf-8"))}
+    values |= {(len(v.split(".")[1]), float(v)) for v in re.findall(NUMBER, MANIFEST.read_text(encoding="utf-8")) if "e" not in v}
     numbers = re.findall(NUMBER, section)
     assert numbers, "no numbers in the generated section"
-    missing = [n for n in numbers if (len(n.split(".")[1]), round(float(n), len(n.split(".")[1]))) not in values]
+    scientific = {float(v) for v in re.findall(r"\d+\.\d+e-?\d+", " ".join(texts))}
+    missing = [n for n in numbers if (float(n) not in scientific if "e" in n else
+                                      (len(n.split(".")[1]), round(float(n), len(n.split(".")[1]))) not in values)]
     assert not missing, f"numbers not found in any report: {missing[:10]}"
     json.loads((reports_dir / "query_forms.json").read_text(encoding="utf-8"))
 
