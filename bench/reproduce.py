@@ -142,18 +142,17 @@ class Part:
 PARTS = (
     Part("table3", ("densetrans", "densetrans@-TopDense", "densetrans@+Concat", "densetrans@-AllDense"),
          (*(f"table3-seed-{s}" for s in SEEDS[1:]), "table3", "table3-seed-tests"),
-         "DenseTrans's Table 3 over five seeds (54:47 from a clean clone)"),
+         "DenseTrans's Table 3 over five seeds"),
     Part("sdml", ("sdml-cnn", "sdml-cnn@tl-ssd", "sdml-cnn@tl-euc", "bm25", "dual-encoder", "densetrans"),
          (*(f"sdml-seed-{s}" for s in SEEDS[1:]), "sdml-losses", "sdml-seed-tests", "determinism"),
          "SDML against its triplet-loss baselines over five seeds, and the first stages' second build beside two "
-         "busy cores (37:27 from a clean clone; that build 13:19)"),
+         "busy cores"),
     Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder", "cnn-rerank", "minilm-pairs"),  # frm-pairs reads minilm-pairs
          ("frm-seeds", "frm-keyword-loss", "frm-pairs", "keyword-faithfulness", "determinism-rerankers"),
          "FRM's two losses over five seeds, the paper's pairs, the keyword faithfulness and the rerankers' second "
-         "build beside a busy core (about an hour and a half: its first three steps took 39:47; that build 59 min before "
-         "the OpenMP fix)"),
+         "build beside a busy core"),
     Part("trecqa", (), ("trecqa-cnn-builds", "ppi-simulation", "experiment-trecqa-cnn", "experiment-trecqa-cnn-clean"),
-         "the Severyn-Moschitti CNN's TrecQA builds, its experiments and the judge simulation (about 25 minutes)"),
+         "the Severyn-Moschitti CNN's TrecQA builds, its experiments and the judge simulation"),
 )
 MAIN = "main"  # every step no other part names: the default build, its reports and the declared experiments
 

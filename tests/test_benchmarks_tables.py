@@ -17,10 +17,14 @@ OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rer
                     "reproduce.json")  # rendered when present
 
 
-def _rounded(text: str) -> set[tuple[int, float]]:
-    """(decimals, value rounded to them) for every decimal number in ``text``, 1 to 4 decimals (a '-' may be
-    a hyphen: "Linux-6.18.44", "nltk-3.10.4", so both signs count)."""
-    values = [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)]
+def _floats(text: str) -> list[float]:
+    """Every decimal number in ``text``, scientific notation included."""
+    return [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)]
+
+
+def _rounded(values: list[float]) -> set[tuple[int, float]]:
+    """(decimals, value rounded to them) for every value, 1 to 4 decimals (a '-' may be a hyphen:
+    "Linux-6.18.44", "nltk-3.10.4", so both signs count)."""
     return {(d, round(s * v, d)) for v in values for s in (1, -1) for d in range(1, 5)}
 
 
@@ -48,13 +52,18 @@ def test_every_number_of_the_generated_section_is_in_a_report():
     names = list(BASE_REPORTS) + [n for n in (*OPTIONAL_REPORTS, *referenced_reports()) if n not in BASE_REPORTS]
     texts = [(reports_dir / name).read_text(encoding="utf-8") for name in BASE_REPORTS]  # these must exist
     texts += [(reports_dir / n).read_text(encoding="utf-8") for n in names[len(BASE_REPORTS):] if (reports_dir / n).is_file()]
-    values = _rounded(" ".join(texts))
+    floats = _floats(" ".join(texts))
+    values, exact = _rounded(floats), set(floats)
     values |= {(len(v.split(".")[1]), float(v)) for v in re.findall(NUMBER, MANIFEST.read_text(encoding="utf-8")) if "e" not in v}
     numbers = re.findall(NUMBER, section)
     assert numbers, "no numbers in the generated section"
-    scientific = {float(v) for v in re.findall(r"\d+\.\d+e-?\d+", " ".join(texts))}
-    missing = [n for n in numbers if (float(n) not in scientific if "e" in n else
-                                      (len(n.split(".")[1]), round(float(n), len(n.split(".")[1]))) not in values)]
+    def in_reports(n: str) -> bool:  # "8.8e-09" exactly as a report has it; "0.9422" at its printed decimals
+        if "e" in n:
+            return float(n) in exact
+        decimals = len(n.split(".")[1])
+        return (decimals, round(float(n), decimals)) in values
+
+    missing = [n for n in numbers if not in_reports(n)]
     assert not missing, f"numbers not found in any report: {missing[:10]}"
     json.loads((reports_dir / "query_forms.json").read_text(encoding="utf-8"))
 
