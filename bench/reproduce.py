@@ -6,10 +6,11 @@ clean clone: a part first builds, from an empty ``var/``, the systems its steps 
 runs its steps and the tables. ``make reproduce`` runs the whole plan; ``make reproduce PART=table3`` one part.
 
 Each finished step is written to a ledger (``var/reproduce/ledger[-PART].jsonl``: step, commands, wall seconds,
-exit status, commit, load average at start and end). A second run at the same commit skips the steps the ledger
-records as done (a step that stopped midway is rerun whole). ``bench/reports/reproduce.json`` keeps each part's
-latest run (merged, so the parts of several sessions add up) and says the plan is complete when every part is,
-at commits whose code does not differ (:func:`code_changes`). Steps with several commands run ``parallel`` of
+exit status, commit, load average at start and end). A second run skips the steps the ledger records as done with
+the plan's commands at this commit or one whose code does not differ (a step that stopped midway, or whose commands
+changed, is rerun whole). ``bench/reports/reproduce.json`` keeps each part's latest run (merged, so the parts of
+several sessions add up) and says the plan is complete when every part is, at commits whose code does not differ
+(:func:`code_changes`). Steps with several commands run ``parallel`` of
 them at a time (two one-thread trainings: more throughput on 2 cores than one at two threads); their output goes
 to ``var/reproduce/logs/``.
 
@@ -184,9 +185,27 @@ def read_ledger(path: Path) -> list[Record]:
     return [Record(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def done_steps(records: list[Record], commit: str) -> dict[str, Record]:
-    """The last successful record of each step at ``commit`` (what a resumed run skips)."""
-    return {r.step: r for r in records if r.commit == commit and r.returncode == 0}
+def same_code(records: list[Record], commit: str) -> set[str]:
+    """``commit`` and the ledger's commits whose code does not differ from it (:func:`code_changes`)."""
+    return {commit} | {c for c in {r.commit for r in records} - {commit} if not code_changes([commit, c])}
+
+
+def done_steps(records: list[Record], commit: str, plan: list[Step] | None = None) -> dict[str, Record]:
+    """The last successful record of each step at ``commit`` or at a commit with the same code (a resumed run
+    skips them); with ``plan``, only records that ran the plan's commands (a step whose commands changed reruns)."""
+    code = same_code(records, commit)
+    want = {s.name: s for s in plan} if plan is not None else None
+    return {r.step: r for r in records if r.commit in code and r.returncode == 0
+            and (want is None or (r.step in want and _same_commands(want[r.step], r.commands)))}
+
+
+def _same_commands(step: Step, recorded: list[str]) -> bool:
+    """Whether ``recorded`` (a ledger line's commands) are ``step``'s (a :data:`WALL` placeholder matches any value)."""
+    want = [["python", *c] for c in step.commands]
+    got = [shlex.split(c) for c in recorded]
+    return len(want) == len(got) and all(
+        len(w) == len(g) and all(a == b or (a.startswith("{") and a.endswith("}")) for a, b in zip(w, g))
+        for w, g in zip(want, got))
 
 
 def wall_clock(seconds: float) -> str:
@@ -267,16 +286,18 @@ def built_systems() -> int:
 
 def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool = False, part: str = MAIN,
               dataset: str = "qqp-bimpm") -> int:
-    """Run the steps the ledger does not record as done at this commit, then write ``report`` (:func:`write_progress`)."""
+    """Run the steps the ledger does not record as done (:func:`done_steps`), then write ``report``
+    (:func:`write_progress`)."""
     commit, run = head_commit(), f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} pid {os.getpid()} #{time.monotonic_ns()}"
     ledger.parent.mkdir(parents=True, exist_ok=True)
     if fresh and ledger.is_file():
         ledger.rename(ledger.with_suffix(f".{int(time.time())}.jsonl"))
-    done = done_steps(read_ledger(ledger), commit)
+    done = done_steps(read_ledger(ledger), commit, plan)
     starts = _starts_path(ledger)  # a start without a ledger line: the step was interrupted
     for step in plan:
         if step.name in done:
-            print(f"[reproduce] {step.name}: done at {commit} ({done[step.name].seconds:.0f} s), skipped", flush=True)
+            print(f"[reproduce] {step.name}: done at {done[step.name].commit} ({done[step.name].seconds:.0f} s), "
+                  "skipped", flush=True)
             continue
         print(f"[reproduce] {step.name}: {len(step.commands)} command(s), {step.parallel} at a time", flush=True)
         with starts.open("a", encoding="utf-8") as out:
@@ -331,12 +352,7 @@ def command_changes(parts: dict[str, dict], dataset: str = "qqp-bimpm") -> list[
             if step["step"] not in plan:
                 out.append(f"part {name}: step {step['step']} is no longer in the plan")
                 continue
-            want = [["python", *c] for c in plan[step["step"]].commands]
-            got = [shlex.split(c) for c in step["commands"]]
-            same = len(want) == len(got) and all(
-                len(w) == len(g) and all(a == b or (a.startswith("{") and a.endswith("}")) for a, b in zip(w, g))
-                for w, g in zip(want, got))
-            if not same:
+            if not _same_commands(plan[step["step"]], step["commands"]):
                 out.append(f"part {name}: step {step['step']} ran other commands than the plan's")
     return out
 
@@ -345,21 +361,21 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
     """One part's run from its ledger: each finished step of ``plan`` at ``commit`` (wall time, load, whether its
     run followed an interrupted attempt), their sum and the steps left (``complete`` when none is)."""
     records = read_ledger(ledger)
-    done = done_steps(records, commit)
+    done, code = done_steps(records, commit, plan), same_code(records, commit)
     finished = [done[s.name] for s in plan if s.name in done]
     left = [s.name for s in plan if s.name not in done]
     starts = _starts_path(ledger)
     started = [json.loads(line) for line in starts.read_text(encoding="utf-8").splitlines() if line.strip()] \
         if starts.is_file() else []
     ended = {(r.step, r.run) for r in records}
-    interrupted = {x["step"] for x in started if x["commit"] == commit and (x["step"], x["run"]) not in ended}
+    interrupted = {x["step"] for x in started if x["commit"] in code and (x["step"], x["run"]) not in ended}
     total = sum(r.seconds for r in finished)
     return {"commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "complete": not left,
             "clean_clone": finished[0].built_before == 0 if finished else None,
             "cpus_seen": sorted({r.cpu for r in finished if r.cpu}),
             "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
             "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
-            "steps": [{"step": r.step, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
+            "steps": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
                        "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
                       for r in finished]}
 

@@ -342,6 +342,19 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
 
 
+def test_reproduce_resumes_across_commits_with_the_same_code_and_reruns_a_step_whose_commands_changed(
+        tmp_path, monkeypatch):
+    """A ledger line counts as done when its commit's code equals this one's and it ran the plan's commands."""
+    import bench.reproduce as rp
+
+    monkeypatch.setattr(rp, "code_changes", lambda commits: [] if set(commits) <= {"head", "same"} else ["a.py"])
+    plan = [rp.Step("a", (("-c", "1"),)), rp.Step("b", (("-c", "2"),)), rp.Step("c", (("-c", "3"),))]
+    line = lambda step, cmd, commit: rp.Record(step, [cmd], 1.0, 0, commit, "t", "r", [0.0], [0.0])
+    records = [line("a", "python -c 1", "same"), line("b", "python -c 2", "other"), line("c", "python -c 9", "same")]
+    assert set(rp.done_steps(records, "head", plan)) == {"a"}  # b: other code; c: other commands
+    assert set(rp.done_steps(records, "head")) == {"a", "c"}
+
+
 def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path):
     """The parts split the plan: every step in exactly one part (the tables in each), each non-main part first
     builds what it reads; reproduce.json keeps each part's run, sets an older whole-plan run aside, and is
