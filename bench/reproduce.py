@@ -370,14 +370,19 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
     ended = {(r.step, r.run) for r in records}
     interrupted = {x["step"] for x in started if x["commit"] in code and (x["step"], x["run"]) not in ended}
     total = sum(r.seconds for r in finished)
+    ours = [r for r in records if r.commit in code]  # the part's runs at this code, first to last
+    superseded = [r for r in ours if r.returncode == 0 and r.step in done and r is not done[r.step]]
     return {"commit": commit, "machine": platform.platform(), "cpus": os.cpu_count(), "complete": not left,
-            "clean_clone": finished[0].built_before == 0 if finished else None,
+            "clean_clone": ours[0].built_before == 0 if finished else None,  # its first run began in an empty var/
             "cpus_seen": sorted({r.cpu for r in finished if r.cpu}),
             "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
             "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
-            "steps": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "started": r.started, "load_start": r.load_start,
-                       "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
-                      for r in finished]}
+            "steps": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "started": r.started,
+                       "load_start": r.load_start, "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
+                      for r in finished],
+            # successful runs a later run of the same step replaced (its commands had changed): not in the total
+            "superseded": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "commands": r.commands}
+                           for r in superseded]}
 
 
 def write_progress(plan: list[Step], ledger: Path, report: Path, commit: str, part: str = MAIN,

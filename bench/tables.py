@@ -396,10 +396,15 @@ def reproduce_table() -> list[str]:
                 f"{', ' + ' / '.join(part['cpus_seen']) if part.get('cpus_seen') else ''}, "
                 f"{ {True: 'a clean clone', False: 'NOT a clean clone: var/ held systems'}.get(part.get('clean_clone'), 'nothing finished yet')}, "
                 f"{part['runs']} run(s)): {done}; {part['total_wall']} ({round(part['total_seconds']):,} s).", "",
-                "| step | wall (s) | load average at start | rerun after an interruption |", "|---|---|---|---|"]
-        out += [f"| {step['step']} | {round(step['seconds']):,} | {step['load_start'][0]} | "
-                f"{'yes' if step['after_interruption'] else 'no'} |" for step in part["steps"]]
+                "| step | commit | wall (s) | load average at start | rerun after an interruption |",
+                "|---|---|---|---|---|"]
+        out += [f"| {step['step']} | {step.get('commit', part['commit'])} | {round(step['seconds']):,} | "
+                f"{step['load_start'][0]} | {'yes' if step['after_interruption'] else 'no'} |" for step in part["steps"]]
         out.append("")
+        if part.get("superseded"):
+            out += ["Superseded (a later run of the step replaced it, with the plan's changed commands; not in the "
+                    "sums): " + "; ".join(f"{s['step']} at {s['commit']}, {round(s['seconds']):,} s ("
+                                          f"`{'; '.join(s['commands'])}`)" for s in part["superseded"]) + ".", ""]
     for old in r.get("earlier") or []:
         out += [f"Earlier: {old['what']} at commit {old['commit']}: {old['steps_done']} steps in {old['total_wall']} ("
                 + ", ".join(f"{s['step']} {s['wall']}" for s in old["steps"]) + f"). {old['why']}", ""]

@@ -354,6 +354,16 @@ def test_reproduce_resumes_across_commits_with_the_same_code_and_reruns_a_step_w
     assert set(rp.done_steps(records, "head", plan)) == {"a"}  # b: other code; c: other commands
     assert set(rp.done_steps(records, "head")) == {"a", "c"}
 
+    resumed = [rp.Record("a", ["python -c 0"], 9.0, 0, "same", "t", "r1", [0.0], [0.0], 0),  # a clean clone's run
+               rp.Record("a", ["python -c 1"], 2.0, 0, "head", "t", "r2", [0.0], [0.0], 4),  # the plan changed it
+               rp.Record("b", ["python -c 2"], 3.0, 0, "head", "t", "r2", [0.0], [0.0], 5)]
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text("".join(json.dumps(r.__dict__) + "\n" for r in resumed))
+    part = rp.part_progress(plan, ledger, "head")
+    assert part["clean_clone"] and part["steps_left"] == ["c"] and part["total_seconds"] == 5.0
+    assert [(s["step"], s["commit"]) for s in part["steps"]] == [("a", "head"), ("b", "head")]
+    assert [(s["step"], s["commit"], s["seconds"]) for s in part["superseded"]] == [("a", "same", 9.0)]
+
 
 def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path):
     """The parts split the plan: every step in exactly one part (the tables in each), each non-main part first

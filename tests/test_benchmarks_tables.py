@@ -302,7 +302,7 @@ def test_reproduce_table_says_what_is_left(monkeypatch, tmp_path):
     text = "\n".join(tables.reproduce_table())
     assert "**not complete**: part(s) left: main, table3, sdml, frm" in text
     assert "not complete: 1 steps done, 1 left (tables); 45:12 (2,712 s)" in text
-    assert "| default-build | 2,712 | 1.5 | yes |" in text and "NOT a clean clone" in text  # built_before not recorded
+    assert "| default-build | abc1234 | 2,712 | 1.5 | yes |" in text and "NOT a clean clone" in text  # no built_before
 
 
 def test_the_clean_clone_build_matches_the_default_build_but_for_timings():
