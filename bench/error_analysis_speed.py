@@ -35,6 +35,14 @@ BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stSta
         '[data-testid="stStatusWidgetRunningManIcon"]', '[data-testid="stProgress"]')
 
 
+def _wait(driver, timeout: float, poll: float = 0.5):
+    """A ``WebDriverWait`` that retries when an element it read went stale (a Streamlit rerun replaces them)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=poll, ignored_exceptions=(StaleElementReferenceException,))
+
+
 def _settled(driver) -> bool:
     from selenium.webdriver.common.by import By
 
@@ -47,15 +55,13 @@ def _settled(driver) -> bool:
 
 def wait_settled(driver, timeout: float = WAIT) -> None:
     """Until the metrics table is shown and nothing is running (checked twice, 0.2 s apart)."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
     def twice(d) -> bool:
         if not _settled(d):
             return False
         time.sleep(0.2)
         return _settled(d)
 
-    WebDriverWait(driver, timeout, poll_frequency=0.1).until(twice)
+    _wait(driver, timeout, 0.1).until(twice)
 
 
 def open_seconds(driver, url: str, timeout: float = WAIT) -> float:
@@ -69,17 +75,15 @@ def open_seconds(driver, url: str, timeout: float = WAIT) -> float:
 def switch_test_seconds(driver, label: str, timeout: float = WAIT) -> float:
     """Seconds from clicking the significance test ``label`` ("randomization" / "paired t-test") to the settled page."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    radio = WebDriverWait(driver, timeout).until(lambda d: next(
+    radio = _wait(driver, timeout).until(lambda d: next(
         (r for r in d.find_elements(By.CSS_SELECTOR, '[data-testid="stRadio"] label') if r.text.strip() == label),
         None))
     caption = lambda d: " ".join(c.text for c in d.find_elements(By.CSS_SELECTOR, '[data-testid="stCaptionContainer"]'))  # noqa: E731
     want = "randomization test" if label == "randomization" else "paired t-test"
     start = time.perf_counter()
     radio.click()
-    WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: f"Tests against" in caption(d)
-                                                             and want in caption(d))
+    _wait(driver, timeout, 0.1).until(lambda d: "Tests against" in caption(d) and want in caption(d))
     wait_settled(driver, timeout)
     return time.perf_counter() - start
 
@@ -105,19 +109,18 @@ def navigate_seconds(driver, url: str, timeout: float = WAIT) -> tuple[float, fl
     """(seconds to open Home in ``driver``, seconds from clicking "Error Analysis" in the sidebar to the settled
     page): opening a page the way a visitor of the app does."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     start = time.perf_counter()
     driver.get(f"{url}/")
-    WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: "Question Retrieval" in _heading(d))
+    _wait(driver, timeout, 0.1).until(lambda d: "Question Retrieval" in _heading(d))
     wait_settled(driver, timeout)
     home = time.perf_counter() - start
-    link = WebDriverWait(driver, timeout).until(lambda d: next(
+    link = _wait(driver, timeout).until(lambda d: next(
         (a for a in d.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a')
          if a.text.strip().endswith("Error Analysis")), None))
     start = time.perf_counter()
     link.click()
-    WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: "Error analysis" in _heading(d))
+    _wait(driver, timeout, 0.05).until(lambda d: "Error analysis" in _heading(d))
     wait_settled(driver, timeout)
     return home, time.perf_counter() - start
 
