@@ -103,6 +103,18 @@ def test_a_stored_run_is_atomic_and_stale_after_a_weights_change(ds):
     assert runs.default_split(ds) == "test"
 
 
+def test_building_a_variant_leaves_the_defaults_stored_run_fresh(ds):
+    """A variant has its own folder: building ``bm25@classic`` does not make the default's run stale."""
+    from core.analysis import runs
+    from core.build import build_system
+
+    build_system(ds, "bm25")
+    before = runs.fingerprint(ds, "bm25")
+    build_system(ds, "bm25", variant="classic")
+    assert runs.run_status(ds, "bm25") == "fresh" and runs.fingerprint(ds, "bm25") == before
+    assert runs.run_status(ds, "bm25", "classic") == "fresh"
+
+
 def test_a_fusions_stored_run_is_fused_from_its_parts_and_matches_the_live_system(ds):
     from core.analysis import runs
     from core.build import build_system

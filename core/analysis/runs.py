@@ -87,15 +87,18 @@ def _folder_fingerprint(folder: Path) -> list:
 
 
 def _model_folders(dataset: Dataset, system: str, variant: str | None) -> list[Path]:
-    """The artifact folders a run depends on, without creating any: ``<system>@<variant>``, or for the
-    default variant (whose folder name each module picks, e.g. ``minilm@mean``) every ``<system>[@*]`` but the
-    recipes built beside it (``registry.Recipe``: building ``densetrans@paper-objective`` leaves the default's
-    stored run fresh)."""
+    """The artifact folders a run depends on, without creating any: ``<system>@<variant>``; for the default
+    variant ``<system>/`` when the build made one (so building an ablation such as ``densetrans@-AllDense`` or
+    ``bm25@classic`` leaves the default's stored run and held-out verdict fresh), else (a module that names its
+    default's folder, e.g. ``minilm@mean``) every ``<system>@*`` but the recipes built beside it
+    (``registry.Recipe``)."""
     from core.paths import var_dir
 
     root = var_dir() / "systems" / slug(dataset.name)
     if variant:
         return [root / _leaf(system, variant)]
+    if (root / system).is_dir():
+        return [root / system]
     beside = {_leaf(system, r.variant) for r in get_spec(system).recipes}
     return sorted(p for p in [root / system, *root.glob(f"{system}@*")] if p.is_dir() and p.name not in beside)
 
