@@ -217,7 +217,7 @@ def main() -> None:
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "core/analysis/layers.py", "bench/layers_curves.py"],
                            capture_output=True, text=True, cwd=ROOT).stdout.strip()
     ds = load_dataset(args.dataset)
-    out = {"command": ".venv/bin/python " + " ".join(shlex.quote(a) for a in sys.argv),
+    out = {"command": shlex.join([".venv/bin/python", "-m", "bench.layers_curves", *sys.argv[1:]]),
            "commit": commit + (" (with uncommitted changes to the measure code)" if dirty else ""),
            "machine": machine(), "dataset": ds.name, "split": "test", "queries": args.queries, "seed": args.seed,
            "artifacts": str(settings().var or "var/"),
