@@ -2,18 +2,17 @@
 
 The whole plan took about seven hours on 2 cores by its steps' first costs (3:51 from clean clones after the OpenMP
 fix: BENCHMARKS.md). A working session here lasts three and starts on a fresh machine (``var/`` is gone), so the
-plan is also cut into **parts** (:data:`PARTS`) that each fit a session from a
-clean clone: a part first builds, from an empty ``var/``, the systems its steps read (its seed-13 models), then
-runs its steps and the tables. ``make reproduce`` runs the whole plan; ``make reproduce PART=table3`` one part.
+plan is also cut into **parts** (:data:`PARTS`) that each fit a session from a clean clone: a part first builds,
+from an empty ``var/``, the systems its steps read (its seed-13 models), then runs its steps and the tables.
+``make reproduce`` runs the whole plan; ``make reproduce PART=table3`` one part.
 
 Each finished step is written to a ledger (``var/reproduce/ledger[-PART].jsonl``: step, commands, wall seconds,
 exit status, commit, load average at start and end). A second run skips the steps the ledger records as done with
 the plan's commands at this commit or one whose code does not differ (a step that stopped midway, or whose commands
 changed, is rerun whole). ``bench/reports/reproduce.json`` keeps each part's latest run (merged, so the parts of
 several sessions add up) and says the plan is complete when every part is, at commits whose code does not differ
-(:func:`code_changes`). Steps with several commands run ``parallel`` of
-them at a time (two one-thread trainings: more throughput on 2 cores than one at two threads); their output goes
-to ``var/reproduce/logs/``.
+(:func:`code_changes`). Steps with several commands run ``parallel`` of them at a time (two one-thread trainings:
+more throughput on 2 cores than one at two threads); their output goes to ``var/reproduce/logs/``.
 
     python -m bench.reproduce [--dataset qqp-bimpm] [--part NAME] [--fresh] [--list] [--only STEP ...]
     python -m bench.reproduce --status [--part NAME] [--ledger PATH] [--out PATH]   # the report so far
@@ -149,7 +148,7 @@ PARTS = (
          (*(f"sdml-seed-{s}" for s in SEEDS[1:]), "sdml-losses", "sdml-seed-tests", "determinism"),
          "SDML against its triplet-loss baselines over five seeds, and the first stages' second build beside two "
          "busy cores"),
-    Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder", "cnn-rerank", "minilm-pairs"),  # frm-pairs reads minilm-pairs
+    Part("frm", ("bm25", "frm", "frm@kw-loss", "cross-encoder", "cnn-rerank", "minilm-pairs"),  # frm-pairs reads it
          ("frm-seeds", "frm-keyword-loss", "frm-pairs", "keyword-faithfulness", "determinism-rerankers"),
          "FRM's two losses over five seeds, the paper's pairs, the keyword faithfulness and the rerankers' second "
          "build beside a busy core"),
@@ -379,8 +378,8 @@ def part_progress(plan: list[Step], ledger: Path, commit: str) -> dict:
             "steps_done": len(finished), "steps_left": left, "total_seconds": round(total, 1),
             "total_wall": wall_clock(total), "runs": len({r.run for r in finished}),
             "steps": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "started": r.started,
-                       "load_start": r.load_start, "load_end": r.load_end, "after_interruption": r.step in interrupted, "commands": r.commands}
-                      for r in finished],
+                       "load_start": r.load_start, "load_end": r.load_end,
+                       "after_interruption": r.step in interrupted, "commands": r.commands} for r in finished],
             # successful runs a later run of the same step replaced (its commands had changed): not in the total
             "superseded": [{"step": r.step, "commit": r.commit, "seconds": r.seconds, "commands": r.commands}
                            for r in superseded]}

@@ -100,7 +100,7 @@ def _model_folders(dataset: Dataset, system: str, variant: str | None) -> list[P
     if (root / system).is_dir():
         return [root / system]
     beside = {_leaf(system, r.variant) for r in get_spec(system).recipes}
-    return sorted(p for p in [root / system, *root.glob(f"{system}@*")] if p.is_dir() and p.name not in beside)
+    return sorted(p for p in root.glob(f"{system}@*") if p.is_dir() and p.name not in beside)
 
 
 def fingerprint(dataset: Dataset, system: str, variant: str | None = None) -> str:
