@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import inspect
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -28,8 +29,13 @@ from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _
                                _status_dir, _status_path, build_lock, build_running, pending_note, percent,
                                write_status)
 from core.progress import ProgressFn, _no_progress
+from core.errors import StudioError
 from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
                            system_module)
+
+class BuildRunningError(StudioError):
+    """A second build of a dataset while one runs: one line (the CLI exits 2), nothing started."""
+
 
 def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) -> BuildStatus:
     """Current status: the status file, reconciled with what is on disk."""
@@ -115,6 +121,7 @@ def build_system(
 
 def _build_locked(dataset, module, status: BuildStatus, profile, variant, listener, force=False) -> BuildStatus:
     status.state, status.started, status.message = "building", time.time(), f"building ({profile} profile)"
+    status.host, status.pid = socket.gethostname(), os.getpid()
     write_status(dataset.name, status, variant)
     try:
         kwargs = {}
@@ -195,9 +202,12 @@ def build_all(
     dataset_name: str, systems: list[str] | None = None, profile: str = "quick", force: bool = False,
     echo: bool = True,
 ) -> list[BuildStatus]:
-    """Build ``systems`` (default: every default-build system for the dataset) in registry order; a name may
-    carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default)."""
-    from core.analysis.held_out import check_built
+    """Build ``systems`` (default: every default-build system for the dataset) as jobs on the executor
+    (``core.build_graph``: each system once the systems it reads are built, independent ones side by side); a
+    name may carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default).
+    Returns the statuses in registry order."""
+    from core.build_graph import build_jobs, job_key
+    from core.executor import check_reachable, run_jobs
     from core.registry import default_build_targets, parse_name
 
     dataset = load_dataset(dataset_name)
@@ -211,38 +221,55 @@ def build_all(
         targets = [(get_spec(n.system), n.variant) for n in named]
     else:
         targets = default_build_targets(dataset)
+    check_reachable()  # a cluster that answers nothing: one line, before anything is written
     with build_lock(dataset_name) as acquired:
         if not acquired:
-            raise RuntimeError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/)")
-        queue = []
+            raise BuildRunningError(f"another build for {dataset_name} is running (see var/build/{slug(dataset_name)}/"
+                                    "; the Models page shows it)")
+        available, results = [], {}
         for spec, variant in targets:
             try:
                 system_module(spec.name)
             except ModuleNotFoundError:
+                results[job_key(spec.name, variant)] = BuildStatus(spec.name, "unavailable",
+                                                                   message="not implemented in this version")
                 continue
-            if not force and system_module(spec.name).is_built(dataset, variant=variant):
-                continue
-            queue.append(_label(spec.name, variant))
-            write_status(dataset_name, BuildStatus(spec.name, "queued", message="waiting for its turn"), variant)
+            available.append((spec, variant))
+        queue = [job_key(s.name, v) for s, v in available if force or not system_module(s.name).is_built(dataset, variant=v)]
+        for label in queue:
+            name = parse_name(label)
+            write_status(dataset_name, BuildStatus(name.system, "queued", message="waiting for its inputs or a CPU"),
+                         name.variant)
         save_json(_status_dir(dataset_name) / QUEUE_FILE, queue)
-        results = []
-        for spec, variant in targets:
-            label = spec.name + (f"@{variant}" if variant else "")
-            try:
-                system_module(spec.name)
-            except ModuleNotFoundError:
-                results.append(BuildStatus(spec.name, "unavailable", message="not implemented in this version"))
-                continue
-            if echo:
-                print(f"[build] {label} ...", flush=True)
-            status = build_system(dataset, spec.name, profile=profile, variant=variant, force=force)
-            if echo:
-                took = f" in {status.seconds:.0f}s" if status.seconds else ""
-                print(f"[build] {label}: {status.state}{took} {status.error}", flush=True)
-            results.append(status)
-            if status.state == "ready":  # beats its reference on held-out queries? checked as each system
-                check_built(dataset, [(spec.name, variant)], echo=echo)  # finishes (cached; pages show it)
-        return results
+
+        def report(event: str, job) -> None:  # noqa: ANN001 - a JobResult
+            if not echo:
+                return
+            if event == "started":
+                print(f"[build] {job.key} scheduled", flush=True)
+            else:
+                value = job.value or {}
+                took = f" in {job.seconds:.0f}s" if job.seconds else ""
+                print(f"[build] {job.key}: {value.get('state', 'failed')}{took} {value.get('error', job.error)}",
+                      flush=True)
+
+        done = run_jobs(build_jobs(dataset_name, available, build_job, profile, force), on_event=report)
+        for key, job in done.items():
+            results[key] = BuildStatus(**job.value) if job.value else BuildStatus(
+                parse_name(key).system, "failed", message=job.error, error=job.error or "the build job did not finish")
+        return [results[job_key(spec.name, variant)] for spec, variant in targets]
+
+
+def build_job(dataset_name: str, system: str, variant: str | None, profile: str, force: bool) -> dict:
+    """One system's build job (run by the executor, in a worker): :func:`build_system` and, when the system is
+    ready, its held-out verdict (cached for the pages); returns the ``BuildStatus`` as a dict."""
+    from core.analysis.held_out import check_built
+
+    dataset = load_dataset(dataset_name)
+    status = build_system(dataset, system, profile=profile, variant=variant, force=force)
+    if status.state == "ready":  # beats its reference on held-out queries? checked as each system finishes
+        check_built(dataset, [(system, variant)], echo=False)
+    return asdict(status)
 
 
 def progress_line(dataset: Dataset) -> str | None:

@@ -35,6 +35,8 @@ class BuildStatus:
     finished: float | None = None
     error: str = ""
     metrics: dict = field(default_factory=dict)
+    host: str = ""  # the machine whose process builds (built) it: a cluster's node
+    pid: int = 0  # that process (a Ray worker when the build runs on the executor)
 
     @property
     def seconds(self) -> float | None:

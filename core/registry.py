@@ -56,6 +56,9 @@ class LayerSource:
     options: tuple[tuple[str, object], ...] = ()  # loader options (an exact index: the vectors are what is read)
 
 
+BUILD_THREADS = 2  # torch threads of a build job; the committed models were trained on 2 (changing it moves them)
+
+
 @dataclass(frozen=True)
 class SystemSpec:
     """A named system: everything a page, the CLI, the build, bench/ or pooling needs to know about it.
@@ -95,6 +98,8 @@ class SystemSpec:
     explains_keywords: bool = False  # shows keyword importance (the Keywords page)
     origin: str = "built-in"  # "built-in", "user" (core systems add) or "plugin:<distribution>"
     source: str = ""  # where a user or plugin system comes from (a model folder, a run file, a module)
+    needs: tuple[str, ...] = ()  # systems whose artifacts its build reads: the build graph's edges (core.build_graph)
+    threads: int = BUILD_THREADS  # torch intra-op threads its build runs on, on every machine (fixed: determinism)
 
     @property
     def kind_family(self) -> str:
@@ -127,11 +132,13 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("dual-encoder", "retriever", "DualEncoder (trained word mean)", "core.retrieval.dual_encoder",
                "densetrans-cai2021.md §4.2.1 DualEncoder baseline (mean of trainable word vectors + linear, Eq. 6-7)",
                note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean",
-               reference="glove-mean", **_DENSE),
+               reference="glove-mean", **_DENSE,
+               needs=("bm25",)),  # its hard negatives come from BM25's index
     SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
                pair_scoring=False, family="tree", exact_reference="minilm", knobs=("beam", "K"),
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True),
+               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True,
+               needs=("minilm",)),  # the tree is built over minilm's cached collection vectors
     SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
                "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
                variants=("full", "-TopDense", "-AllDense", "+Concat", "paper-objective"),
@@ -149,7 +156,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                reference="glove-mean",
                layer_sources=(LayerSource("DenseTrans", options=(("index", "flat"),)),
                               LayerSource("DenseTrans -AllDense", "-AllDense", options=(("index", "flat"),))),
-               **_DENSE),
+               **_DENSE,
+               needs=("bm25",)),  # hard negatives
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd"),
@@ -161,11 +169,13 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                          "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
                datasets=("*",), pair_scoring=False, variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
                note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split",
-               family="fusion", composite=True),
+               family="fusion", composite=True,
+               needs=("bm25", "minilm")),  # the default variant's parts
     SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
                "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
                datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True,
-               family="reranker"),
+               family="reranker",
+               needs=("minilm",)),  # minilm's cached collection vectors
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
                variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level",
@@ -207,7 +217,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
                note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True,
                family="tree",
-               not_stored="seconds per query (a budget of cross-encoder scorings): computed on demand only"),
+               not_stored="seconds per query (a budget of cross-encoder scorings): computed on demand only",
+               needs=("tree-bert", "cross-encoder")),
 )
 _BUILT_IN = {s.name: s for s in SYSTEMS}
 _REGISTERED: dict[str, SystemSpec] = {}  # user and plugin systems, in registration order

@@ -69,6 +69,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("QRS_RESEARCHERS", "unset", "comma-separated researchers who may open the ranking pages when login is "
              "on; else `researchers` under `[qrs]` in `.streamlit/secrets.toml`"),
     Variable("QRS_USER", "the OS login name", "the user's name in single-user mode (no login)"),
+    Variable("QRS_RAY_ADDRESS", "unset", "Ray cluster the heavy work (builds, encoding, experiments) joins "
+             "(`HOST:6379` of `ray start --head`); unset: Ray is started here for the work and stopped after"),
+    Variable("QRS_RAY_CPUS", "the machine's cores", "CPUs of the Ray started here (each build job takes one)"),
     Variable("QRS_BENCH_VAR", "`/tmp/qrs-bench-var`", "artifacts folder `bench/milvus_scale.py` uses when "
              "`QRS_VAR` holds no built glove-mean"),
 )
@@ -198,6 +201,21 @@ class Settings:
     @property
     def user(self) -> str | None:
         return self.raw("QRS_USER") or None
+
+    # ------------------------------------------------------------------ executor
+    @property
+    def ray_address(self) -> str:
+        return self.raw("QRS_RAY_ADDRESS")
+
+    @property
+    def ray_cpus(self) -> int | None:
+        """``QRS_RAY_CPUS``: CPUs of the embedded Ray, None for the machine's cores."""
+        raw = self.raw("QRS_RAY_CPUS")
+        if not raw:
+            return None
+        if not raw.isdigit() or int(raw) < 1:
+            raise SettingsError(f"QRS_RAY_CPUS: must be a whole number of CPUs (1 or more), got {raw!r}")
+        return int(raw)
 
     # ------------------------------------------------------------------ benchmarks
     @property

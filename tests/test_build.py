@@ -36,7 +36,7 @@ def test_failure_is_recorded_not_raised(tiny_data, fresh_var, monkeypatch):
 def test_one_build_at_a_time(tiny_data, fresh_var):
     with build.build_lock("qqp-bimpm") as first:
         assert first and build.build_running("qqp-bimpm")
-        with pytest.raises(RuntimeError, match="another build"):
+        with pytest.raises(build.BuildRunningError, match="another build"):
             build.build_all("qqp-bimpm", ["bm25"], echo=False)
     assert not build.build_running("qqp-bimpm")
 

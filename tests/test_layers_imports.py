@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # libraries; the CPU kernels torch is asked for (all three set up by the package's __init__)
     ("core",),  # the package itself (its __init__ switches offline mode on)
     ("core.artifacts",),  # atomic JSON / torch writes, fingerprints
+    ("core.executor",),  # the one executor of heavy work (Ray, embedded or a cluster)
     ("models",),  # torch modules citing the papers' equations: no core import at all
     ("core.data",),  # datasets, text pipeline, tokenizers, vectors, candidate lists: no retrieval, no serving
     ("core.retrieval.base",),  # Retriever / Reranker protocols, Ranking, to_run
@@ -38,7 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.serving",),  # the one loader and the one runner; scorers of candidate lists
     ("core.analysis",),  # Compare engine, stored runs, error analysis, layers, keywords, held-out verdicts
     ("core.judging",),  # judgments store, pooling, campaigns, agreement, case studies
-    ("core.build",),  # build every registered system in order
+    ("core.build_graph",),  # the build as executor jobs, edges from the registrations
+    ("core.build",),  # build every registered system (its jobs on the executor)
     ("core.model_cards",),  # what the Models page shows about each system
     ("core.cli",),  # one function per verb
     ("core.__main__",),

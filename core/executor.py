@@ -1,0 +1,210 @@
+"""The one executor for heavy work: Ray tasks, on this machine by default or on a lab's cluster.
+
+Builds, encodings and experiments are :class:`Job` s with the jobs they wait for (``needs``); :func:`run_jobs`
+schedules each one as a Ray task as soon as its inputs are done, so independent jobs run side by side.
+
+- **Where.** ``QRS_RAY_ADDRESS`` unset: Ray is started here, embedded, for the duration of the work
+  (``ray.init(num_cpus=QRS_RAY_CPUS or the cores, include_dashboard=False, object_store_memory=bounded)``)
+  and stopped after it. Set (``ray://`` or ``HOST:PORT`` of ``ray start --head``): the jobs join that cluster;
+  the repository must be at the same path on every node and ``QRS_VAR`` on a folder every node shares. An
+  address that answers nothing is one :class:`ExecutorError` line (the CLI exits 2) and nothing is written.
+- **Determinism.** A job names its torch intra-op ``threads`` (fixed, whatever the machine's size): the worker
+  sets them before the job runs, so a seed and a commit give one model whether the job ran alone, beside
+  others, or on another node. Ray's CPU share of a job (``cpus``) only schedules; it never changes a result.
+- **Priority.** Workers run at a lower priority (``nice``) than the app that started them, so the Streamlit
+  server is never starved while a build runs.
+- **Faults.** A worker that dies mid-job (killed, out of memory) is retried by Ray (``retries``); a job writes
+  its artifacts atomically, so the retry starts from what the dead one left finished (checkpoints included).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import StudioError
+from core.paths import REPO_ROOT
+from core.settings import settings
+
+__all__ = ["ExecutorError", "Job", "JobResult", "check_reachable", "cluster_cpus", "executor", "run_jobs",
+           "WORKER_NICE"]
+
+WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
+OBJECT_STORE_BYTES = 512 * 1024 * 1024  # bounded: builds pass file paths and small records, not tensors
+# torch's and oneDNN's kernel pins (core.cpu_kernels): a worker gets them before it imports torch
+_WORKER_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+
+
+class ExecutorError(StudioError):
+    """The executor cannot start or reach its cluster: one line naming the address and what to do."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of heavy work: ``fn(*args)`` in a worker, after the jobs named in ``needs``.
+
+    ``fn`` is a module-level function (Ray pickles it by reference); ``threads`` is torch's intra-op thread count
+    in the worker (fixed: part of the result's determinism); ``cpus`` is its share of the cluster's CPUs."""
+
+    key: str
+    fn: Callable[..., Any]
+    args: tuple = ()
+    needs: tuple[str, ...] = ()
+    threads: int = 1
+    cpus: float = 1.0
+
+
+@dataclass
+class JobResult:
+    """What a job returned and where it ran (``node``: the Ray node id; ``pid``: the worker process)."""
+
+    key: str
+    value: Any = None
+    node: str = ""
+    pid: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+def _qrs_environment() -> dict[str, str]:
+    """The driver's ``QRS_*`` variables and kernel pins: a worker runs each job in the driver's settings."""
+    env = dict(settings().env)
+    env.update({k: os.environ[k] for k in _WORKER_ENV if k in os.environ})
+    return env
+
+
+def _in_worker(fn: Callable[..., Any], args: tuple, threads: int, env: Mapping[str, str]) -> tuple:
+    """Run one job in a Ray worker: the driver's settings, the job's fixed threads, the lower priority."""
+    import torch
+
+    for key in [k for k in os.environ if k.startswith("QRS_") and k not in env]:
+        del os.environ[key]  # a worker is reused across jobs: no setting leaks from an earlier one
+    os.environ.update(env)
+    if os.nice(0) < WORKER_NICE:
+        os.nice(WORKER_NICE - os.nice(0))
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    value = fn(*args)
+    import ray
+
+    return value, ray.get_runtime_context().get_node_id(), os.getpid(), time.perf_counter() - start
+
+
+def _inline(job: Job, on_event: Callable[[str, JobResult], None] | None) -> JobResult:
+    """One job in this process, on its fixed threads (restored after)."""
+    import torch
+
+    if on_event:
+        on_event("started", JobResult(job.key))
+    before, start = torch.get_num_threads(), time.perf_counter()
+    torch.set_num_threads(job.threads)
+    try:
+        result = JobResult(job.key, job.fn(*job.args), "local", os.getpid())
+    except Exception as exc:  # noqa: BLE001 - recorded, as in a worker
+        result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
+    finally:
+        torch.set_num_threads(before)
+    result.seconds = time.perf_counter() - start
+    if on_event:
+        on_event("failed" if result.error else "done", result)
+    return result
+
+
+def check_reachable() -> None:
+    """Before any work is written: ``QRS_RAY_ADDRESS``, when set, answers (else one :class:`ExecutorError` line)."""
+    if settings().ray_address and not _ray_initialized():
+        _check_address(settings().ray_address)
+
+
+def _ray_initialized() -> bool:
+    import ray
+
+    return ray.is_initialized()
+
+
+def _check_address(address: str) -> None:
+    """Fail fast, in one line, when ``HOST:PORT`` answers nothing (Ray itself would wait and then trace)."""
+    target = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"QRS_RAY_ADDRESS: expected HOST:PORT or ray://HOST:PORT, got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise ExecutorError(f"QRS_RAY_ADDRESS={address}: no Ray cluster answers there ({exc.strerror or exc}); "
+                            "start one with `ray start --head` or unset QRS_RAY_ADDRESS to run here") from None
+
+
+def cluster_cpus() -> int:
+    """CPUs of the embedded Ray: ``QRS_RAY_CPUS``, else this machine's cores."""
+    return settings().ray_cpus or os.cpu_count() or 1
+
+
+@contextmanager
+def executor() -> Iterator[None]:
+    """Ray running for the work inside: joined when already up (a test's or a lab's cluster), else started
+    embedded here and stopped after (or joined at ``QRS_RAY_ADDRESS``)."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    address = settings().ray_address
+    env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT), "OMP_WAIT_POLICY": "PASSIVE", **_qrs_environment()}}
+    if address:
+        _check_address(address)
+        ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
+    else:
+        ray.init(num_cpus=cluster_cpus(), include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+                 runtime_env=env, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None = None,
+             retries: int = 3) -> dict[str, JobResult]:
+    """Run ``jobs`` on the executor, each once its ``needs`` are done (a need outside ``jobs`` is taken as
+    done); returns every job's :class:`JobResult` by key. ``on_event("started" | "done" | "failed", result)``
+    reports progress on the driver. A job that raises is recorded (``error``) and its dependants still run."""
+    keys = {j.key for j in jobs}
+    if len(keys) != len(jobs):
+        raise ValueError("job keys must be unique")
+    if len(jobs) == 1 and not settings().ray_address:  # nothing to overlap: Ray's start would cost more than
+        return {jobs[0].key: _inline(jobs[0], on_event)}  # it saves (a cluster still gets the job)
+    import ray
+
+    pending = {j.key: j for j in jobs}
+    running: dict[Any, Job] = {}
+    results: dict[str, JobResult] = {}
+    env = _qrs_environment()
+    with executor():
+        task = ray.remote(_in_worker)
+        while pending or running:
+            for key in [k for k, j in pending.items() if all(n not in keys or n in results for n in j.needs)]:
+                job = pending.pop(key)
+                ref = task.options(num_cpus=job.cpus, max_retries=retries, retry_exceptions=False,
+                                   name=job.key).remote(job.fn, job.args, job.threads, env)
+                running[ref] = job
+                if on_event:
+                    on_event("started", JobResult(job.key))
+            if not running:
+                missing = {k: [n for n in j.needs if n in keys and n not in results] for k, j in pending.items()}
+                raise ValueError(f"jobs wait on each other in a circle: {missing}")
+            (ready,), _ = ray.wait(list(running), num_returns=1)
+            job = running.pop(ready)
+            try:
+                value, node, pid, seconds = ray.get(ready)
+                result = JobResult(job.key, value, node, pid, seconds)
+            except Exception as exc:  # noqa: BLE001 - recorded; the other jobs go on
+                result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
+            results[job.key] = result
+            if on_event:
+                on_event("failed" if result.error else "done", result)
+    return results
