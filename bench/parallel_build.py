@@ -1,0 +1,85 @@
+"""`make run`'s build on the executor, timed from a fresh artifacts folder, and compared with the committed
+sequential build (bench/reports/default_build.json) system by system.
+
+Runs make run's two build commands (``core build --systems bm25``, then ``core build --all``: the graph of Ray
+jobs) with ``QRS_VAR`` on an empty folder, the load average and the Python speed probe beside the figures; then
+checks every training curve, best dev, stopping step and held-out score against the committed report (equal
+curves are the evidence that the parallel build trained the same models). Usage:
+
+    python -m bench.parallel_build [--var /tmp/qrs-parallel] [--out bench/reports/parallel_build.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.error_analysis_speed import python_speed
+from bench.reporting import head_commit, write_report
+
+REPORTS = Path(__file__).resolve().parent / "reports"
+COMPARED = ("training", "held_out", "test")  # what a model's build measured; build_seconds differ by design
+
+
+def _timed(command: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def compare(rows: list[dict], committed: list[dict]) -> list[dict]:
+    """Per system: equal in every measured field to the committed sequential build's row, or what differs."""
+    before = {r["system"]: r for r in committed}
+    out = []
+    for row in rows:
+        old = before.get(row["system"])
+        differs = [k for k in COMPARED if old is not None and old.get(k) != row.get(k)]
+        out.append({"system": row["system"], "state": row["state"], "build_seconds": row["build_seconds"],
+                    "equal_to_sequential": None if old is None else not differs, "differs": differs})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--var", default="/tmp/qrs-parallel-build")
+    ap.add_argument("--out", default=str(REPORTS / "parallel_build.json"))
+    args = ap.parse_args()
+    var = Path(args.var)
+    shutil.rmtree(var, ignore_errors=True)
+    env = {**os.environ, "QRS_VAR": str(var), "PYTHONUNBUFFERED": "1"}
+    probe_before, load_before = python_speed(), os.getloadavg()
+    bm25 = _timed([sys.executable, "-m", "core", "build", "--dataset", args.dataset, "--systems", "bm25"], env)
+    everything = _timed([sys.executable, "-m", "core", "build", "--dataset", args.dataset, "--all"], env)
+    load_after, probe_after = os.getloadavg(), python_speed()
+    os.environ["QRS_VAR"] = str(var)
+    from bench.default_build_report import system_rows
+
+    rows = system_rows(args.dataset)
+    committed = json.loads((REPORTS / "default_build.json").read_text(encoding="utf-8"))
+    report = {
+        "command": "python -m bench.parallel_build", "commit": head_commit(), "machine": platform.platform(),
+        "cores": os.cpu_count(), "what": "make run's two build commands from an empty artifacts folder: "
+                                         "`core build --systems bm25` (in process), then `core build --all` "
+                                         "(the build graph on the embedded Ray, one CPU per job)",
+        "wall_seconds": round(bm25 + everything, 1), "bm25_seconds": round(bm25, 1),
+        "graph_seconds": round(everything, 1), "budget_seconds": 1800,
+        "within_budget": bm25 + everything <= 1800,
+        "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in load_after],
+        "python_speed_before": probe_before, "python_speed_after": probe_after,
+        "speed_probe": "bench.error_analysis_speed.python_speed: seconds for 10M Python additions, best of 3",
+        "sequential_reference": {"report": "bench/reports/default_build.json", "commit": committed.get("commit"),
+                                 "wall": committed.get("wall")},
+        "systems": compare(rows, committed.get("systems", [])),
+    }
+    write_report(args.out, report)
+
+
+if __name__ == "__main__":
+    main()
