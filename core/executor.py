@@ -10,7 +10,7 @@ schedules each one as a Ray task as soon as its inputs are done, so independent 
   address that answers nothing is one :class:`ExecutorError` line (the CLI exits 2) and nothing is written.
 - **Determinism.** A job names its torch intra-op ``threads`` (fixed, whatever the machine's size): the worker
   sets them before the job runs, so a seed and a commit give one model whether the job ran alone, beside
-  others, or on another node. Ray's CPU share of a job (``cpus``) only schedules; it never changes a result.
+  others, or on another node; Ray reserves as many CPUs as it has threads, so jobs never oversubscribe a core.
 - **Priority.** Workers run at a lower priority (``nice``) than the app that started them, so the Streamlit
   server is never starved while a build runs.
 - **Faults.** A worker that dies mid-job (killed, out of memory) is retried by Ray (``retries``); a job writes
@@ -30,8 +30,8 @@ from core.errors import StudioError
 from core.paths import REPO_ROOT
 from core.settings import settings
 
-__all__ = ["ExecutorError", "Job", "JobResult", "check_reachable", "cluster_cpus", "executor", "run_jobs",
-           "WORKER_NICE"]
+__all__ = ["ExecutorError", "Job", "JobResult", "check_reachable", "cluster_cpus", "executor", "in_job",
+           "job_environment", "run_jobs", "worker_setup", "WORKER_NICE"]
 
 WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
 OBJECT_STORE_BYTES = 512 * 1024 * 1024  # bounded: builds pass file paths and small records, not tensors
@@ -48,14 +48,16 @@ class Job:
     """One unit of heavy work: ``fn(*args)`` in a worker, after the jobs named in ``needs``.
 
     ``fn`` is a module-level function (Ray pickles it by reference); ``threads`` is torch's intra-op thread count
-    in the worker (fixed: part of the result's determinism); ``cpus`` is its share of the cluster's CPUs."""
+    in the worker (fixed: part of the result's determinism) and the CPUs Ray reserves for it (two jobs never share
+    a core: oversubscribed intra-op threads wait on each other's barriers, several times slower).
+    ``priority``: among jobs ready at once, higher goes first."""
 
     key: str
     fn: Callable[..., Any]
     args: tuple = ()
     needs: tuple[str, ...] = ()
     threads: int = 1
-    cpus: float = 1.0
+    priority: float = 0.0
 
 
 @dataclass
@@ -70,15 +72,23 @@ class JobResult:
     error: str = ""
 
 
-def _qrs_environment() -> dict[str, str]:
-    """The driver's ``QRS_*`` variables and kernel pins: a worker runs each job in the driver's settings."""
+_job = {"running": False}  # True while this process runs an executor job (a worker's, or one run inline)
+
+
+def in_job() -> bool:
+    """Inside an executor job: the job is the unit of parallel work, so it does not fan out again."""
+    return _job["running"]
+
+
+def job_environment() -> dict[str, str]:
+    """The driver's ``QRS_*`` settings and kernel pins: a worker runs each job in the driver's settings."""
     env = dict(settings().env)
     env.update({k: os.environ[k] for k in _WORKER_ENV if k in os.environ})
     return env
 
 
-def _in_worker(fn: Callable[..., Any], args: tuple, threads: int, env: Mapping[str, str]) -> tuple:
-    """Run one job in a Ray worker: the driver's settings, the job's fixed threads, the lower priority."""
+def worker_setup(env: Mapping[str, str], threads: int) -> None:
+    """In a worker, before a job or an actor's model: the driver's settings, fixed torch threads, lower priority."""
     import torch
 
     for key in [k for k in os.environ if k.startswith("QRS_") and k not in env]:
@@ -87,10 +97,19 @@ def _in_worker(fn: Callable[..., Any], args: tuple, threads: int, env: Mapping[s
     if os.nice(0) < WORKER_NICE:
         os.nice(WORKER_NICE - os.nice(0))
     torch.set_num_threads(threads)
-    start = time.perf_counter()
-    value = fn(*args)
+
+
+def _in_worker(fn: Callable[..., Any], args: tuple, threads: int, env: Mapping[str, str]) -> tuple:
+    """Run one job in a Ray worker (:func:`worker_setup` first)."""
     import ray
 
+    worker_setup(env, threads)
+    start = time.perf_counter()
+    _job["running"] = True
+    try:
+        value = fn(*args)
+    finally:
+        _job["running"] = False
     return value, ray.get_runtime_context().get_node_id(), os.getpid(), time.perf_counter() - start
 
 
@@ -102,12 +121,14 @@ def _inline(job: Job, on_event: Callable[[str, JobResult], None] | None) -> JobR
         on_event("started", JobResult(job.key))
     before, start = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(job.threads)
+    _job["running"] = True
     try:
         result = JobResult(job.key, job.fn(*job.args), "local", os.getpid())
     except Exception as exc:  # noqa: BLE001 - recorded, as in a worker
         result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
     finally:
         torch.set_num_threads(before)
+        _job["running"] = False
     result.seconds = time.perf_counter() - start
     if on_event:
         on_event("failed" if result.error else "done", result)
@@ -155,7 +176,7 @@ def executor() -> Iterator[None]:
         yield
         return
     address = settings().ray_address
-    env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT), "OMP_WAIT_POLICY": "PASSIVE", **_qrs_environment()}}
+    env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT), "OMP_WAIT_POLICY": "PASSIVE", **job_environment()}}
     if address:
         _check_address(address)
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
@@ -172,7 +193,8 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
              retries: int = 3) -> dict[str, JobResult]:
     """Run ``jobs`` on the executor, each once its ``needs`` are done (a need outside ``jobs`` is taken as
     done); returns every job's :class:`JobResult` by key. ``on_event("started" | "done" | "failed", result)``
-    reports progress on the driver. A job that raises is recorded (``error``) and its dependants still run."""
+    reports progress on the driver (``started``: handed to a worker). A job that raises is recorded (``error``)
+    and its dependants still run. Jobs are handed to Ray only as CPUs free up, most urgent first (``priority``)."""
     keys = {j.key for j in jobs}
     if len(keys) != len(jobs):
         raise ValueError("job keys must be unique")
@@ -181,26 +203,34 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
     import ray
 
     pending = {j.key: j for j in jobs}
+    order = {j.key: i for i, j in enumerate(jobs)}
     running: dict[Any, Job] = {}
     results: dict[str, JobResult] = {}
-    env = _qrs_environment()
+    env = job_environment()
     with executor():
         task = ray.remote(_in_worker)
+        capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
         while pending or running:
-            for key in [k for k, j in pending.items() if all(n not in keys or n in results for n in j.needs)]:
-                job = pending.pop(key)
-                ref = task.options(num_cpus=job.cpus, max_retries=retries, retry_exceptions=False,
+            ready = sorted((j for j in pending.values() if all(n not in keys or n in results for n in j.needs)),
+                           key=lambda j: (-j.priority, order[j.key]))
+            busy = sum(j.threads for j in running.values())
+            for job in ready:  # only what the CPUs take now: a later, more urgent job is not queued behind them
+                if running and busy + job.threads > capacity:
+                    break
+                del pending[job.key]
+                ref = task.options(num_cpus=min(job.threads, capacity), max_retries=retries, retry_exceptions=False,
                                    name=job.key).remote(job.fn, job.args, job.threads, env)
                 running[ref] = job
+                busy += job.threads
                 if on_event:
                     on_event("started", JobResult(job.key))
             if not running:
                 missing = {k: [n for n in j.needs if n in keys and n not in results] for k, j in pending.items()}
                 raise ValueError(f"jobs wait on each other in a circle: {missing}")
-            (ready,), _ = ray.wait(list(running), num_returns=1)
-            job = running.pop(ready)
+            (finished,), _ = ray.wait(list(running), num_returns=1)
+            job = running.pop(finished)
             try:
-                value, node, pid, seconds = ray.get(ready)
+                value, node, pid, seconds = ray.get(finished)
                 result = JobResult(job.key, value, node, pid, seconds)
             except Exception as exc:  # noqa: BLE001 - recorded; the other jobs go on
                 result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])

