@@ -72,19 +72,24 @@ def search_stats(run: dict) -> dict:
                   "p90": float(np.percentile(v, 90)), "queries": len(v)} for key, v in values.items()}
 
 
-def build_missing(name: str, dataset: Dataset, profile: str = "quick") -> dict:
-    """Build a system that is not built yet (``core.build.build_system``: a trained model, an index, a tree);
-    its status metrics. A model trained on another dataset (``SYSTEM@TRAINED_ON``) is never built here."""
-    from core.build import build_system
+def build_missing(names: list[str], dataset: Dataset, profile: str = "quick") -> None:
+    """Build the systems of ``names`` that are not built yet, as one graph on the executor (``core.build.build_all``:
+    independent ones side by side, each on its fixed threads). A model trained on another dataset
+    (``SYSTEM@TRAINED_ON``) is never built here."""
+    from core.build import build_all
     from core.registry import system_module
 
-    parsed = parse_name(name)
-    if parsed.trained_on or system_module(parsed.system).is_built(dataset, variant=parsed.variant):
-        return {}
-    status = build_system(dataset, parsed.system, profile=profile, variant=parsed.variant)
-    if status.state == "failed":
-        raise RuntimeError(f"building {name} on {dataset.name} failed: {status.error}")
-    return dict(status.metrics or {})
+    missing = []
+    for name in names:
+        parsed = parse_name(name)
+        if not parsed.trained_on and not system_module(parsed.system).is_built(dataset, variant=parsed.variant):
+            missing.append(str(parsed))
+    if not missing:
+        return
+    failed = [s for s in build_all(dataset.name, list(dict.fromkeys(missing)), profile=profile, echo=False)
+              if s.state == "failed"]
+    if failed:
+        raise RuntimeError(f"building {failed[0].system} on {dataset.name} failed: {failed[0].error}")
 
 
 def build_record(name: str, dataset: Dataset) -> dict:
@@ -119,10 +124,10 @@ def run_experiment(exp: Experiment, dataset: str | None = None, split: str | Non
     systems: dict[str, dict] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     depth = exp.k or max(exp.depth, 1000 if candidates else 100)
+    if build:
+        build_missing([system_entry(name)[0] for name in exp.systems], ds, profile)
     for name in exp.systems:
         base, options = system_entry(name)
-        if build:
-            build_missing(base, ds, profile)
         start = time.perf_counter()
         run = rank_many(choice(name, exp, ds), ds, queries, k=depth)
         seconds = time.perf_counter() - start

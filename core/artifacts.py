@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ def save_json(path: str | Path, obj: Any) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=2, sort_keys=True, default=str)
     os.replace(tmp, path)
+
+
+def remove_partial(folder: str | Path) -> list[Path]:
+    """Delete what an atomic write left when its process was killed mid-write (the hidden ``.NAME.XXXXXXXX``
+    temporaries of :func:`save_json` / :func:`save_torch`); returns them."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    partial = [p for p in folder.iterdir() if p.is_file() and re.fullmatch(r"\..+\.[A-Za-z0-9_]{8}", p.name)]
+    for path in partial:
+        path.unlink(missing_ok=True)
+    return partial
 
 
 def load_json(path: str | Path, what: str, command: str) -> Any:

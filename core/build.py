@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import inspect
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.artifacts import save_json
+from core.artifacts import remove_partial, save_json
 from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
 from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _locked, _raw_status,  # noqa: F401
@@ -31,7 +32,10 @@ from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _
 from core.progress import ProgressFn, _no_progress
 from core.errors import StudioError
 from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
-                           system_module)
+                           system_module, system_path)
+
+HELD_OUT_KEY = "held_out_lines"  # a build job's verdict lines, beside its status fields
+
 
 class BuildRunningError(StudioError):
     """A second build of a dataset while one runs: one line (the CLI exits 2), nothing started."""
@@ -207,7 +211,7 @@ def build_all(
     name may carry a variant (``densetrans@paper-objective``: built in its own folder, beside the default).
     Returns the statuses in registry order."""
     from core.build_graph import build_jobs, job_key
-    from core.executor import check_reachable, run_jobs
+    from core.executor import JobsCancelled, check_reachable, run_jobs
     from core.registry import default_build_targets, parse_name
 
     dataset = load_dataset(dataset_name)
@@ -246,30 +250,55 @@ def build_all(
             if not echo:
                 return
             if event == "started":
-                print(f"[build] {job.key} scheduled", flush=True)
+                print(f"[build] {job.key} started", flush=True)
+            elif event == "running":  # one readable line per job every half minute: build.log stays a log
+                name = parse_name(job.key)
+                now = read_status(dataset, get_spec(name.system), name.variant)
+                message = now.message.splitlines()[-1][:100] if now.message else now.state
+                print(f"[build] {job.key} {percent(now.progress)} % — {message}", flush=True)
             else:
                 value = job.value or {}
                 took = f" in {job.seconds:.0f}s" if job.seconds else ""
                 print(f"[build] {job.key}: {value.get('state', 'failed')}{took} {value.get('error', job.error)}",
                       flush=True)
+                for line in value.get(HELD_OUT_KEY, []):
+                    print(line, flush=True)
 
-        done = run_jobs(build_jobs(dataset_name, available, build_job, profile, force), on_event=report)
+        finished: set[str] = set()
+
+        def listener(event: str, job) -> None:  # noqa: ANN001 - a JobResult
+            if event in ("done", "failed"):
+                finished.add(job.key)
+            report(event, job)
+
+        try:
+            done = run_jobs(build_jobs(dataset_name, available, build_job, profile, force), on_event=listener)
+        except JobsCancelled:
+            for label in (k for k in queue if k not in finished):
+                name = parse_name(label)
+                remove_partial(system_path(dataset_name, name.system, name.variant))  # a write cut by the kill
+                write_status(dataset_name, BuildStatus(name.system, "not built", message="cancelled"), name.variant)
+            raise BuildCancelled(f"the build of {dataset_name} was cancelled; {len(finished)} of {len(queue)} "
+                                 "systems finished") from None
         for key, job in done.items():
-            results[key] = BuildStatus(**job.value) if job.value else BuildStatus(
+            value = {k: v for k, v in (job.value or {}).items() if k != HELD_OUT_KEY}
+            results[key] = BuildStatus(**value) if value else BuildStatus(
                 parse_name(key).system, "failed", message=job.error, error=job.error or "the build job did not finish")
         return [results[job_key(spec.name, variant)] for spec, variant in targets]
 
 
 def build_job(dataset_name: str, system: str, variant: str | None, profile: str, force: bool) -> dict:
     """One system's build job (run by the executor, in a worker): :func:`build_system` and, when the system is
-    ready, its held-out verdict (cached for the pages); returns the ``BuildStatus`` as a dict."""
+    ready, its held-out verdict (cached for the pages); returns the ``BuildStatus`` as a dict, the verdict's line
+    under ``HELD_OUT_KEY`` (the driver prints it)."""
     from core.analysis.held_out import check_built
 
     dataset = load_dataset(dataset_name)
     status = build_system(dataset, system, profile=profile, variant=variant, force=force)
+    verdicts = []
     if status.state == "ready":  # beats its reference on held-out queries? checked as each system finishes
-        check_built(dataset, [(system, variant)], echo=False)
-    return asdict(status)
+        verdicts = [f"[held-out] {v.system}: {v.line()}" for v in check_built(dataset, [(system, variant)], echo=False)]
+    return {**asdict(status), HELD_OUT_KEY: verdicts}
 
 
 def progress_line(dataset: Dataset) -> str | None:
@@ -281,12 +310,34 @@ def progress_line(dataset: Dataset) -> str | None:
         return None
     statuses = [read_status(dataset, s) for s in list_systems() if supports(s, dataset)]
     ready = sum(b.state == "ready" for b in statuses)
-    active = next((b for b in statuses if b.state == "building"), None)
+    active = [b for b in statuses if b.state == "building"]
     tail = f"{ready}/{len(statuses)} systems ready (see Models)"
-    if active is None:
+    if not active:
         return f"⏳ Background build running · {tail}"
-    message = active.message.splitlines()[-1][:80] if active.message else "building"
-    return f"⏳ Background build: {active.system} {percent(active.progress)} % — {message} · {tail}"
+    if len(active) == 1:
+        message = active[0].message.splitlines()[-1][:80] if active[0].message else "building"
+        return f"⏳ Background build: {active[0].system} {percent(active[0].progress)} % — {message} · {tail}"
+    building = ", ".join(f"{b.system} {percent(b.progress)} %" for b in active)
+    return f"⏳ Background build: {building} · {tail}"
+
+
+class BuildCancelled(StudioError):
+    """The running build was cancelled (``cancel_build``): its unfinished systems are left not built."""
+
+
+def cancel_build(dataset_name: str) -> bool:
+    """Cancel the running build of ``dataset_name`` (SIGTERM to the process that holds its lock): it stops its
+    jobs on the executor (their workers are killed: every artifact is written atomically, so nothing is left
+    half-written; a training keeps its last checkpoint to resume from), marks each unfinished system not built
+    ("cancelled") and lets go of the lock. False when no build runs."""
+    if not build_running(dataset_name):
+        return False
+    try:
+        pid = int((_status_dir(dataset_name) / "build.lock").read_text(encoding="utf-8").strip())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def start_background_build(dataset_name: str, profile: str = "quick", systems: list[str] | None = None) -> bool:

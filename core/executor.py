@@ -19,7 +19,9 @@ schedules each one as a Ray task as soon as its inputs are done, so independent 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,9 +32,10 @@ from core.errors import StudioError
 from core.paths import REPO_ROOT
 from core.settings import settings
 
-__all__ = ["ExecutorError", "Job", "JobResult", "check_reachable", "cluster_cpus", "executor", "in_job",
+__all__ = ["ExecutorError", "Job", "JobResult", "JobsCancelled", "check_reachable", "cluster_cpus", "executor", "in_job",
            "job_environment", "run_jobs", "worker_setup", "WORKER_NICE"]
 
+HEARTBEAT_SECONDS = 30.0  # a "running" event per running job when none has finished for this long
 WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
 OBJECT_STORE_BYTES = 512 * 1024 * 1024  # bounded: builds pass file paths and small records, not tensors
 # torch's and oneDNN's kernel pins (core.cpu_kernels): a worker gets them before it imports torch
@@ -181,7 +184,8 @@ def executor() -> Iterator[None]:
         _check_address(address)
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
     else:
-        ray.init(num_cpus=cluster_cpus(), include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+        ray.init(address="local", num_cpus=cluster_cpus(), include_dashboard=False,  # "local": never a RAY_ADDRESS
+                 object_store_memory=OBJECT_STORE_BYTES,
                  runtime_env=env, log_to_driver=False, logging_level="ERROR", configure_logging=False)
     try:
         yield
@@ -189,11 +193,31 @@ def executor() -> Iterator[None]:
         ray.shutdown()
 
 
+class JobsCancelled(StudioError):
+    """SIGTERM while jobs ran (``core.build.cancel_build``): the running jobs were cancelled, their workers killed."""
+
+
+@contextmanager
+def _cancel_on_sigterm() -> Iterator[threading.Event]:
+    """An event that SIGTERM sets while jobs run (installed after ``ray.init``, whose own handler would end the
+    process without cancelling anything); the scheduler checks it every second. Main thread only, as signals."""
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: requested.set())
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None = None,
              retries: int = 3) -> dict[str, JobResult]:
     """Run ``jobs`` on the executor, each once its ``needs`` are done (a need outside ``jobs`` is taken as
     done); returns every job's :class:`JobResult` by key. ``on_event("started" | "done" | "failed", result)``
-    reports progress on the driver (``started``: handed to a worker). A job that raises is recorded (``error``)
+    reports progress on the driver (``started``: handed to a worker; ``running``: still running, every
+    ``HEARTBEAT_SECONDS`` while none finishes). A job that raises is recorded (``error``)
     and its dependants still run. Jobs are handed to Ray only as CPUs free up, most urgent first (``priority``)."""
     keys = {j.key for j in jobs}
     if len(keys) != len(jobs):
@@ -207,34 +231,63 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
     running: dict[Any, Job] = {}
     results: dict[str, JobResult] = {}
     env = job_environment()
-    with executor():
+    with executor(), _cancel_on_sigterm() as cancel:
         task = ray.remote(_in_worker)
         capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        while pending or running:
-            ready = sorted((j for j in pending.values() if all(n not in keys or n in results for n in j.needs)),
-                           key=lambda j: (-j.priority, order[j.key]))
-            busy = sum(j.threads for j in running.values())
-            for job in ready:  # only what the CPUs take now: a later, more urgent job is not queued behind them
-                if running and busy + job.threads > capacity:
-                    break
-                del pending[job.key]
-                ref = task.options(num_cpus=min(job.threads, capacity), max_retries=retries, retry_exceptions=False,
-                                   name=job.key).remote(job.fn, job.args, job.threads, env)
-                running[ref] = job
-                busy += job.threads
-                if on_event:
-                    on_event("started", JobResult(job.key))
-            if not running:
-                missing = {k: [n for n in j.needs if n in keys and n not in results] for k, j in pending.items()}
-                raise ValueError(f"jobs wait on each other in a circle: {missing}")
-            (finished,), _ = ray.wait(list(running), num_returns=1)
-            job = running.pop(finished)
-            try:
-                value, node, pid, seconds = ray.get(finished)
-                result = JobResult(job.key, value, node, pid, seconds)
-            except Exception as exc:  # noqa: BLE001 - recorded; the other jobs go on
-                result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
-            results[job.key] = result
-            if on_event:
-                on_event("failed" if result.error else "done", result)
+        node_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")] or [1])
+        try:
+            _schedule(task, pending, running, results, keys, order, capacity, node_cpus, retries, env, on_event,
+                      cancel)
+        except BaseException:  # cancelled (a signal) or interrupted: stop what runs, its workers with it
+            for ref in running:
+                ray.cancel(ref, force=True)
+            raise
     return results
+
+
+def _schedule(task, pending: dict, running: dict, results: dict, keys: set, order: dict, capacity: int,  # noqa: ANN001
+              node_cpus: int, retries: int, env: Mapping[str, str], on_event, cancel: threading.Event) -> None:
+    """``run_jobs``'s loop: hand ready jobs to Ray as CPUs free (most urgent first; a job that does not fit the
+    free CPUs lets a smaller one behind it start), collect each as it ends. A job reserves its threads' CPUs, at
+    most one node's."""
+    import ray
+
+    while pending or running:
+        ready = sorted((j for j in pending.values() if all(n not in keys or n in results for n in j.needs)),
+                       key=lambda j: (-j.priority, order[j.key]))
+        busy = sum(min(j.threads, node_cpus) for j in running.values())
+        for job in ready:  # only what the CPUs take now: a later, more urgent job is not queued behind them
+            cpus = min(job.threads, node_cpus)
+            if running and busy + cpus > capacity:
+                continue
+            del pending[job.key]
+            ref = task.options(num_cpus=cpus, max_retries=retries, retry_exceptions=False,
+                               name=job.key).remote(job.fn, job.args, job.threads, env)
+            running[ref] = job
+            busy += cpus
+            if on_event:
+                on_event("started", JobResult(job.key))
+        if not running:
+            missing = {k: [n for n in j.needs if n in keys and n not in results] for k, j in pending.items()}
+            raise ValueError(f"jobs wait on each other in a circle: {missing}")
+        done: list = []
+        waited = time.monotonic()
+        while not done:
+            done, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+            if cancel.is_set():
+                raise JobsCancelled("the jobs were cancelled")
+            if not done and time.monotonic() - waited > HEARTBEAT_SECONDS:  # nothing finished for a while
+                waited = time.monotonic()
+                for job in running.values():
+                    if on_event:
+                        on_event("running", JobResult(job.key))
+        job = running.pop(done[0])
+        finished = done[0]
+        try:
+            value, node, pid, seconds = ray.get(finished)
+            result = JobResult(job.key, value, node, pid, seconds)
+        except Exception as exc:  # noqa: BLE001 - recorded; the other jobs go on
+            result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
+        results[job.key] = result
+        if on_event:
+            on_event("failed" if result.error else "done", result)

@@ -56,7 +56,7 @@ class LayerSource:
     options: tuple[tuple[str, object], ...] = ()  # loader options (an exact index: the vectors are what is read)
 
 
-BUILD_THREADS = 1  # torch threads of a build job, on every machine: a seed and a commit give one model anywhere
+BUILD_THREADS = 1  # torch threads of a build job unless its registration says otherwise (SystemSpec.threads)
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ class SystemSpec:
     origin: str = "built-in"  # "built-in", "user" (core systems add) or "plugin:<distribution>"
     source: str = ""  # where a user or plugin system comes from (a model folder, a run file, a module)
     needs: tuple[str, ...] = ()  # systems whose artifacts its build reads: the build graph's edges (core.build_graph)
-    threads: int = BUILD_THREADS  # torch intra-op threads its build runs on, on every machine (fixed: determinism)
+    threads: int = BUILD_THREADS  # torch intra-op threads (and CPUs) of its build job on every machine: a training's
+    # weights depend on it (fixed: determinism); inference does not (MiniLM's vectors are bit-equal on 1 and 2)
 
     @property
     def kind_family(self) -> str:
@@ -125,7 +126,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                variants=("cls", "mean", "max", "finetuned"), datasets=("*",), trained_variants=("finetuned",),
                note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True,
                layer_sources=(LayerSource("MiniLM [CLS]", pooling="cls"), LayerSource("MiniLM mean", pooling="mean")),
-               **_DENSE),
+               **_DENSE,
+               threads=2),  # encoding only (its vectors do not depend on the threads): both cores
     SystemSpec("glove-mean", "retriever", "GloVe mean (untrained reference)", "core.retrieval.wordmean",
                "untrained reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
                note="untrained starting point that DenseTrans and dual-encoder must beat", cheap=True, **_DENSE),
@@ -133,7 +135,8 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                "densetrans-cai2021.md §4.2.1 DualEncoder baseline (mean of trainable word vectors + linear, Eq. 6-7)",
                note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean",
                reference="glove-mean", **_DENSE,
-               needs=("bm25",)),  # its hard negatives come from BM25's index
+               needs=("bm25",),  # its hard negatives come from BM25's index
+               threads=2),  # trained on 2 threads: the committed models' weights depend on it
     SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
                pair_scoring=False, family="tree", exact_reference="minilm", knobs=("beam", "K"),
@@ -157,12 +160,14 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                layer_sources=(LayerSource("DenseTrans", options=(("index", "flat"),)),
                               LayerSource("DenseTrans -AllDense", "-AllDense", options=(("index", "flat"),))),
                **_DENSE,
-               needs=("bm25",)),  # hard negatives
+               needs=("bm25",),  # hard negatives
+               threads=2),  # trained on 2 threads: the committed models' weights depend on it
     SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
                "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
                variants=("sdml", "tl-euc", "tl-ssd"),
                deviation="project recipe: GloVe 6B-50d input embeddings over every collection word, 450-step cap (paper: random 300-d embeddings, 50k words + hash bins; `--profile paper`); trained on 7,894 pairs (paper: 219k)",
-               reference="glove-mean", **_DENSE),
+               reference="glove-mean", **_DENSE,
+               threads=2),  # trained on 2 threads: the committed models' weights depend on it
     SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.retrieval.fusion",
                "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
                variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
@@ -207,12 +212,14 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "public pieces: data/trecqa/PROVENANCE.md) with overlap features and dev-MAP early "
                                "stopping; still differs: GloVe 6B-50d (paper: word2vec 50-d on Wikipedia + AQUAINT), "
                                "quick profile capped at 6 epochs (paper: 25 with patience 5)"),),
-               family="reranker", reference="bm25"),
+               family="reranker", reference="bm25",
+               threads=2),  # trained on 2 threads: the committed models' weights depend on it
     SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
                "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
                deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '
                          + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
-               family="cross-encoder", reference="minilm-pairs"),
+               family="cross-encoder", reference="minilm-pairs",
+               threads=2),  # trained on 2 threads: the committed models' weights depend on it
     SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.rerank.tree_cross",
                "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
                note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True,

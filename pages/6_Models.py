@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from core.build import (
     build_log_tail,
+    cancel_build,
     build_running,
     pending_note,
     percent,
@@ -101,6 +102,11 @@ with left:
     if st.button("▶ Build everything not built yet", disabled=build_running(ds.name)):
         started = start_background_build(ds.name, profile)
         st.toast("Build started in the background." if started else "A build is already running.")
+    if build_running(ds.name) and st.button("■ Cancel the build", key="models.cancel",
+                                            help="Stops the running build's jobs; systems it finished stay built, "
+                                                 "the others are left not built (nothing half-written)"):
+        st.toast("Cancelling the build: its running jobs stop, finished systems stay built."
+                 if cancel_build(ds.name) else "No build was running.")
 with right:
     names = [_label(spec, variant) for spec, variant in _buildable()]
     pick = st.selectbox("Build one system", names, key="models.build_one",

@@ -152,3 +152,35 @@ def test_the_build_on_two_nodes_survives_a_killed_worker_with_the_sequential_mod
         if (folder / "embeddings.npy").is_file():
             assert np.array_equal(np.load(folder / "embeddings.npy"),
                                   np.load(sequential_build / "systems" / "qqp-bimpm" / system / "embeddings.npy"))
+
+
+def test_cancelling_a_background_build_stops_its_jobs_and_leaves_nothing_half_written(tiny_data, fresh_var):
+    import json
+
+    systems = ["glove-mean", "dual-encoder", "sdml-cnn", "minilm"]
+    assert build.start_background_build("qqp-bimpm", systems=systems)
+    status_dir = fresh_var / "build" / "qqp-bimpm"
+    deadline = time.time() + 240
+    while time.time() < deadline:  # cancel while a training job builds
+        states = {s: json.loads((status_dir / f"{s}.json").read_text()).get("state")
+                  for s in TRAINED if (status_dir / f"{s}.json").is_file()}
+        if "building" in states.values():
+            break
+        time.sleep(0.2)
+    assert build.cancel_build("qqp-bimpm")
+    while time.time() < deadline and build.build_running("qqp-bimpm"):
+        time.sleep(0.2)
+    assert not build.build_running("qqp-bimpm")
+    ds = load_dataset("qqp-bimpm")
+    statuses = {s: build.read_status(ds, get_spec(s)) for s in systems}
+    assert "building" not in {s.state for s in statuses.values()}
+    cancelled = [s for s, st in statuses.items() if st.state == "not built"]
+    assert cancelled and all(statuses[s].message == "cancelled" for s in cancelled), statuses
+    for system in cancelled:  # nothing half-written: not built, no metrics, no temporary of a cut write
+        folder = system_path("qqp-bimpm", system)
+        assert not build.system_module(system).is_built(ds) and not (folder / "metrics.json").exists(), system
+        assert not [p.name for p in folder.glob(".*")] if folder.is_dir() else True, system
+    assert not build.cancel_build("qqp-bimpm")  # nothing left to cancel
+    log = (status_dir / "build.log").read_text(encoding="utf-8")
+    assert "\r" not in log and "[build] glove-mean started" in log  # one readable line per event, no bars
+    assert max(len(line) for line in log.splitlines()) < 400

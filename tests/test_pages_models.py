@@ -131,3 +131,25 @@ def test_models_page_idle_does_not_poll():
     assert calls and all(ast.unparse(k.value) == "3 if RUNNING else None" for c in calls for k in c.keywords
                          if k.arg == "run_every")
     assert "@st.fragment(run_every=3)" not in source
+
+
+def test_the_header_names_every_system_building_at_once_and_the_page_cancels_the_build(built, monkeypatch):
+    """Several jobs build side by side on the executor: the build line names each; the Cancel button asks the
+    running build to stop (core.build.cancel_build)."""
+    from core import build
+
+    asked = []
+    monkeypatch.setattr(build, "cancel_build", lambda name: asked.append(name) or True)
+    with build.build_lock("qqp-bimpm"):
+        build.write_status("qqp-bimpm", build.BuildStatus("minilm", "building", progress=0.5, message="encoding"))
+        build.write_status("qqp-bimpm", build.BuildStatus("glove-mean", "building", progress=0.25, message="vectors"))
+        locks = [build._status_path("qqp-bimpm", s).with_suffix(".lock") for s in ("minilm", "glove-mean")]
+        with build._lock(locks[0]), build._lock(locks[1]):
+            at = app_test("pages/6_Models.py").run()
+            assert not at.exception, at.exception
+            line = next(c.value for c in at.caption if c.value.startswith("⏳ Background build"))
+            assert "minilm 50 %" in line and "glove-mean 25 %" in line, line
+            at.button(key="models.cancel").click().run()
+            assert not at.exception, at.exception
+    assert asked == ["qqp-bimpm"]
+    assert any("Cancelling the build" in t.value for t in at.toast)

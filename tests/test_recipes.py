@@ -186,11 +186,22 @@ def test_cli_trains_and_evaluates_the_recipe_by_name(tiny_data, fresh_var, monke
 
 def test_build_verb_takes_system_at_variant(tiny_data, fresh_var, monkeypatch):
     """The Models page's "Build one system" runs ``python -m core build --systems densetrans@paper-objective``."""
+    from dataclasses import asdict
+
     import core.build as build
+    from core import executor
 
     calls = []
-    monkeypatch.setattr(build, "build_system", lambda ds, name, profile="quick", variant=None, force=False:
-                        calls.append((name, variant, profile)) or build.BuildStatus(name, "ready"))
+
+    def run_jobs(jobs, on_event=None, retries=3):  # the executor's jobs, as the CLI made them (none run)
+        out = {}
+        for job in jobs:
+            _, name, variant, profile, _ = job.args
+            calls.append((name, variant, profile))
+            out[job.key] = executor.JobResult(job.key, asdict(build.BuildStatus(name, "ready")))
+        return out
+
+    monkeypatch.setattr(executor, "run_jobs", run_jobs)
     code, out, err = run_main("build", "--systems", "densetrans@paper-objective,frm@kw-loss,bm25")
     assert code == 0, err
     assert calls == [("densetrans", "paper-objective", "quick"), ("frm", "kw-loss", "quick"), ("bm25", None, "quick")]
