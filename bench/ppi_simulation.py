@@ -103,11 +103,35 @@ def _tau(a: np.ndarray, b: np.ndarray) -> float:
 
 def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, budgets, draws: int, seed: int,
              systems: list[str], n_labels: np.ndarray, prior_df: float = PRIOR_DF) -> dict:
-    """Coverage, width and τ per budget and design (see the module docstring).
+    """Coverage, width and τ per budget and design (see the module docstring): each (budget, design) cell a job on
+    the executor (``core.executor``; every cell seeds its own generator, so the cells run side by side and give
+    the numbers of one loop).
 
     ``human[m]``: per system, the per-query metric under full human labels; ``soft[m]``: the soft judge's
     prediction; ``model_var[m]``: per system index and per pair (i, j), the judge's predicted variance per
     query; ``uncertainty``: u_q for the budget-aware design."""
+    from core.executor import Job, run_jobs
+
+    cells = [(budget, design) for budget in budgets for design in DESIGNS]
+    jobs = [Job(f"{budget:.2f}/{design}", simulate_cell,
+                (human, soft, model_var, uncertainty, budget, design, draws, seed, systems, n_labels, prior_df))
+            for budget, design in cells]
+    done = run_jobs(jobs)
+    failed = [r.error for r in done.values() if r.error]
+    if failed:
+        raise RuntimeError(f"a simulation cell failed: {failed[0]}")
+    out: dict = {}
+    for (budget, design), job in zip(cells, jobs):
+        out.setdefault(f"{budget:.2f}", {})[design] = done[job.key].value
+    return out
+
+
+DESIGNS = ("uniform", "budget-aware")
+
+
+def simulate_cell(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, budget: float, design: str,
+                  draws: int, seed: int, systems: list[str], n_labels: np.ndarray, prior_df: float) -> dict:
+    """One budget and design of :func:`simulate`: ``draws`` samples from a generator seeded with ``seed``."""
     big_n = len(n_labels)
     pairs = list(itertools.combinations(range(len(systems)), 2))
     significant = {(m, i, j): bool(np.any(human[m][i] != human[m][j])
@@ -115,66 +139,62 @@ def simulate(human: dict, soft: dict, model_var: dict, uncertainty: np.ndarray, 
                    for m in METRICS for i, j in pairs}
     keys = ("ppi_cover", "human_cover", "ppi_width", "human_width", "diff_ppi_cover", "diff_human_cover",
             "diff_ppi_width", "diff_human_width", "tau_ppi", "tau_human", "sig_kept", "sig_kept_human", "labels")
-    out: dict = {}
-    for budget in budgets:
-        n = max(2, round(budget * big_n))
-        for design in ("uniform", "budget-aware"):
-            rng = np.random.default_rng(seed)
-            pi = inclusion_probabilities(uncertainty, n) if design == "budget-aware" else None
-            acc: dict = {m: {k: [] for k in keys} for m in METRICS}
-            for _ in range(draws):
-                idx = uniform_sample(big_n, n, rng) if pi is None else sequential_poisson_sample(pi, n, rng)
-                for m in METRICS:
-                    a = acc[m]
-                    a["labels"].append(int(n_labels[idx].sum()))
-                    truth, f = human[m], soft[m]
-                    est_p, est_h = [], []
-                    for s in range(len(systems)):
-                        t = truth[s].mean()
-                        ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, model_var=model_var[m][s],
-                                      prior_df=prior_df)
-                        ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
-                        a["ppi_cover"].append(ip.covers(t))
-                        a["human_cover"].append(ih.covers(t))
-                        a["ppi_width"].append(ip.width)
-                        a["human_width"].append(ih.width)
-                        est_p.append(ip.estimate)
-                        est_h.append(ih.estimate)
-                    full = np.array([truth[s].mean() for s in range(len(systems))])
-                    a["tau_ppi"].append(_tau(np.array(est_p), full))
-                    a["tau_human"].append(_tau(np.array(est_h), full))
-                    kept, kept_h = [], []
-                    for i, j in pairs:
-                        d_true = truth[i] - truth[j]
-                        ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi,
-                                      model_var=model_var[m][(i, j)], prior_df=prior_df)
-                        ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
-                        a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
-                        a["diff_human_cover"].append(ih.covers(d_true.mean()))
-                        a["diff_ppi_width"].append(ip.width)
-                        a["diff_human_width"].append(ih.width)
-                        if significant[(m, i, j)]:
-                            sign = np.sign(d_true.mean())
-                            kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
-                            kept_h.append(bool(ih.low > 0) if sign > 0 else bool(ih.high < 0))
-                    if kept:
-                        a["sig_kept"].append(float(np.mean(kept)))
-                        a["sig_kept_human"].append(float(np.mean(kept_h)))
-            out.setdefault(f"{budget:.2f}", {})[design] = {
-                m: {"draws": len(a["labels"]), "queries": n,
-                    "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs),
-                    "human_labels_mean": float(np.mean(a["labels"])),
-                    "coverage_ppi": float(np.mean(a["ppi_cover"])), "coverage_human": float(np.mean(a["human_cover"])),
-                    "width_ppi": float(np.mean(a["ppi_width"])), "width_human": float(np.mean(a["human_width"])),
-                    "diff_coverage_ppi": float(np.mean(a["diff_ppi_cover"])),
-                    "diff_coverage_human": float(np.mean(a["diff_human_cover"])),
-                    "diff_width_ppi": float(np.mean(a["diff_ppi_width"])),
-                    "diff_width_human": float(np.mean(a["diff_human_width"])),
-                    "tau_ppi": float(np.mean(a["tau_ppi"])), "tau_human": float(np.mean(a["tau_human"])),
-                    "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None,
-                    "significant_pairs_kept_human": float(np.mean(a["sig_kept_human"])) if a["sig_kept_human"] else None}
-                for m, a in acc.items()}
-    return out
+    n = max(2, round(budget * big_n))
+    rng = np.random.default_rng(seed)
+    pi = inclusion_probabilities(uncertainty, n) if design == "budget-aware" else None
+    acc: dict = {m: {k: [] for k in keys} for m in METRICS}
+    for _ in range(draws):
+        idx = uniform_sample(big_n, n, rng) if pi is None else sequential_poisson_sample(pi, n, rng)
+        for m in METRICS:
+            a = acc[m]
+            a["labels"].append(int(n_labels[idx].sum()))
+            truth, f = human[m], soft[m]
+            est_p, est_h = [], []
+            for s in range(len(systems)):
+                t = truth[s].mean()
+                ip = ppi_mean(f[s], idx, truth[s][idx], level=LEVEL, probs=pi, model_var=model_var[m][s],
+                              prior_df=prior_df)
+                ih = human_mean(big_n, idx, truth[s][idx], level=LEVEL, probs=pi)
+                a["ppi_cover"].append(ip.covers(t))
+                a["human_cover"].append(ih.covers(t))
+                a["ppi_width"].append(ip.width)
+                a["human_width"].append(ih.width)
+                est_p.append(ip.estimate)
+                est_h.append(ih.estimate)
+            full = np.array([truth[s].mean() for s in range(len(systems))])
+            a["tau_ppi"].append(_tau(np.array(est_p), full))
+            a["tau_human"].append(_tau(np.array(est_h), full))
+            kept, kept_h = [], []
+            for i, j in pairs:
+                d_true = truth[i] - truth[j]
+                ip = ppi_mean(f[i] - f[j], idx, d_true[idx], level=LEVEL, probs=pi,
+                              model_var=model_var[m][(i, j)], prior_df=prior_df)
+                ih = human_mean(big_n, idx, d_true[idx], level=LEVEL, probs=pi)
+                a["diff_ppi_cover"].append(ip.covers(d_true.mean()))
+                a["diff_human_cover"].append(ih.covers(d_true.mean()))
+                a["diff_ppi_width"].append(ip.width)
+                a["diff_human_width"].append(ih.width)
+                if significant[(m, i, j)]:
+                    sign = np.sign(d_true.mean())
+                    kept.append(bool(ip.low > 0) if sign > 0 else bool(ip.high < 0))
+                    kept_h.append(bool(ih.low > 0) if sign > 0 else bool(ih.high < 0))
+            if kept:
+                a["sig_kept"].append(float(np.mean(kept)))
+                a["sig_kept_human"].append(float(np.mean(kept_h)))
+    return {
+        m: {"draws": len(a["labels"]), "queries": n,
+            "significant_pairs_full": sum(significant[(m, i, j)] for i, j in pairs),
+            "human_labels_mean": float(np.mean(a["labels"])),
+            "coverage_ppi": float(np.mean(a["ppi_cover"])), "coverage_human": float(np.mean(a["human_cover"])),
+            "width_ppi": float(np.mean(a["ppi_width"])), "width_human": float(np.mean(a["human_width"])),
+            "diff_coverage_ppi": float(np.mean(a["diff_ppi_cover"])),
+            "diff_coverage_human": float(np.mean(a["diff_human_cover"])),
+            "diff_width_ppi": float(np.mean(a["diff_ppi_width"])),
+            "diff_width_human": float(np.mean(a["diff_human_width"])),
+            "tau_ppi": float(np.mean(a["tau_ppi"])), "tau_human": float(np.mean(a["tau_human"])),
+            "significant_pairs_kept": float(np.mean(a["sig_kept"])) if a["sig_kept"] else None,
+            "significant_pairs_kept_human": float(np.mean(a["sig_kept_human"])) if a["sig_kept_human"] else None}
+        for m, a in acc.items()}
 
 
 PRIOR_DF_GRID = (1.0, 2.0, 4.0, 8.0, float("inf"))  # d₀ candidates, narrowest first; ∞: the hard floor
@@ -336,6 +356,14 @@ def main(argv: list[str] | None = None) -> int:
 
         print(markdown_table(json.loads(Path(args.out).read_text(encoding="utf-8"))))
         return 0
+    from core.executor import executor
+
+    with executor():  # Ray started once for every simulation cell of the command
+        return _run(args, argv)
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The measurement behind :func:`main` (on a running executor)."""
     start = time.perf_counter()
     ds = load_dataset(args.dataset)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]

@@ -1,7 +1,10 @@
-"""The default build: every registry system for a dataset, in order, with status files the app reads.
+"""The default build: every registry system for a dataset as jobs on the executor (``core.build_graph``,
+``core.executor``: each once the systems it reads are built, independent ones side by side), with status files
+the app reads.
 
 ``python -m core build --all`` runs it in the foreground; ``--background`` starts it as a detached
-process (one per dataset, guarded by a file lock) so the app is usable while heavier systems train.
+process (one per dataset, guarded by a file lock) so the app is usable while heavier systems train;
+``cancel_build`` stops it (the Models page's button).
 Status of each system is a JSON file ``var/build/<dataset>/<system>.json`` written atomically:
 ``state`` (queued / building / ready / failed / skipped), ``progress`` (0–1), ``message``, timings,
 the error text, and the metrics the build returned. Systems already built are not rebuilt (a second
@@ -239,7 +242,8 @@ def build_all(
                                                                    message="not implemented in this version")
                 continue
             available.append((spec, variant))
-        queue = [job_key(s.name, v) for s, v in available if force or not system_module(s.name).is_built(dataset, variant=v)]
+        queue = [job_key(s.name, v) for s, v in available
+                 if force or not system_module(s.name).is_built(dataset, variant=v)]
         for label in queue:
             name = parse_name(label)
             write_status(dataset_name, BuildStatus(name.system, "queued", message="waiting for its inputs or a CPU"),

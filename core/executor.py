@@ -32,8 +32,8 @@ from core.errors import StudioError
 from core.paths import REPO_ROOT
 from core.settings import settings
 
-__all__ = ["ExecutorError", "Job", "JobResult", "JobsCancelled", "check_reachable", "cluster_cpus", "executor", "in_job",
-           "job_environment", "run_jobs", "worker_setup", "WORKER_NICE"]
+__all__ = ["ExecutorError", "Job", "JobResult", "JobsCancelled", "check_reachable", "cluster_cpus", "executor",
+           "in_job", "job_environment", "run_jobs", "worker_setup", "WORKER_NICE"]
 
 HEARTBEAT_SECONDS = 30.0  # a "running" event per running job when none has finished for this long
 WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
@@ -247,9 +247,10 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
 
 def _schedule(task, pending: dict, running: dict, results: dict, keys: set, order: dict, capacity: int,  # noqa: ANN001
               node_cpus: int, retries: int, env: Mapping[str, str], on_event, cancel: threading.Event) -> None:
-    """``run_jobs``'s loop: hand ready jobs to Ray as CPUs free (most urgent first; a job that does not fit the
-    free CPUs lets a smaller one behind it start), collect each as it ends. A job reserves its threads' CPUs, at
-    most one node's."""
+    """``run_jobs``'s loop: hand ready jobs to Ray as CPUs free, most urgent first, none past an urgent one that
+    waits for CPUs (a smaller job slipped in ahead of it could hold it back for as long as it runs: the
+    cross-encoder waited behind both FRMs that way); collect each as it ends. A job reserves its threads' CPUs,
+    at most one node's."""
     import ray
 
     while pending or running:
@@ -259,7 +260,7 @@ def _schedule(task, pending: dict, running: dict, results: dict, keys: set, orde
         for job in ready:  # only what the CPUs take now: a later, more urgent job is not queued behind them
             cpus = min(job.threads, node_cpus)
             if running and busy + cpus > capacity:
-                continue
+                break
             del pending[job.key]
             ref = task.options(num_cpus=cpus, max_retries=retries, retry_exceptions=False,
                                name=job.key).remote(job.fn, job.args, job.threads, env)

@@ -71,7 +71,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("QRS_USER", "the OS login name", "the user's name in single-user mode (no login)"),
     Variable("QRS_RAY_ADDRESS", "unset", "Ray cluster the heavy work (builds, encoding, experiments) joins "
              "(`HOST:6379` of `ray start --head`); unset: Ray is started here for the work and stopped after"),
-    Variable("QRS_RAY_CPUS", "the machine's cores", "CPUs of the Ray started here (each build job takes one)"),
+    Variable("QRS_RAY_CPUS", "the machine's cores", "CPUs of the Ray started here (a build job reserves one per torch thread)"),
     Variable("QRS_BENCH_VAR", "`/tmp/qrs-bench-var`", "artifacts folder `bench/milvus_scale.py` uses when "
              "`QRS_VAR` holds no built glove-mean"),
 )

@@ -5,8 +5,8 @@ actor, shards streamed back and put in collection order.
 bi-encoder. It goes to Ray Data when the encoder can be rebuilt in a worker (its ``recipe``: a module-level
 factory and its arguments), the collection is large enough for the pool to pay for Ray's start
 (``RAY_MIN_TEXTS``, or always when ``QRS_RAY_ADDRESS`` names a cluster), and it is not already running inside an
-executor job (a build job is itself the unit of parallel work: its encoding stays in its process). Else the
-encoder runs here, as before.
+executor job (a build job is itself the unit of parallel work: its encoding stays in its process) nor in a
+page's script thread. Else the encoder runs here, as before.
 
 Same vectors either way. An encoder that batches texts by token length (``token_lengths``: MiniLM's same-length
 batches, no padding) is sharded by length, each shard holding whole length groups in collection order, and each
@@ -16,6 +16,7 @@ their vectors equal the single process's within float rounding (tests check max 
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -78,7 +79,11 @@ class _EncodeActor:
 
 
 def _use_ray(encoder: Any, n: int) -> bool:
+    """A recipe, not inside a job, large enough (or a cluster named), and the main thread (a page's script thread
+    encodes in its process: Ray installs signal handlers, which only the main thread may)."""
     if getattr(encoder, "recipe", None) is None or in_job():
+        return False
+    if threading.current_thread() is not threading.main_thread():
         return False
     return n >= RAY_MIN_TEXTS or bool(settings().ray_address)
 
