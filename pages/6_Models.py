@@ -97,7 +97,7 @@ status_table()
 left, right = st.columns(2)
 with left:
     profile = st.radio("Profile", ["quick", "full", "paper"], horizontal=True,
-                       help="quick: the default build (≤ 30 min on 2 CPU cores); full: train until converged "
+                       help="quick: the default build (its time on 2 cores: BENCHMARKS.md); full: train until converged "
                             "(resumes a checkpoint); paper: the papers' full recipes")
     if st.button("▶ Build everything not built yet", disabled=build_running(ds.name)):
         started = start_background_build(ds.name, profile)

@@ -413,3 +413,23 @@ def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path
     report.write_text(json.dumps(stale))  # a part at a commit this clone does not know: not complete
     again = write_progress(part_plan("sdml"), tmp_path / "ledger-sdml.jsonl", report, head, "sdml")
     assert not again["complete"] and "not in this clone's history" in again["code_changes"][0]
+
+
+def test_ppi_cells_on_the_executor_give_the_numbers_of_one_loop():
+    """bench.ppi_simulation.simulate runs each (budget, design) cell as an executor job: the same numbers as the
+    cells computed one after another here (each seeds its own generator)."""
+    import numpy as np
+
+    from bench.ppi_simulation import DESIGNS, METRICS, PRIOR_DF, simulate, simulate_cell
+
+    rng = np.random.default_rng(0)
+    n, systems = 24, ["a", "b"]
+    human = {m: [rng.random(n), rng.random(n)] for m in METRICS}
+    soft = {m: [h + rng.normal(0, 0.05, n) for h in human[m]] for m in METRICS}
+    model_var = {m: {0: np.full(n, 0.01), 1: np.full(n, 0.01), (0, 1): np.full(n, 0.02)} for m in METRICS}
+    uncertainty, n_labels = rng.random(n) + 0.1, rng.integers(1, 5, n)
+    budgets = (0.25, 0.5)
+    on_executor = simulate(human, soft, model_var, uncertainty, budgets, 7, 3, systems, n_labels)
+    one_loop = {f"{b:.2f}": {d: simulate_cell(human, soft, model_var, uncertainty, b, d, 7, 3, systems, n_labels,
+                                              PRIOR_DF) for d in DESIGNS} for b in budgets}
+    assert on_executor == one_loop
