@@ -34,14 +34,17 @@ def _timed(command: list[str], env: dict) -> float:
 
 
 def compare(rows: list[dict], committed: list[dict]) -> list[dict]:
-    """Per system: equal in every measured field to the committed sequential build's row, or what differs."""
+    """Per system: equal in every measured field to the committed sequential build's row, or what differs (a
+    system still building when a build was stopped: its training alone, when it finished training)."""
     before = {r["system"]: r for r in committed}
     out = []
     for row in rows:
         old = before.get(row["system"])
-        differs = [k for k in COMPARED if old is not None and old.get(k) != row.get(k)]
+        fields = COMPARED if row["state"] == "ready" else ("training",)
+        differs = [k for k in fields if old is not None and old.get(k) != row.get(k)]
         out.append({"system": row["system"], "state": row["state"], "build_seconds": row["build_seconds"],
-                    "equal_to_sequential": None if old is None else not differs, "differs": differs})
+                    "compared": list(fields), "equal_to_sequential": None if old is None else not differs,
+                    "differs": differs})
     return out
 
 
@@ -50,8 +53,23 @@ def main() -> None:
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--var", default="/tmp/qrs-parallel-build")
     ap.add_argument("--out", default=str(REPORTS / "parallel_build.json"))
+    ap.add_argument("--stopped", metavar="NOTE",
+                    help="report a build that was stopped before it finished (its folder as it is, what ran beside "
+                         "it in NOTE): the systems it finished, compared; no wall time")
     args = ap.parse_args()
     var = Path(args.var)
+    committed = json.loads((REPORTS / "default_build.json").read_text(encoding="utf-8"))
+    if args.stopped:
+        os.environ["QRS_VAR"] = str(var)
+        from bench.default_build_report import system_rows
+
+        rows = [r for r in system_rows(args.dataset) if r["state"] == "ready" or r.get("training")]
+        write_report(args.out, {
+            "command": "python -m bench.parallel_build --stopped NOTE", "commit": head_commit(),
+            "machine": platform.platform(), "cores": os.cpu_count(), "complete": False, "note": args.stopped,
+            "sequential_reference": {"report": "bench/reports/default_build.json", "commit": committed.get("commit")},
+            "systems": compare(rows, committed.get("systems", []))})
+        return
     shutil.rmtree(var, ignore_errors=True)
     env = {**os.environ, "QRS_VAR": str(var), "PYTHONUNBUFFERED": "1"}
     probe_before, load_before = python_speed(), os.getloadavg()
@@ -62,9 +80,9 @@ def main() -> None:
     from bench.default_build_report import system_rows
 
     rows = system_rows(args.dataset)
-    committed = json.loads((REPORTS / "default_build.json").read_text(encoding="utf-8"))
     report = {
         "command": "python -m bench.parallel_build", "commit": head_commit(), "machine": platform.platform(),
+        "complete": True,
         "cores": os.cpu_count(), "what": "make run's two build commands from an empty artifacts folder: "
                                          "`core build --systems bm25` (in process), then `core build --all` "
                                          "(the build graph on the embedded Ray, one CPU per job)",

@@ -30,7 +30,7 @@ def local_ray():
     ray = pytest.importorskip("ray")
     from core.paths import REPO_ROOT
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
     yield ray
     ray.shutdown()

@@ -104,6 +104,7 @@ def two_node_cluster():
     yield cluster
     ray.shutdown()
     cluster.shutdown()
+    os.environ.pop("RAY_ADDRESS", None)  # ray.init(address=...) leaves it for the processes started after
 
 
 def _kill_first_training_worker(var: Path, killed: list[int], stop: threading.Event) -> None:
