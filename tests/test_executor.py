@@ -20,7 +20,7 @@ from core.data.datasets import load_dataset
 from core.registry import default_build_targets, get_spec, system_path
 from tests.conftest import run_main
 
-TRAINED = ("dual-encoder", "sdml-cnn")  # trained on the tiny fixture in seconds
+TRAINED = ("dual-encoder",)  # trained on the tiny fixture in seconds
 TARGETS = ("bm25", "glove-mean", *TRAINED)
 
 
@@ -158,7 +158,7 @@ def test_the_build_on_two_nodes_survives_a_killed_worker_with_the_sequential_mod
 def test_cancelling_a_background_build_stops_its_jobs_and_leaves_nothing_half_written(tiny_data, fresh_var):
     import json
 
-    systems = ["glove-mean", "dual-encoder", "sdml-cnn", "minilm"]
+    systems = ["glove-mean", "dual-encoder", "sdml-cnn"]
     assert build.start_background_build("qqp-bimpm", systems=systems)
     status_dir = fresh_var / "build" / "qqp-bimpm"
     deadline = time.time() + 240
