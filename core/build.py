@@ -250,7 +250,11 @@ def build_all(
                          name.variant)
         save_json(_status_dir(dataset_name) / QUEUE_FILE, queue)
 
+        finished: set[str] = set()
+
         def report(event: str, job) -> None:  # noqa: ANN001 - a JobResult
+            if event in ("done", "failed"):
+                finished.add(job.key)
             if not echo:
                 return
             if event == "started":
@@ -268,15 +272,8 @@ def build_all(
                 for line in value.get(HELD_OUT_KEY, []):
                     print(line, flush=True)
 
-        finished: set[str] = set()
-
-        def listener(event: str, job) -> None:  # noqa: ANN001 - a JobResult
-            if event in ("done", "failed"):
-                finished.add(job.key)
-            report(event, job)
-
         try:
-            done = run_jobs(build_jobs(dataset_name, available, build_job, profile, force), on_event=listener)
+            done = run_jobs(build_jobs(dataset_name, available, build_job, profile, force), on_event=report)
         except JobsCancelled:
             for label in (k for k in queue if k not in finished):
                 name = parse_name(label)
