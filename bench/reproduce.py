@@ -11,8 +11,10 @@ exit status, commit, load average at start and end). A second run skips the step
 the plan's commands at this commit or one whose code does not differ (a step that stopped midway, or whose commands
 changed, is rerun whole). ``bench/reports/reproduce.json`` keeps each part's latest run (merged, so the parts of
 several sessions add up) and says the plan is complete when every part is, at commits whose code does not differ
-(:func:`code_changes`). Steps with several commands run ``parallel`` of them at a time (two one-thread trainings:
-more throughput on 2 cores than one at two threads); their output goes to ``var/reproduce/logs/``.
+(:func:`code_changes`). A step runs alone, here, unless it is one of the seed trainings (``alone=False``): those
+run as jobs on the project's executor (``bench.plan_jobs``: one job per command, one Ray CPU per training thread;
+two one-thread trainings at a time on 2 cores, every seed of a study at once on a lab's cluster), their output in
+``var/reproduce/logs/``.
 
     python -m bench.reproduce [--dataset qqp-bimpm] [--part NAME] [--fresh] [--list] [--only STEP ...]
     python -m bench.reproduce --status [--part NAME] [--ledger PATH] [--out PATH]   # the report so far
@@ -27,29 +29,36 @@ import shlex
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.experiments import EXPERIMENTS
 from bench.harness import machine
+from bench.plan_jobs import run_command, run_segment, segments
 from bench.reporting import REPORTS, head_commit, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = ("densetrans@paper-objective,frm@kw-loss,densetrans@-AllDense,densetrans@-TopDense,densetrans@+Concat,"
            "sdml-cnn@tl-ssd,sdml-cnn@tl-euc")
 SEEDS = ("13", "14", "15", "16", "17")  # training seeds of the recipe studies; 13 is the default build's
+SEED_JOBS = {"alone": False, "after": (), "threads": 1}  # one-thread, fixed-seed trainings: executor jobs, any order
 WALL = "{wall:default-build}"  # replaced by the ledger's wall time of that step, formatted as GNU time's %E
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the reproduction: its commands (argument lists after ``python``), ``parallel`` at a time."""
+    """One step of the reproduction: its commands (argument lists after ``python``).
+
+    ``alone``: the step runs by itself in this process (builds start the executor themselves; timed measurements
+    must not share the machine). Otherwise each command is an executor job of ``threads`` CPUs that waits for the
+    steps named in ``after`` (``None``: every earlier step of its segment, ``bench.plan_jobs``)."""
 
     name: str
     commands: tuple[tuple[str, ...], ...]
-    parallel: int = 1
     why: str = ""
+    alone: bool = True
+    after: tuple[str, ...] | None = None
+    threads: int = 1
 
 
 @dataclass
@@ -94,14 +103,14 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
                                            "paper-objective", "--set", "pooling=cls", "temperature=1.0", "dropout=0.1",
                                            "position_std=0.0"),)),
         # one step per seed: an interrupted run loses at most one seed's trainings
-        *(Step(f"table3-seed-{s}", table3(s), parallel=2, why=f"DenseTrans Table 3, seed {s}") for s in SEEDS[1:]),
+        *(Step(f"table3-seed-{s}", table3(s), why=f"DenseTrans Table 3, seed {s}", **SEED_JOBS) for s in SEEDS[1:]),
         Step("table3", (("-m", "bench.recipe_seeds", "densetrans-ablations", *d, "--seeds", *SEEDS),)),
-        *(Step(f"sdml-seed-{s}", sdml(s), parallel=2, why=f"SDML against its triplet-loss baselines, seed {s}")
+        *(Step(f"sdml-seed-{s}", sdml(s), why=f"SDML against its triplet-loss baselines, seed {s}", **SEED_JOBS)
           for s in SEEDS[1:]),
         Step("sdml-losses", (("-m", "bench.recipe_seeds", "sdml-losses", *d, "--seeds", *SEEDS),)),
         Step("query-forms", (("-m", "bench.query_forms", *d),)),
         Step("dev-decisions", (("-m", "bench.dev_decisions", *d, "--parts", "tree-k", "int8", "--seeds", *SEEDS[:3]),)),
-        Step("frm-seeds", frm, parallel=2, why="FRM's two losses, seeds 14-17"),
+        Step("frm-seeds", frm, why="FRM's two losses, seeds 14-17", **SEED_JOBS),
         Step("frm-keyword-loss", (("-m", "bench.dev_decisions", *d, "--parts", "frm-keyword-loss", "--seeds", *SEEDS),)),
         Step("frm-pairs", (("-m", "bench.frm_pairs", *d, "--seeds", *SEEDS),)),
         Step("keyword-faithfulness", (("-m", "bench.keyword_faithfulness", *d, "--seeds", "13,14"),),
@@ -228,38 +237,43 @@ def _resolve(command: tuple[str, ...], done: dict[str, Record]) -> list[str]:
     return out
 
 
-def _run_one(argv: list[str], log: Path | None) -> int:
-    """One command under this interpreter, its output to the console or to ``log``."""
-    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-    if log is None:
-        return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env).returncode
-    with log.open("w", encoding="utf-8") as out:
-        return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
-
-
 def run_step(step: Step, done: dict[str, Record], logs: Path, commit: str, run: str = "") -> Record:
-    """Run every command of ``step`` (``parallel`` at a time); the first non-zero exit status is the step's."""
+    """Run an alone step's commands one after another here (one command: its output on the console); the first
+    non-zero exit status is the step's."""
     commands = [_resolve(c, done) for c in step.commands]
     built_before = built_systems()
     load_start = [round(x, 2) for x in os.getloadavg()]
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     t0 = time.perf_counter()
-    if step.parallel == 1 and len(commands) == 1:
-        codes = [_run_one(commands[0], None)]
-    else:
-        logs.mkdir(parents=True, exist_ok=True)
-
-        def one(i: int) -> int:
-            code = _run_one(commands[i], logs / f"{step.name}-{i:02d}.log")
-            print(f"[reproduce] {step.name} {i + 1}/{len(commands)} exit {code}: {shlex.join(commands[i])}", flush=True)
-            return code
-
-        with ThreadPoolExecutor(max_workers=step.parallel) as pool:
-            codes = list(pool.map(one, range(len(commands))))
+    codes = []
+    for i, argv in enumerate(commands):
+        codes.append(run_command(argv, None if len(commands) == 1 else str(logs / f"{step.name}-{i:02d}.log")))
+        if codes[-1]:
+            break
     seconds = round(time.perf_counter() - t0, 1)
     code = next((c for c in codes if c != 0), 0)
     return Record(step.name, [shlex.join(["python", *c]) for c in commands], seconds, code, commit, started, run,
                   load_start, [round(x, 2) for x in os.getloadavg()], built_before, cpu_kind())
+
+
+def run_jobs_steps(steps: list[Step], done: dict[str, Record], logs: Path, commit: str, run: str = "") -> list[Record]:
+    """Run a segment of non-alone steps as executor jobs (``bench.plan_jobs.run_segment``): one record per step,
+    its wall time from its first command's start to its last one's end (steps of a segment overlap); a step
+    that did not run because one it waits for failed is not recorded."""
+    commands = {s.name: [_resolve(c, done) for c in s.commands] for s in steps}
+    built_before = built_systems()
+    timing = run_segment(steps, commands, logs, lambda line: print(line, flush=True))
+    out = []
+    for step in steps:
+        t = timing[step.name]
+        if not t.started or any(c == -1 for c in t.codes.values()):
+            continue
+        code = next((c for _, c in sorted(t.codes.items()) if c != 0), 0)
+        out.append(Record(step.name, [shlex.join(["python", *c]) for c in commands[step.name]],
+                          round(t.ended - t.started, 1), code, commit,
+                          time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t.started)), run, t.load_start,
+                          t.load_end, built_before, cpu_kind()))
+    return out
 
 
 def cpu_kind() -> str:
@@ -298,17 +312,25 @@ def reproduce(plan: list[Step], ledger: Path, report: Path | None, fresh: bool =
         if step.name in done:
             print(f"[reproduce] {step.name}: done at {done[step.name].commit} ({done[step.name].seconds:.0f} s), "
                   "skipped", flush=True)
-            continue
-        print(f"[reproduce] {step.name}: {len(step.commands)} command(s), {step.parallel} at a time", flush=True)
+    for group in segments([s for s in plan if s.name not in done], lambda s: s.alone):
+        for step in group:
+            print(f"[reproduce] {step.name}: {len(step.commands)} command(s)"
+                  + ("" if step.alone else f", executor jobs of {step.threads} CPU(s)"), flush=True)
         with starts.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"step": step.name, "commit": commit, "run": run}) + "\n")
-        record = run_step(step, done, ledger.parent / "logs", commit, run)
+            out.writelines(json.dumps({"step": s.name, "commit": commit, "run": run}) + "\n" for s in group)
+        if group[0].alone:
+            records = [run_step(group[0], done, ledger.parent / "logs", commit, run)]
+        else:
+            records = run_jobs_steps(group, done, ledger.parent / "logs", commit, run)
         with ledger.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(asdict(record)) + "\n")
-        print(f"[reproduce] {record.seconds:.0f} s, exit {record.returncode}: {step.name}", flush=True)
-        if record.returncode != 0:
-            return record.returncode
-        done[step.name] = record
+            out.writelines(json.dumps(asdict(r)) + "\n" for r in records)
+        for record in records:
+            print(f"[reproduce] {record.seconds:.0f} s, exit {record.returncode}: {record.step}", flush=True)
+            if record.returncode == 0:
+                done[record.step] = record
+        failed = next((r.returncode for r in records if r.returncode != 0), 0)
+        if failed or len(records) < len(group):
+            return failed or 1
     if report is not None:
         write_progress(plan, ledger, report, commit, part, dataset)
     return 0
@@ -448,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(f"part {args.part}")
         for step in plan:
-            print(f"  {step.name:<26} {len(step.commands):>2} × {step.parallel}  "
+            print(f"  {step.name:<26} {len(step.commands):>2} {'alone' if step.alone else 'jobs ':<5}  "
                   f"{shlex.join(['python', *step.commands[0]])}")
         return 0
     if args.only:

@@ -73,14 +73,32 @@ class JobResult:
     pid: int = 0
     seconds: float = 0.0
     error: str = ""
+    ran: bool = True  # False: never started, a job it needs stopped its dependants (``run_jobs``)
 
 
 _job = {"running": False}  # True while this process runs an executor job (a worker's, or one run inline)
+JOB_MARK = "QUESTION_STUDIO_IN_JOB"  # set to 1 while a job runs: a command a job starts (bench.plan_jobs) sees it
 
 
 def in_job() -> bool:
-    """Inside an executor job: the job is the unit of parallel work, so it does not fan out again."""
-    return _job["running"]
+    """Inside an executor job, or a process one started: the job is the unit of parallel work, so it does not
+    fan out again."""
+    return _job["running"] or os.environ.get(JOB_MARK) == "1"
+
+
+@contextmanager
+def _running_job() -> Iterator[None]:
+    """Mark this process (and the processes it starts) as running a job, for :func:`in_job`."""
+    _job["running"], before = True, os.environ.get(JOB_MARK)
+    os.environ[JOB_MARK] = "1"
+    try:
+        yield
+    finally:
+        _job["running"] = False
+        if before is None:
+            os.environ.pop(JOB_MARK, None)
+        else:
+            os.environ[JOB_MARK] = before
 
 
 def job_environment() -> dict[str, str]:
@@ -108,11 +126,8 @@ def _in_worker(fn: Callable[..., Any], args: tuple, threads: int, env: Mapping[s
 
     worker_setup(env, threads)
     start = time.perf_counter()
-    _job["running"] = True
-    try:
+    with _running_job():
         value = fn(*args)
-    finally:
-        _job["running"] = False
     return value, ray.get_runtime_context().get_node_id(), os.getpid(), time.perf_counter() - start
 
 
@@ -124,14 +139,13 @@ def _inline(job: Job, on_event: Callable[[str, JobResult], None] | None) -> JobR
         on_event("started", JobResult(job.key))
     before, start = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(job.threads)
-    _job["running"] = True
     try:
-        result = JobResult(job.key, job.fn(*job.args), "local", os.getpid())
+        with _running_job():
+            result = JobResult(job.key, job.fn(*job.args), "local", os.getpid())
     except Exception as exc:  # noqa: BLE001 - recorded, as in a worker
         result = JobResult(job.key, error=f"{type(exc).__name__}: {exc}"[-2000:])
     finally:
         torch.set_num_threads(before)
-        _job["running"] = False
     result.seconds = time.perf_counter() - start
     if on_event:
         on_event("failed" if result.error else "done", result)
@@ -213,12 +227,14 @@ def _cancel_on_sigterm() -> Iterator[threading.Event]:
 
 
 def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None = None,
-             retries: int = 3) -> dict[str, JobResult]:
+             retries: int = 3, stops_dependants: Callable[[JobResult], bool] | None = None) -> dict[str, JobResult]:
     """Run ``jobs`` on the executor, each once its ``needs`` are done (a need outside ``jobs`` is taken as
     done); returns every job's :class:`JobResult` by key. ``on_event("started" | "done" | "failed", result)``
     reports progress on the driver (``started``: handed to a worker; ``running``: still running, every
-    ``HEARTBEAT_SECONDS`` while none finishes). A job that raises is recorded (``error``)
-    and its dependants still run. Jobs are handed to Ray only as CPUs free up, most urgent first (``priority``)."""
+    ``HEARTBEAT_SECONDS`` while none finishes; ``skipped``: never run, see below). A job that raises is recorded
+    (``error``) and its dependants still run, unless ``stops_dependants(result)`` says a finished job's result
+    stops them: they are then recorded without running (``ran=False``), theirs in turn. Jobs are handed to Ray
+    only as CPUs free up, most urgent first (``priority``)."""
     keys = {j.key for j in jobs}
     if len(keys) != len(jobs):
         raise ValueError("job keys must be unique")
@@ -237,7 +253,7 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
         node_cpus = max([int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")] or [1])
         try:
             _schedule(task, pending, running, results, keys, order, capacity, node_cpus, retries, env, on_event,
-                      cancel)
+                      cancel, stops_dependants)
         except BaseException:  # cancelled (a signal) or interrupted: stop what runs, its workers with it
             for ref in running:
                 ray.cancel(ref, force=True)
@@ -245,8 +261,26 @@ def run_jobs(jobs: list[Job], on_event: Callable[[str, JobResult], None] | None 
     return results
 
 
+def _skip_stopped(pending: dict, results: dict, stops: Callable[[JobResult], bool] | None, on_event) -> None:  # noqa: ANN001
+    """Record as not run every pending job that needs a job whose result stops its dependants (transitively)."""
+    if stops is None:
+        return
+    changed = True
+    while changed:
+        changed = False
+        for key, job in list(pending.items()):
+            cause = next((n for n in job.needs if n in results and (not results[n].ran or stops(results[n]))), None)
+            if cause is not None:
+                del pending[key]
+                results[key] = JobResult(key, error=f"not run: {cause} did not succeed", ran=False)
+                changed = True
+                if on_event:
+                    on_event("skipped", results[key])
+
+
 def _schedule(task, pending: dict, running: dict, results: dict, keys: set, order: dict, capacity: int,  # noqa: ANN001
-              node_cpus: int, retries: int, env: Mapping[str, str], on_event, cancel: threading.Event) -> None:
+              node_cpus: int, retries: int, env: Mapping[str, str], on_event, cancel: threading.Event,
+              stops: Callable[[JobResult], bool] | None = None) -> None:
     """``run_jobs``'s loop: hand ready jobs to Ray as CPUs free, most urgent first, none past an urgent one that
     waits for CPUs (a smaller job slipped in ahead of it could hold it back for as long as it runs: the
     cross-encoder waited behind both FRMs that way); collect each as it ends. A job reserves its threads' CPUs,
@@ -254,6 +288,9 @@ def _schedule(task, pending: dict, running: dict, results: dict, keys: set, orde
     import ray
 
     while pending or running:
+        _skip_stopped(pending, results, stops, on_event)
+        if not pending and not running:
+            break
         ready = sorted((j for j in pending.values() if all(n not in keys or n in results for n in j.needs)),
                        key=lambda j: (-j.priority, order[j.key]))
         busy = sum(min(j.threads, node_cpus) for j in running.values())

@@ -307,7 +307,7 @@ def test_p_values_in_reports_keep_two_significant_digits_and_are_never_zero():
 
 def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path):
     """bench.reproduce: a failing step stops the run and is recorded; a rerun at the same commit skips the finished
-    steps, runs parallel commands, fills a step's wall time from the ledger and writes the summed report."""
+    steps, runs a step's commands in turn, fills a step's wall time from the ledger and writes the summed report."""
     from bench.reproduce import Step, read_ledger, reproduce
 
     marker = tmp_path / "fail"
@@ -316,8 +316,7 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     count = f"import pathlib; p = pathlib.Path({str(counter)!r}); p.write_text(p.read_text() + 'a' if p.exists() else 'a')"
     plan = [Step("first", (("-c", count),)),
             Step("second", (("-c", f"import pathlib, sys; sys.exit(pathlib.Path({str(marker)!r}).exists())"),)),
-            Step("both", (("-c", "print(1)"), ("-c", "import sys; assert sys.argv[1] == '0:00'", "{wall:first}")),
-                 parallel=2)]
+            Step("both", (("-c", "print(1)"), ("-c", "import sys; assert sys.argv[1] == '0:00'", "{wall:first}")))]
     ledger, report = tmp_path / "ledger.jsonl", tmp_path / "reproduce.json"
     assert reproduce(plan, ledger, report) == 1
     assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
@@ -340,6 +339,31 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     assert [s["after_interruption"] for s in written["steps"]] == [False, False, True]  # "second" failed, not cut
     assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)
     assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
+
+
+def test_reproduce_runs_seed_steps_as_executor_jobs_side_by_side_and_a_failure_stops_what_waits(tmp_path):
+    """Non-alone steps run as executor jobs: independent steps overlap (two CPUs), a step waits for its ``after``,
+    a failing command stops what waits for it and ends the run with its status; the ledger has the steps that ran;
+    a command sees that it runs in a job (``core.executor.in_job``: it does not start a Ray of its own)."""
+    from bench.reproduce import Step, read_ledger, reproduce
+
+    stamp = ("import pathlib, sys, time; t = time.time(); time.sleep(1.5); "
+             f"pathlib.Path({str(tmp_path)!r}, sys.argv[1]).write_text(f'{{t}} {{time.time()}}')")
+    jobs = {"alone": False, "after": ()}
+    plan = [Step("a", (("-c", stamp, "a"),), **jobs), Step("b", (("-c", stamp + "; from core.executor import in_job; assert in_job()", "b"),), **jobs),
+            Step("c", (("-c", stamp, "c"),), alone=False, after=("a",)),
+            Step("bad", (("-c", "import sys; sys.exit(3)"),), **jobs),
+            Step("after-bad", (("-c", stamp, "z"),), alone=False, after=("bad",)),
+            Step("last", (("-c", stamp, "last"),))]
+    ledger = tmp_path / "ledger.jsonl"
+    assert reproduce(plan, ledger, None) == 3
+    span = {n: [float(x) for x in (tmp_path / n).read_text().split()] for n in ("a", "b", "c")}
+    assert span["a"][0] < span["b"][1] and span["b"][0] < span["a"][1]  # a and b ran at once
+    assert span["c"][0] >= span["a"][1]  # c waited for a
+    assert not (tmp_path / "z").exists() and not (tmp_path / "last").exists()
+    assert sorted((r.step, r.returncode) for r in read_ledger(ledger)) == [("a", 0), ("b", 0), ("bad", 3), ("c", 0)]
+    assert reproduce([s for s in plan if s.name not in ("bad", "after-bad")], ledger, None) == 0  # resumed
+    assert (tmp_path / "last").exists() and [r.step for r in read_ledger(ledger)][-1] == "last"
 
 
 def test_reproduce_resumes_across_commits_with_the_same_code_and_reruns_a_step_whose_commands_changed(
