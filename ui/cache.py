@@ -200,13 +200,15 @@ def digest(obj) -> str:
 
 def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qrels: dict, qrels_key: str,
                      metrics: list[str], stored: Callable[[], dict | None] | None = None) -> dict[str, dict[str, float]]:
-    """metric -> query -> value of one run (``core.evaluation.per_query``, ranx), kept per run key (its
+    """metric -> query -> value of one run (``core.evaluation.per_query_metrics``: ranx under the contract's tie
+    rule), kept per run key (its
     model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
     metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
     from core.analysis.error_analysis import run_from_dict
-    from core.evaluation import per_query
+    from core.evaluation import DEFAULT_TIES, per_query_metrics
 
     cache = result_cache("per_query", 1024)
+    qrels_key = (qrels_key, DEFAULT_TIES)  # values under the contract's tie rule
     missing = [m for m in metrics if (run_key, qrels_key, m) not in cache]
     if missing and stored is not None:  # the build's per-query metrics (``core.analysis.runs.write_per_query``)
         saved = stored() or {}
@@ -214,9 +216,8 @@ def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qre
             cache.put((run_key, qrels_key, m), saved[m])
         missing = [m for m in missing if m not in saved]
     if missing:
-        run = run_from_dict(data(), name)
-        for m in missing:
-            cache.put((run_key, qrels_key, m), per_query(qrels, run, m))
+        for m, values in per_query_metrics(qrels, run_from_dict(data(), name), missing, DEFAULT_TIES).items():
+            cache.put((run_key, qrels_key, m), values)
     return {m: cache.get((run_key, qrels_key, m)) for m in metrics}
 
 

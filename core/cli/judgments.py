@@ -121,7 +121,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict(), indent=1))
         return 0
     print(f"{res.queries:,} queries, labels: {res.label_source}; baseline {res.baseline}; "
-          f"{res.stat_test} test, Holm-corrected over {len(res.systems) - 1} system(s)")
+          f"{res.stat_test} test, Holm-corrected over {len(res.systems) - 1} system(s); ties: {res.tie_rule}")
     print(tabulate(res.table(), headers="keys", floatfmt=".4f", missingval="-"))
     return 0
 
