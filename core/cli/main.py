@@ -110,24 +110,32 @@ def cmd_systems(args: argparse.Namespace) -> int:
 def _systems_add(args: argparse.Namespace) -> int:
     """``systems add NAME --bi-encoder PATH | --cross-encoder PATH | --run FILE [--dataset D]``: validate, save;
     a bi-encoder given ``--dataset`` is encoded there now (else on first use)."""
-    from core.user_systems import WAYS, add_user_system
+    from core.user_systems import WAYS, add_user_system, discard, mark_usable
 
     way, path = next((w, p) for w, p in ((WAYS[0], args.bi_encoder), (WAYS[1], args.cross_encoder),
                                          (WAYS[2], args.run)) if p)
-    system = add_user_system(args.name, way, path, args.dataset or "")
-    print(f"added {system.name} ({system.way}: {system.path})")
-    if way == WAYS[0] and args.dataset:
+    encode = way == WAYS[0] and bool(args.dataset)
+    system = add_user_system(args.name, way, path, args.dataset or "", state="encoding" if encode else "")
+    if encode:  # saved as "encoding" (listed so); usable once the encoding is done, removed if it is not
         from core.build import build_system
 
+        print(f"encoding {system.name} ({system.way}: {system.path}) on {args.dataset}")
         bar = TqdmProgress(f"encode {system.name} on {args.dataset}")
         try:
             status = build_system(load_dataset(args.dataset), system.name, force=True, listener=bar)
+        except BaseException:
+            discard(system.name)
+            raise
         finally:
             bar.close()
         if status.state != "ready":
-            raise StudioError(f"encoding {system.name} on {args.dataset} failed: {status.error}")
-        print(f"{system.name} encoded on {args.dataset}")
-    elif way == "bi-encoder":
+            discard(system.name)
+            raise StudioError(f"encoding {system.name} on {args.dataset} failed: {status.error}; it was not added")
+        mark_usable(system.name)
+        print(f"added {system.name} ({system.way}: {system.path}), encoded on {args.dataset}")
+    else:
+        print(f"added {system.name} ({system.way}: {system.path})")
+    if way == "bi-encoder" and not encode:
         print(f"{system.name} is encoded on first use (or now: python -m core train --system {system.name} "
               f"--dataset D)")
     return 0
