@@ -98,11 +98,11 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
         parsed = SystemName(parsed.system, parsed.variant)
     if parsed.trained_on is None:
         _build_cheap(parsed, dataset, notice, options)
+        if spec.composite:  # a fusion's parts come through this loader too
+            options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         if dataset.candidates and not needs_training(spec, parsed.variant):
             return _untrained_on_candidates(parsed, dataset, progress, **options)
         module = system_module(parsed.system)
-        if spec.composite:  # a fusion's parts come through this loader too
-            options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         try:
             system = module.load(dataset, variant=parsed.variant, **options)
         except MissingArtifactError as exc:
