@@ -86,7 +86,7 @@ class SystemSpec:
     family: str = ""  # one of FAMILIES ("" = derived from kind: "reranker" / "dense")
     ann_indexable: bool = False  # dense vectors in a faiss index: the index knobs (presets, nprobe, efSearch) apply
     milvus_servable: bool = False  # its vectors (or BM25 weights) can be served from Milvus
-    cheap: bool = False  # untrained index the loader builds on demand (seconds on a user collection)
+    cheap: bool = False  # untrained: the loader builds it on first use, with progress (an index, a zero-shot encoding)
     default_first_stage: bool = False  # THE first stage of rerankers when none is asked (one system says so)
     rerank_depth: int = 20  # reranker: how many first-stage hits it rescores by default (FRM paper: top 20)
     layer_sources: tuple[LayerSource, ...] = ()  # what the Layers page reads per layer
@@ -180,7 +180,7 @@ SYSTEMS: tuple[SystemSpec, ...] = (
     SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
                "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
                datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True,
-               family="reranker",
+               family="reranker", cheap=True,  # zero-shot: encoded on first use
                needs=("minilm",)),  # minilm's cached collection vectors
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",

@@ -22,12 +22,20 @@ from core.registry import default_first_stage
 class TqdmProgress:
     """A ``progress(fraction, message)`` callback drawing one tqdm bar."""
 
-    def __init__(self, desc: str) -> None:
-        self.bar = tqdm(total=1000, desc=desc, unit="‰", leave=True, dynamic_ncols=True,
+    def __init__(self, desc: str, lazy: bool = False) -> None:
+        """``lazy``: draw the bar only when something reports progress (a load that finds everything built
+        prints nothing)."""
+        self.desc, self.bar, self.done = desc, None, 0
+        if not lazy:
+            self._open()
+
+    def _open(self) -> None:
+        self.bar = tqdm(total=1000, desc=self.desc, unit="‰", leave=True, dynamic_ncols=True,
                         bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
-        self.done = 0
 
     def __call__(self, fraction: float, message: str) -> None:
+        if self.bar is None:
+            self._open()
         target = int(max(0.0, min(1.0, fraction)) * 1000)
         if target > self.done:
             self.bar.update(target - self.done)
@@ -35,7 +43,8 @@ class TqdmProgress:
         self.bar.set_postfix_str(message[-60:], refresh=False)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _options(pairs: list[str]) -> dict:
@@ -238,6 +247,26 @@ def _notice(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _loading(ds, run_spec):  # noqa: ANN001, ANN202
+    """The CLI's loader of ``ds`` with ``run_spec`` loaded now: whatever first use builds or encodes (a zero-shot
+    system's collection vectors, a cheap index) draws a bar with its count and time left; ranking after this
+    gets that loaded system back (other names, a reranker's first stage, load as usual)."""
+    from core.serving.runner import loader_for
+
+    bar = TqdmProgress(f"load {run_spec.name}", lazy=True)
+    try:
+        first = loader_for(ds, notice=_notice, progress=bar)(run_spec.name, run_spec.variant, run_spec.options)
+    finally:
+        bar.close()
+    others = loader_for(ds, notice=_notice)
+    key = (run_spec.name, run_spec.variant, tuple(run_spec.options))
+
+    def load(name, variant=None, options=()):  # noqa: ANN001, ANN202
+        return first if (name, variant, tuple(options)) == key else others(name, variant, options)
+
+    return load
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
     from core.registry import parse_name
@@ -257,8 +286,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         parsed = parse_name(args.system, args.variant)
         run_spec = SystemChoice(str(parsed), first_stage=args.first_stage, depth=args.depth,
                                 options=tuple({**_options(args.option), **_backend(args)}.items()))
-        load = loader_for(ds, notice=_notice)
-        load(run_spec.name, None, run_spec.options)  # load (and build a cheap index) before the clock starts
+        load = _loading(ds, run_spec)  # load (a first-use build or encoding with its bar) before the clock starts
         bar = TqdmProgress(f"eval {parsed}")
         start = time.perf_counter()
         try:
@@ -337,7 +365,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                             options=tuple({**_options(args.option), **_backend(args)}.items()))
     qid = args.query if args.query in ds.queries else None  # a dataset query by id, or typed text
     text = ds.queries[qid] if qid else args.query
-    load = loader_for(ds, notice=_notice)
+    if not ds.candidates:
+        from core.retrieval.base import validate_query
+
+        text = validate_query(text)  # bad input gets its one line before any model loads
+    load = _loading(ds, run_spec)
     ranking = rank_one(run_spec, ds, text, args.k, query_id=qid, load=load)
     rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
     print(tabulate(rows, headers=["rank", "id", "score", "text"]))
