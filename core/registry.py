@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from core.data.datasets import Dataset
-from core.errors import UnknownNameError
+from core.errors import StudioError, UnknownNameError
 from core.paths import artifact_dir
 
 
@@ -233,6 +233,12 @@ _REGISTERED: dict[str, SystemSpec] = {}  # user and plugin systems, in registrat
 _PROVIDERS: dict[str, object] = {}  # name -> provider given to register() or made from ``module`` on first use
 DISCOVERY_MODULE = "core.user_systems"  # its ``discover()`` registers user and plugin systems (run lazily, once)
 _discovery = {"done": False, "running": False}
+_UNLOADED: dict[str, str] = {}  # a plugin's entry-point name -> why it did not load (set by discovery)
+
+
+def note_unloaded(name: str, why: str) -> None:
+    """Discovery's record of a plugin that did not load: asking for ``name`` then says ``why``, not "unknown"."""
+    _UNLOADED[name] = why
 
 
 class _Systems(Mapping):
@@ -278,6 +284,7 @@ def refresh() -> None:
     """Forget discovered systems and discover again on next use (after ``core systems add/remove``)."""
     for name in [n for n, s in _REGISTERED.items() if s.origin != "built-in"]:
         unregister(name)
+    _UNLOADED.clear()
     _discovery["done"] = False
 
 
@@ -419,6 +426,8 @@ def get_spec(name: str) -> SystemSpec:
     """The spec of a system; ``SYSTEM@TRAINED_ON`` / ``SYSTEM@VARIANT`` names give SYSTEM's spec."""
     base = name.split("@", 1)[0]
     if base not in _BY_NAME:
+        if base in _UNLOADED:
+            raise StudioError(f"system {base} is a plugin that did not load: {_UNLOADED[base]}")
         raise UnknownNameError("system", base, list(_BY_NAME))
     return _BY_NAME[base]
 

@@ -43,7 +43,8 @@ WAYS = ("bi-encoder", "cross-encoder", "run")
 FOLDER_WAYS = {WAYS[0]: "bi-encoder folder (retriever)", WAYS[1]: "cross-encoder folder (reranker)"}
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
 _PROBLEMS: list[str] = []
-_SEEN = {"file": None}  # the user file's (size, mtime) when discovery last read it
+_SEEN: dict = {"file": None, "plugins": None, "checked": 0.0}  # what discovery last read; when plugins were checked
+PLUGIN_CHECK_S = 5.0  # a long-running app looks for newly installed plugins at most this often
 _HEADER = ("# Your own systems (python -m core systems add / remove). One table per system:\n"
            "# way = bi-encoder | cross-encoder | run; path = the model folder or run file; dataset = the\n"
            "# dataset a run ranks (or a bi-encoder was first encoded on).\n")
@@ -187,13 +188,21 @@ def _file_state() -> tuple | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def refresh_if_changed() -> bool:
-    """Re-discover when the user systems file changed since it was read (a long-running app sees what
-    ``core systems add/remove`` did in another process); True when it did."""
+def refresh_if_changed(force: bool = False) -> bool:
+    """Re-discover when the user systems file changed since it was read, or the installed ``qrs.systems`` plugins
+    did (checked at most every ``PLUGIN_CHECK_S`` seconds, or now with ``force``): a long-running app sees what
+    ``core systems add/remove`` or a ``pip install`` did meanwhile, without a restart; True when it did."""
+    import time
+
     from core.registry import list_systems, refresh
 
     list_systems()
-    if _file_state() == _SEEN["file"]:
+    changed = _file_state() != _SEEN["file"]
+    now = time.monotonic()
+    if not changed and (force or now - _SEEN["checked"] >= PLUGIN_CHECK_S):
+        _SEEN["checked"] = now
+        changed = plugin_state() != _SEEN["plugins"]
+    if not changed:
         return False
     refresh()
     return True
@@ -220,12 +229,37 @@ def source_key(name: str) -> str:
         return "missing"
 
 
-def _discover_plugins() -> None:
+def _plugin_entry_points():
+    """The ``qrs.systems`` entry points as installed now: path caches dropped and new ``.pth`` files of the
+    site directories read, so a distribution installed (even editable) while the app runs is seen and imports."""
+    import importlib
+    import site
     from importlib.metadata import entry_points
 
-    from core.registry import SystemSpec, register
+    importlib.invalidate_caches()
+    dirs = [*site.getsitepackages(), site.getusersitepackages()] if hasattr(site, "getsitepackages") else []
+    for folder in dirs:
+        if os.path.isdir(folder):
+            site.addsitedir(folder)  # adds only paths not on sys.path yet (an editable install's .pth)
+    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value))
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+
+def plugin_state() -> tuple:
+    """What is installed in the plugin group now (names, targets, distributions and versions)."""
+    return tuple((ep.name, ep.value, getattr(getattr(ep, "dist", None), "name", ""),
+                  getattr(getattr(ep, "dist", None), "version", "")) for ep in _plugin_entry_points())
+
+
+RESTART_HINT = "if it was installed while the app runs and still does not import, restart the app"
+
+
+def _discover_plugins() -> None:
+    from core.registry import SystemSpec, note_unloaded, register
+
+    eps = _plugin_entry_points()
+    _SEEN["plugins"] = tuple((ep.name, ep.value, getattr(getattr(ep, "dist", None), "name", ""),
+                              getattr(getattr(ep, "dist", None), "version", "")) for ep in eps)
+    for ep in eps:
         dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value.split(":")[0]
         try:
             target = ep.load()
@@ -239,8 +273,10 @@ def _discover_plugins() -> None:
             for spec in specs:
                 register(replace(spec, origin=f"plugin:{dist}", source=ep.value), provider=target)
         except Exception as exc:  # noqa: BLE001 - a broken plugin is one line, never a crash
-            _PROBLEMS.append(f"plugin {ep.name} ({dist}, {ep.value}): {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:200]}")
+            hint = f" ({RESTART_HINT})" if isinstance(exc, ModuleNotFoundError) else ""
+            line = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}{hint}"
+            _PROBLEMS.append(f"plugin {ep.name} ({dist}, {ep.value}): {line}")
+            note_unloaded(ep.name, f"{dist} ({ep.value}): {line}")
 
 
 # ----------------------------------------------------------------------------- add / remove
