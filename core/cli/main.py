@@ -482,8 +482,15 @@ def main(argv: list[str] | None = None) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     """Run a parsed verb: a ``StudioError`` or a known library error (SQLAlchemy, sqlite3, JSON, ranx,
     bm25s: ``core.errors.describe_error``) becomes one ``error:`` line and exit code 2."""
+    return guarded(args.func, args)
+
+
+def guarded(fn, *args) -> int:  # noqa: ANN001
+    """``fn(*args)`` as a command runs it (every verb, every ``python -m bench.X``): its exit code (0 for None);
+    a ``StudioError`` or a known library error is one ``error:`` line and exit code 2, Ctrl-C is 130."""
     try:
-        return args.func(args)
+        code = fn(*args)
+        return code if isinstance(code, int) else 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
