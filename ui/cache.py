@@ -31,23 +31,77 @@ def dataset(name: str) -> Dataset:
     return load_dataset(name)
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=64)
-def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = ""):
+_LOADING: dict[Hashable, threading.Lock] = {}
+_LOADING_GUARD = threading.Lock()
+
+
+def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = "",
+           progress: bool = False):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
-    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does. ``source``
-    keys a user system's model folder or run file (``core.user_systems.source_key``): a changed one loads anew."""
+    (key, value) pairs, hashable), loaded once per process (``result_cache("systems")``, one load at a time per
+    key). ``source`` keys a user system's model folder or run file (``core.user_systems.source_key``): a changed
+    one loads anew. ``progress``: whatever the first use builds or encodes (an index, a zero-shot system's or a
+    researcher's bi-encoder's collection vectors) draws a progress bar with its count and time left on the page;
+    only a page's own call passes it, never one inside a ``st.cache_*`` function (that would replay the bar)."""
     from core.serving.loader import load
 
     if variant and get_spec(name.split("@", 1)[0]).composite:
         return composite_system(name, variant, dataset_name)
-    return load(name, dataset(dataset_name), variant=variant, **dict(options))
+    key = (name, dataset_name, variant, tuple(options), source)
+    cache = result_cache("systems", 64)
+    hit = cache.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    with _LOADING_GUARD:
+        lock = _LOADING.setdefault(key, threading.Lock())
+    with lock:
+        hit = cache.get(key, _MISSING)
+        if hit is _MISSING:
+            bar = LoadBar(f"Loading {name}") if progress else None
+            try:
+                hit = load(name, dataset(dataset_name), variant=variant, progress=bar or _quiet, **dict(options))
+            finally:
+                if bar is not None:
+                    bar.close()
+            cache.put(key, hit)
+    return hit
 
 
-def cached_loader(dataset_name: str):
-    """The runner's ``(name, variant, options) -> system`` over this process's cached systems."""
+def _quiet(fraction: float, message: str) -> None:  # noqa: ARG001
+    return None
+
+
+class LoadBar:
+    """A ``progress(fraction, message)`` drawing one Streamlit progress bar, created on the first report (a load
+    that finds everything built draws nothing): the message (counts) and the time left estimated from the rate."""
+
+    def __init__(self, title: str) -> None:
+        import time
+
+        self.title, self.bar, self.start, self._clock = title, None, time.monotonic(), time.monotonic
+
+    def __call__(self, fraction: float, message: str) -> None:
+        fraction = min(1.0, max(0.0, float(fraction)))
+        elapsed = self._clock() - self.start
+        left = f" · about {elapsed * (1 - fraction) / fraction:.0f} s left" if 0.0 < fraction < 1.0 else ""
+        text = f"{self.title}: {message}{left if 'left' not in message else ''}"
+        if self.bar is None:
+            self.bar = st.progress(fraction, text=text)
+        else:
+            self.bar.progress(fraction, text=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.empty()
+
+
+def cached_loader(dataset_name: str, progress: bool = False):
+    """The runner's ``(name, variant, options) -> system`` over this process's cached systems; ``progress``: a page's
+    own call (not inside a ``st.cache_*`` function) draws first-use builds and encodings as a bar (``system``)."""
     from core.user_systems import source_key
 
-    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name))
+    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name),
+                                                         progress)
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
