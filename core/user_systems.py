@@ -35,8 +35,8 @@ from pathlib import Path
 
 from core.errors import StudioError
 from core.paths import var_dir
+from core.plugins import ENTRY_POINT_GROUP  # noqa: F401  (the group's name; plugin discovery is core.plugins)
 
-ENTRY_POINT_GROUP = "qrs.systems"
 FILE_NAME = "user_systems.toml"
 WAYS = ("bi-encoder", "cross-encoder", "run")
 # the two ways a model folder comes in (the Models page's form), with what each becomes
@@ -201,6 +201,8 @@ def refresh_if_changed(force: bool = False) -> bool:
     now = time.monotonic()
     if not changed and (force or now - _SEEN["checked"] >= PLUGIN_CHECK_S):
         _SEEN["checked"] = now
+        from core.plugins import plugin_state
+
         changed = plugin_state() != _SEEN["plugins"]
     if not changed:
         return False
@@ -229,55 +231,11 @@ def source_key(name: str) -> str:
         return "missing"
 
 
-def _plugin_entry_points():
-    """The ``qrs.systems`` entry points as installed now: path caches dropped and new ``.pth`` files of the
-    site directories read, so a distribution installed (even editable) while the app runs is seen and imports."""
-    import importlib
-    import site
-    from importlib.metadata import entry_points
-
-    importlib.invalidate_caches()
-    dirs = [*site.getsitepackages(), site.getusersitepackages()] if hasattr(site, "getsitepackages") else []
-    for folder in dirs:
-        if os.path.isdir(folder):
-            site.addsitedir(folder)  # adds only paths not on sys.path yet (an editable install's .pth)
-    return sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (ep.name, ep.value))
-
-
-def plugin_state() -> tuple:
-    """What is installed in the plugin group now (names, targets, distributions and versions)."""
-    return tuple((ep.name, ep.value, getattr(getattr(ep, "dist", None), "name", ""),
-                  getattr(getattr(ep, "dist", None), "version", "")) for ep in _plugin_entry_points())
-
-
-RESTART_HINT = "if it was installed while the app runs and still does not import, restart the app"
-
 
 def _discover_plugins() -> None:
-    from core.registry import SystemSpec, note_unloaded, register
+    from core.plugins import discover_plugins
 
-    eps = _plugin_entry_points()
-    _SEEN["plugins"] = tuple((ep.name, ep.value, getattr(getattr(ep, "dist", None), "name", ""),
-                              getattr(getattr(ep, "dist", None), "version", "")) for ep in eps)
-    for ep in eps:
-        dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value.split(":")[0]
-        try:
-            target = ep.load()
-            specs = getattr(target, "REGISTRATIONS", None) or (getattr(target, "REGISTRATION", None),)
-            specs = [s() if callable(s) and not isinstance(s, SystemSpec) else s for s in specs]
-            if not specs or not all(isinstance(s, SystemSpec) for s in specs):
-                raise TypeError("it provides no REGISTRATION (a core.registry.SystemSpec)")
-            missing = [f for f in ("build", "is_built", "load") if not callable(getattr(target, f, None))]
-            if missing:
-                raise TypeError(f"it has no {', '.join(missing)}")
-            for spec in specs:
-                register(replace(spec, origin=f"plugin:{dist}", source=ep.value), provider=target)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is one line, never a crash
-            hint = f" ({RESTART_HINT})" if isinstance(exc, ModuleNotFoundError) else ""
-            line = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}{hint}"
-            _PROBLEMS.append(f"plugin {ep.name} ({dist}, {ep.value}): {line}")
-            note_unloaded(ep.name, f"{dist} ({ep.value}): {line}")
-
+    _SEEN["plugins"] = discover_plugins(_PROBLEMS)
 
 # ----------------------------------------------------------------------------- add / remove
 def _check_name(name: str, resuming: UserSystem | None = None) -> None:

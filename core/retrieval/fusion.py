@@ -351,7 +351,7 @@ def _retriever(dataset: Dataset, spec: FusionSpec, parts: list, params: Mapping,
     if dataset.candidates:
         from core.retrieval.fusion_candidates import CandidateFusion
 
-        return CandidateFusion(spec, parts, params)
+        return CandidateFusion(spec, parts, params, fuse=fuse_dicts)
     return FusionRetriever(spec, parts, params, depth)
 
 

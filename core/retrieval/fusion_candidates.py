@@ -10,7 +10,7 @@ file (its own scores of the candidates it lists). Nothing searches a collection.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from core.errors import StudioError
 from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress, validate_query
@@ -19,10 +19,13 @@ from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress, val
 class CandidateFusion(Reranker):
     """The fused parts over each query's candidate list (a ``Reranker`` that ranks whole lists)."""
 
-    def __init__(self, spec, parts: Sequence[Reranker], params: Mapping | None = None) -> None:  # noqa: ANN001
+    def __init__(self, spec, parts: Sequence[Reranker], params: Mapping | None = None, *,  # noqa: ANN001
+                 fuse: Callable[..., dict[str, list[tuple[str, float]]]]) -> None:
+        """``spec``: the parsed fusion name; ``fuse``: ``core.retrieval.fusion.fuse_dicts`` (passed in: that module
+        makes this one)."""
         if len(parts) != len(spec.parts):
             raise StudioError(f"fusion {spec.variant}: {len(spec.parts)} parts named, {len(parts)} loaded")
-        self.spec, self.parts, self.params = spec, list(parts), dict(params or {})
+        self.spec, self.parts, self.params, self.fuse = spec, list(parts), dict(params or {}), fuse
         self.name = f"fusion@{spec.variant}"
 
     def score_pairs(self, queries: list[str], docs: list[str]):  # noqa: ARG002 - fusion needs the whole list
@@ -30,9 +33,7 @@ class CandidateFusion(Reranker):
                           "ranks): it ranks lists (rerank), it does not score single pairs")
 
     def _fused(self, per_part: Sequence[Mapping[str, Ranking]], k: int | None) -> dict[str, list[tuple[str, float]]]:
-        from core.retrieval.fusion import fuse_dicts
-
-        return fuse_dicts([{q: r.as_dict() for q, r in part.items() if r.doc_ids} for part in per_part],
+        return self.fuse([{q: r.as_dict() for q, r in part.items() if r.doc_ids} for part in per_part],
                           self.spec.method, self.params, k)
 
     def rerank(self, query: str, candidates: Ranking, corpus: Mapping[str, str], k: int | None = None) -> Ranking:
