@@ -135,4 +135,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

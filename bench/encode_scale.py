@@ -139,4 +139,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

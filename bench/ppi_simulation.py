@@ -52,6 +52,22 @@ METRICS = ("precision@5", "map@100", "ndcg@10")
 LEVEL = 0.9
 
 
+def ready_or_one_line(dataset, names: list[str]) -> None:  # noqa: ANN001
+    """Refuse, in one line naming the command that builds it, a trained judge or system not built on ``dataset``
+    (``MissingArtifactError``), before any simulation starts; untrained ones build on first use."""
+    from core.errors import MissingArtifactError
+    from core.registry import build_command, get_spec, needs_training, parse_name, system_module
+
+    for name in [n.strip() for n in names if n.strip()]:
+        parsed = parse_name(name)  # an unknown name: one line listing the known ones
+        spec = get_spec(parsed.system)
+        if parsed.trained_on or not needs_training(spec, parsed.variant):
+            continue
+        if not system_module(parsed.system).is_built(dataset, variant=parsed.variant):
+            raise MissingArtifactError(f"{name} on {dataset.name}", build_command(parsed.system, dataset.name,
+                                                                                  parsed.variant))
+
+
 def judge_scores(judge: str, dataset, qids: list[str]) -> dict[str, dict[str, float]]:
     """The judge's score of every candidate of ``qids`` (batched ``score_pairs``), cached under var/."""
     import hashlib
@@ -358,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from core.executor import executor
 
+    ready_or_one_line(load_dataset(args.dataset), [args.judge, *args.systems.split(",")])  # before Ray starts
     with executor():  # Ray started once for every simulation cell of the command
         return _run(args, argv)
 
@@ -457,4 +474,6 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

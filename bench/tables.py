@@ -446,4 +446,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

@@ -122,14 +122,31 @@ def evaluate_run(
 
 
 def per_query(
-    qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Ranking] | Run, metric: str
+    qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Ranking] | Run, metric: str, ties: str | None = None,
 ) -> dict[str, float]:
-    """One metric for each query of ``qrels``."""
-    (metric,) = check_metrics([metric])
-    qrels_obj = to_qrels(qrels)
-    run = comparable(as_run(run), qrels_obj)
-    evaluate(qrels_obj, run, metric, return_mean=False, make_comparable=True)
-    return {q: float(v) for q, v in run.scores[metric].items()}
+    """One metric for each query of ``qrels``, score ties broken by ``ties`` (default: ``DEFAULT_TIES``)."""
+    return per_query_metrics(qrels, run, [metric], ties)[check_metrics([metric])[0]]
+
+
+def per_query_metrics(
+    qrels: Mapping[str, Mapping[str, int]], run: RunLike, metrics: Sequence[str], ties: str | None = None,
+) -> dict[str, dict[str, float]]:
+    """metric -> query -> value for each query of ``qrels`` (a query the run misses scores 0), under the
+    contract's tie rule (``ties``, default ``DEFAULT_TIES``): the run is put in that order once (``ordered_ids``)
+    and re-scored n..1, so ranx never breaks a tie its own way and every page and verb sees one number."""
+    metrics = check_metrics(list(metrics))
+    ties = ties or DEFAULT_TIES
+    wanted = {q for q, rel in qrels.items() if rel}
+    data = run.to_dict() if isinstance(run, Run) else run
+    ordered = ordered_ids({q: r for q, r in data.items() if q in wanted}, ties)
+    out = {m: dict.fromkeys(wanted, 0.0) for m in metrics}
+    present = {q: ids for q, ids in ordered.items() if ids}
+    if present:
+        run_obj = _run_in_order(present)
+        evaluate(to_qrels({q: qrels[q] for q in present}), run_obj, metrics, return_mean=False)
+        for m in metrics:
+            out[m].update({q: float(v) for q, v in run_obj.scores[m].items()})
+    return out
 
 
 def compare_runs(
@@ -220,6 +237,12 @@ TIE_RULES = {
     "trec_eval": "trec_eval order (score desc, then doc id desc)",
     "run_order": "run order (score desc, then the run's own order)",
 }
+DEFAULT_TIES = "trec_eval"  # the one default of every page, verb and report
+
+
+def tie_note(ties: str | None = None) -> str:
+    """The line a page or verb shows under its numbers: which tie rule ordered equal scores."""
+    return f"ties: {TIE_RULES[ties or DEFAULT_TIES]}"
 CONVENTIONS = ("answerable", "all")
 _TREC_EVAL_NAMES = {"map": "map_cut", "precision": "P", "ndcg": "ndcg_cut", "recall": "recall", "hit_rate": "success"}
 
@@ -264,7 +287,7 @@ def _scored_items(ranking: Ranking | Mapping[str, float]) -> list[tuple[str, flo
     return [(d, float(s)) for d, s in ranking.items()]
 
 
-def ordered_ids(run: RunLike, ties: str = "trec_eval") -> dict[str, list[str]]:
+def ordered_ids(run: RunLike, ties: str = DEFAULT_TIES) -> dict[str, list[str]]:
     """Each query's doc ids in evaluation order: score descending, ties broken by ``ties``.
 
     ``trec_eval``: scores compared as 32-bit floats (trec_eval keeps them as C ``float``; pytrec_eval
@@ -291,7 +314,7 @@ def _run_in_order(ordered: Mapping[str, list[str]], name: str = "run") -> Run:
     return out
 
 
-def rescored_run(run: RunLike, ties: str = "trec_eval", name: str = "run") -> Run:
+def rescored_run(run: RunLike, ties: str = DEFAULT_TIES, name: str = "run") -> Run:
     """A ranx Run whose scores (n, n-1, ..., 1) follow ``ordered_ids``: ranx then sees no tie."""
     return _run_in_order(ordered_ids(run, ties), name)
 
@@ -366,7 +389,7 @@ def evaluate_contract(
     run: RunLike,
     metrics: list[str] | tuple[str, ...] = DEFAULT_METRICS,
     queries: Iterable[str] | None = None,
-    ties: str = "trec_eval",
+    ties: str = DEFAULT_TIES,
     candidates: bool = False,
 ) -> Evaluation:
     """Evaluate ``run`` under the contract (module docstring): both conventions, counts, tie rule.

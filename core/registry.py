@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from core.data.datasets import Dataset
-from core.errors import UnknownNameError
+from core.errors import StudioError, UnknownNameError
 from core.paths import artifact_dir
 
 
@@ -86,7 +86,7 @@ class SystemSpec:
     family: str = ""  # one of FAMILIES ("" = derived from kind: "reranker" / "dense")
     ann_indexable: bool = False  # dense vectors in a faiss index: the index knobs (presets, nprobe, efSearch) apply
     milvus_servable: bool = False  # its vectors (or BM25 weights) can be served from Milvus
-    cheap: bool = False  # untrained index the loader builds on demand (seconds on a user collection)
+    cheap: bool = False  # untrained: the loader builds it on first use, with progress (an index, a zero-shot encoding)
     default_first_stage: bool = False  # THE first stage of rerankers when none is asked (one system says so)
     rerank_depth: int = 20  # reranker: how many first-stage hits it rescores by default (FRM paper: top 20)
     layer_sources: tuple[LayerSource, ...] = ()  # what the Layers page reads per layer
@@ -172,14 +172,15 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
                variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
                          "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
-               datasets=("*",), pair_scoring=False, variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
-               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split",
+               datasets=("*",), variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
+               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split; on candidate "
+                    "lists every part (any system, a run file too) scores the query's own candidates",
                family="fusion", composite=True,
                needs=("bm25", "minilm")),  # the default variant's parts
     SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
                "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
                datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True,
-               family="reranker",
+               family="reranker", cheap=True,  # zero-shot: encoded on first use
                needs=("minilm",)),  # minilm's cached collection vectors
     SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
                "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
@@ -232,6 +233,12 @@ _REGISTERED: dict[str, SystemSpec] = {}  # user and plugin systems, in registrat
 _PROVIDERS: dict[str, object] = {}  # name -> provider given to register() or made from ``module`` on first use
 DISCOVERY_MODULE = "core.user_systems"  # its ``discover()`` registers user and plugin systems (run lazily, once)
 _discovery = {"done": False, "running": False}
+_UNLOADED: dict[str, str] = {}  # a plugin's entry-point name -> why it did not load (set by discovery)
+
+
+def note_unloaded(name: str, why: str) -> None:
+    """Discovery's record of a plugin that did not load: asking for ``name`` then says ``why``, not "unknown"."""
+    _UNLOADED[name] = why
 
 
 class _Systems(Mapping):
@@ -277,6 +284,7 @@ def refresh() -> None:
     """Forget discovered systems and discover again on next use (after ``core systems add/remove``)."""
     for name in [n for n, s in _REGISTERED.items() if s.origin != "built-in"]:
         unregister(name)
+    _UNLOADED.clear()
     _discovery["done"] = False
 
 
@@ -418,6 +426,8 @@ def get_spec(name: str) -> SystemSpec:
     """The spec of a system; ``SYSTEM@TRAINED_ON`` / ``SYSTEM@VARIANT`` names give SYSTEM's spec."""
     base = name.split("@", 1)[0]
     if base not in _BY_NAME:
+        if base in _UNLOADED:
+            raise StudioError(f"system {base} is a plugin that did not load: {_UNLOADED[base]}")
         raise UnknownNameError("system", base, list(_BY_NAME))
     return _BY_NAME[base]
 

@@ -12,7 +12,11 @@ Three ways in, each one registration (``core.registry.register``) served by the 
   ``SystemSpec``; or ``REGISTRATIONS``, several) and ``build`` / ``is_built`` / ``load`` [``config_dict``].
 
 The first two persist in ``var/user_systems.toml`` (readable TOML; read with ``tomllib``, written with
-``tomli-w``), validated on ``add``: bad input raises one ``StudioError`` line and writes nothing.
+``tomli-w``), validated on ``add``: bad input raises one ``StudioError`` line and writes nothing. Every change
+reads and rewrites the file under one file lock (``filelock``; two ``add`` at once both land) and replaces it
+atomically. A bi-encoder added with a dataset is saved as ``state = "encoding"`` until its encoding there is
+done (``mark_usable``); an interrupted encoding is undone (``discard``), or, when the process was killed, the
+entry stays "encoding" and the same ``add`` resumes it.
 :func:`discover` is what the registry runs, lazily and once, on its first lookup; a plugin that fails to
 import or register, or a user file that cannot be read, becomes one line in :func:`problems` (shown on
 the Models page and by ``core systems``), never an exception.
@@ -21,22 +25,26 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from core.errors import StudioError
 from core.paths import var_dir
+from core.plugins import ENTRY_POINT_GROUP  # noqa: F401  (the group's name; plugin discovery is core.plugins)
 
-ENTRY_POINT_GROUP = "qrs.systems"
 FILE_NAME = "user_systems.toml"
 WAYS = ("bi-encoder", "cross-encoder", "run")
 # the two ways a model folder comes in (the Models page's form), with what each becomes
 FOLDER_WAYS = {WAYS[0]: "bi-encoder folder (retriever)", WAYS[1]: "cross-encoder folder (reranker)"}
 NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
 _PROBLEMS: list[str] = []
-_SEEN = {"file": None}  # the user file's (size, mtime) when discovery last read it
+_SEEN: dict = {"file": None, "plugins": None, "checked": 0.0}  # what discovery last read; when plugins were checked
+PLUGIN_CHECK_S = 5.0  # a long-running app looks for newly installed plugins at most this often
 _HEADER = ("# Your own systems (python -m core systems add / remove). One table per system:\n"
            "# way = bi-encoder | cross-encoder | run; path = the model folder or run file; dataset = the\n"
            "# dataset a run ranks (or a bi-encoder was first encoded on).\n")
@@ -51,6 +59,7 @@ class UserSystem:
     path: str  # absolute path of the model folder or run file
     dataset: str = ""  # the dataset a run ranks ("" for a model folder added without --dataset)
     added: str = ""  # UTC time it was added (ISO 8601)
+    state: str = ""  # "" usable; "encoding": being encoded on ``dataset`` (not usable until it is done)
 
 
 def user_file() -> Path:
@@ -72,19 +81,45 @@ def read_user_systems() -> list[UserSystem]:
     for name, row in (data.get("systems") or {}).items():
         if not isinstance(row, dict) or row.get("way") not in WAYS or not isinstance(row.get("path"), str):
             raise StudioError(f"{path}: [systems.{name}] needs way = one of {', '.join(WAYS)} and path = \"...\"")
-        out.append(UserSystem(name, row["way"], row["path"], str(row.get("dataset", "")), str(row.get("added", ""))))
+        out.append(UserSystem(name, row["way"], row["path"], str(row.get("dataset", "")), str(row.get("added", "")),
+                              str(row.get("state", ""))))
     return out
 
 
+LOCK_TIMEOUT_S = 30.0
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    """Hold the user file's lock (``.user_systems.toml.lock`` beside it) across a read-modify-write."""
+    from filelock import FileLock, Timeout
+
+    path = user_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT_S)
+    try:
+        with lock:
+            yield
+    except Timeout:
+        raise StudioError(f"{path} is locked by another add/remove for over {LOCK_TIMEOUT_S:.0f} s; "
+                          "nothing was changed, try again") from None
+
+
+def _update(change: Callable[[list[UserSystem]], list[UserSystem]]) -> None:
+    """Read the file, ``change`` the list, write it back: under the lock, so no concurrent change is lost."""
+    with _locked():
+        _write(change(read_user_systems()))
+
+
 def _write(systems: list[UserSystem]) -> None:
-    """Write the file atomically (a temporary file renamed over it)."""
+    """Write the file atomically (a temporary file renamed over it); callers hold ``_locked``."""
     import tomli_w
 
     table = {"systems": {s.name: {k: v for k, v in (("way", s.way), ("path", s.path), ("dataset", s.dataset),
-                                                    ("added", s.added)) if v} for s in systems}}
+                                                    ("added", s.added), ("state", s.state)) if v} for s in systems}}
     path = user_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(_HEADER + tomli_w.dumps(table), encoding="utf-8")
     tmp.replace(path)
 
@@ -101,7 +136,10 @@ def spec_of(system: UserSystem):
                           "core.retrieval.st_biencoder:BiEncoderFolder", f"sentence-transformers folder {system.path}",
                           datasets=("*",), family="dense", ann_indexable=True, milvus_servable=True, cheap=True,
                           knobs=("index", "nprobe", "efSearch"),
-                          note="your model: encoded on first use, re-encoded when the folder changes",
+                          note=(f"being encoded on {system.dataset}, not usable yet (if that was interrupted, the same "
+                                f"`python -m core systems add {system.name} --bi-encoder {system.path} --dataset "
+                                f"{system.dataset}` resumes it)" if system.state == "encoding" else
+                                "your model: encoded on first use, re-encoded when the folder changes"),
                           not_stored=on_demand, **common)
     if system.way == "cross-encoder":
         return SystemSpec(system.name, "reranker", f"{system.name} (your cross-encoder)",
@@ -150,13 +188,23 @@ def _file_state() -> tuple | None:
     return stat.st_size, stat.st_mtime_ns
 
 
-def refresh_if_changed() -> bool:
-    """Re-discover when the user systems file changed since it was read (a long-running app sees what
-    ``core systems add/remove`` did in another process); True when it did."""
+def refresh_if_changed(force: bool = False) -> bool:
+    """Re-discover when the user systems file changed since it was read, or the installed ``qrs.systems`` plugins
+    did (checked at most every ``PLUGIN_CHECK_S`` seconds, or now with ``force``): a long-running app sees what
+    ``core systems add/remove`` or a ``pip install`` did meanwhile, without a restart; True when it did."""
+    import time
+
     from core.registry import list_systems, refresh
 
     list_systems()
-    if _file_state() == _SEEN["file"]:
+    changed = _file_state() != _SEEN["file"]
+    now = time.monotonic()
+    if not changed and (force or now - _SEEN["checked"] >= PLUGIN_CHECK_S):
+        _SEEN["checked"] = now
+        from core.plugins import plugin_state
+
+        changed = plugin_state() != _SEEN["plugins"]
+    if not changed:
         return False
     refresh()
     return True
@@ -183,38 +231,21 @@ def source_key(name: str) -> str:
         return "missing"
 
 
+
 def _discover_plugins() -> None:
-    from importlib.metadata import entry_points
+    from core.plugins import discover_plugins
 
-    from core.registry import SystemSpec, register
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value.split(":")[0]
-        try:
-            target = ep.load()
-            specs = getattr(target, "REGISTRATIONS", None) or (getattr(target, "REGISTRATION", None),)
-            specs = [s() if callable(s) and not isinstance(s, SystemSpec) else s for s in specs]
-            if not specs or not all(isinstance(s, SystemSpec) for s in specs):
-                raise TypeError("it provides no REGISTRATION (a core.registry.SystemSpec)")
-            missing = [f for f in ("build", "is_built", "load") if not callable(getattr(target, f, None))]
-            if missing:
-                raise TypeError(f"it has no {', '.join(missing)}")
-            for spec in specs:
-                register(replace(spec, origin=f"plugin:{dist}", source=ep.value), provider=target)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is one line, never a crash
-            _PROBLEMS.append(f"plugin {ep.name} ({dist}, {ep.value}): {type(exc).__name__}: "
-                             f"{' '.join(str(exc).split())[:200]}")
-
+    _SEEN["plugins"] = discover_plugins(_PROBLEMS)
 
 # ----------------------------------------------------------------------------- add / remove
-def _check_name(name: str) -> None:
+def _check_name(name: str, resuming: UserSystem | None = None) -> None:
     from core.registry import list_systems
 
     if not NAME_RULE.fullmatch(name or ""):
         raise StudioError(f"system name {name!r}: use 1-48 lower-case letters, digits, '-', '_' or '.', "
                           "starting with a letter or digit")
     taken = {s.name: s.origin for s in list_systems()}
-    if name in taken:
+    if name in taken and resuming is None:
         raise StudioError(f"{name} is taken ({taken[name]} system); choose another name or remove it first")
 
 
@@ -272,14 +303,22 @@ def _check_run(path: Path, dataset_name: str) -> None:
                           f"(e.g. {sorted(unknown)[0]!r})")
 
 
-def add_user_system(name: str, way: str, path: str | Path, dataset: str = "") -> UserSystem:
-    """Validate and save a user system; returns it. Bad input: one ``StudioError`` line, nothing written."""
+def add_user_system(name: str, way: str, path: str | Path, dataset: str = "", state: str = "") -> UserSystem:
+    """Validate and save a user system; returns it. Bad input: one ``StudioError`` line, nothing written.
+
+    ``state="encoding"``: saved as not yet usable (``mark_usable`` when its encoding is done, ``discard`` if it
+    fails); adding again an entry left "encoding" with the same way, path and dataset resumes it."""
     from core.registry import refresh
 
     if way not in WAYS:
         raise StudioError(f"way must be one of {', '.join(WAYS)}, not {way!r}")
-    _check_name(name)
     path = Path(path).expanduser()
+    resolved = str(path.resolve()) if path.exists() else ""
+    resuming = next((s for s in read_user_systems() if s.name == name and s.state == "encoding" and s.way == way
+                     and s.path == resolved and s.dataset == dataset), None)
+    _check_name(name, resuming)
+    if resuming is not None:
+        return resuming
     if not path.exists():
         raise StudioError(f"{path} does not exist")
     path = path.resolve()
@@ -293,8 +332,15 @@ def add_user_system(name: str, way: str, path: str | Path, dataset: str = "") ->
         _check_run(path, dataset)
     else:
         _check_model_folder(path, way)
-    system = UserSystem(name, way, str(path), dataset, datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    _write([*read_user_systems(), system])
+    system = UserSystem(name, way, str(path), dataset, datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        state)
+
+    def append(systems: list[UserSystem]) -> list[UserSystem]:
+        if any(s.name == name for s in systems):  # another process added it since the check above
+            raise StudioError(f"{name} was just added by another process; choose another name; nothing was written")
+        return [*systems, system]
+
+    _update(append)
     refresh()
     if way == "run":  # nothing to train: mark it ready on its dataset (pooling lists ready systems)
         from core.data.datasets import load_dataset
@@ -308,12 +354,33 @@ def remove_user_system(name: str) -> UserSystem:
     """Remove a user system from the file (its built artifacts stay in var/systems until deleted)."""
     from core.registry import refresh
 
-    systems = read_user_systems()
-    found = next((s for s in systems if s.name == name), None)
-    if found is None:
-        known = ", ".join(s.name for s in systems) or "none"
-        raise StudioError(f"{name} is not a user system (user systems: {known}); built-in and plugin systems "
-                          "cannot be removed here")
-    _write([s for s in systems if s.name != name])
+    removed: list[UserSystem] = []
+
+    def drop(systems: list[UserSystem]) -> list[UserSystem]:
+        found = next((s for s in systems if s.name == name), None)
+        if found is None:
+            known = ", ".join(s.name for s in systems) or "none"
+            raise StudioError(f"{name} is not a user system (user systems: {known}); built-in and plugin systems "
+                              "cannot be removed here")
+        removed.append(found)
+        return [s for s in systems if s.name != name]
+
+    _update(drop)
     refresh()
-    return found
+    return removed[0]
+
+
+def mark_usable(name: str) -> None:
+    """A user system's encoding is done: clear its "encoding" state (it is listed and served as usable)."""
+    from core.registry import refresh
+
+    _update(lambda systems: [replace(s, state="") if s.name == name else s for s in systems])
+    refresh()
+
+
+def discard(name: str) -> None:
+    """Undo an ``add`` whose encoding did not finish (the entry goes; nothing else was written for it)."""
+    from core.registry import refresh
+
+    _update(lambda systems: [s for s in systems if s.name != name])
+    refresh()

@@ -204,7 +204,7 @@ def _user_labels(query: str) -> dict[str, int]:
 
 
 try:
-    result = compare(ds, typed, choices, cached_loader(ds_name), k=k, query_id=qid,
+    result = compare(ds, typed, choices, cached_loader(ds_name, progress=True), k=k, query_id=qid,
                      baseline=None if baseline == "(none)" else baseline, user_labels=_user_labels(typed))
 except StudioError as exc:
     error(exc)

@@ -153,7 +153,7 @@ source = st.selectbox("Representation", chosen or layer_sources(), key="layers.o
 if query.strip():
     try:
         name, variant, options = layer_source(source)
-        retriever = system(name, ds_name, variant, options)
+        retriever = system(name, ds_name, variant, options, progress=True)
         hits = retriever.search(query, 5)
         targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         qid = next((q for q, t in ds.queries.items() if ds.display_query(q) == query.strip()), None)

@@ -100,7 +100,7 @@ if shown.paper_loss_note and view[0] == KEYWORDS and view[1] == "w":
     st.warning(f"{shown.paper_loss_note} Pick “{display_name(shown.system)}: {METHODS[shown.method]}” above.")
 
 try:
-    frm = system(KEYWORDS, ds_name, parse_name(view[0]).variant)
+    frm = system(KEYWORDS, ds_name, parse_name(view[0]).variant, progress=True)
 except MissingArtifactError as exc:
     error(exc)
     st.stop()
@@ -111,7 +111,7 @@ except Exception as exc:  # noqa: BLE001 - shown, not raised
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
 try:
-    ranking = system(FIRST_STAGE, ds_name).search(query, k=get_spec(KEYWORDS).rerank_depth, exclude=[qid] if qid else [])
+    ranking = system(FIRST_STAGE, ds_name, progress=True).search(query, k=get_spec(KEYWORDS).rerank_depth, exclude=[qid] if qid else [])
     candidates = list(ranking.doc_ids)
 except MissingArtifactError as exc:
     st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")

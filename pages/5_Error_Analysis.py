@@ -189,7 +189,8 @@ if query_form == "typed":
     note += " Queries ranked as people type them (their display form)."
 st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Tests against {baseline}: "
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
-           f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
+           f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note} Score ties: {res.tie_rule}, "
+           "the rule `python -m core eval` uses by default.")
 st.dataframe(pd.DataFrame(res.display_table()), hide_index=True, key="ea.table")
 st.caption("p: three decimals down to 0.001, scientific notation below, \"< 1e-10\" under that; the baseline row "
            "has no test against itself.")

@@ -33,6 +33,7 @@ from core.registry import contamination_note, deviation_note, display_name, list
 from core.errors import StudioError
 from core.transfer import listing as portable_listing
 from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
+from core.user_systems import refresh_if_changed
 from ui.nav import ensure_navigation
 from ui.render import page_dataset
 
@@ -139,6 +140,7 @@ st.caption("A sentence-transformers model folder as a bi-encoder (encoded on fir
            "changes) or as a cross-encoder reranker; a TREC run file (`python -m core systems add NAME --run FILE "
            "--dataset D`); or a plugin: an installed package with an entry point in the group `qrs.systems`. They "
            "appear on every page beside the papers' systems.")
+refresh_if_changed(force=True)  # a plugin installed while the app runs appears here without a restart
 for line in user_problems():  # a plugin or user entry that could not be registered: one line, never a crash
     st.warning(f"Not loaded: {line}", icon="⚠️")
 _own = [s for s in list_systems() if s.origin != "built-in"]

@@ -84,7 +84,7 @@ if rerun:
         if not state.query:
             state = replace(state, query=case.query)
         result = compare(ds, state.query, state.choices(),
-                         cached_loader(case.dataset),  # the one loader through this process's cache
+                         cached_loader(case.dataset, progress=True),  # the one loader through this process's cache
                          k=state.k, query_id=state.query_id, baseline=state.baseline)
         today = case_table(result, case.dataset)
     except Exception as exc:  # a dataset that is gone, a model that no longer loads

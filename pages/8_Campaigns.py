@@ -9,6 +9,7 @@ from core.errors import StudioError
 from core.judging.campaign_pool import choose_queries, items_from_rankings, rank_pool
 from core.judging.campaigns import (RULES, CampaignSpec, CampaignStore, QuerySet, export_filename, qrels_text,
                                     rule_description)
+from core.judging.deletion import delete_campaign, delete_labels, plan_campaign, plan_labels
 from core.judging.judgments import default_url
 from core.judging.pooling import available_systems
 from ui.auth import current_identity
@@ -77,8 +78,8 @@ c = cs.campaign(name)
 st.caption(f"{c.dataset} · {c.query_set.describe()} · {c.queries} queries, {c.items} items · pool depth {c.depth} "
            f"of {', '.join(c.systems)} · overlap {c.overlap} · "
            + ("open roster" if c.open else f"annotators: {', '.join(c.annotators)}"))
-progress, assign, adjudicate, agreement, export, guide = st.tabs(
-    ["Progress", "Assign", "Adjudicate", "Agreement", "Export", "Guidelines"])
+progress, assign, adjudicate, agreement, export, guide, remove = st.tabs(
+    ["Progress", "Assign", "Adjudicate", "Agreement", "Export", "Guidelines", "Delete"])
 
 with progress:
     prog = cs.progress(actor, name)
@@ -187,5 +188,39 @@ with guide:
         try:
             cs.set_guidelines(actor, name, text)
             st.toast("Guidelines saved")
+        except StudioError as exc:
+            error(exc)
+
+with remove:
+    st.caption("Deleting cannot be undone. Each deletion asks for the name typed again and is kept in the audit "
+               "(who, what, when, rows per table).")
+    st.subheader("This campaign")
+    try:
+        plan = plan_campaign(cs, actor, name)
+        st.text(f"Would delete {plan.describe()}. The store's own labels outside campaigns stay.")
+        typed = st.text_input("Type the campaign's name to confirm", key="campaigns.delete.confirm", max_chars=80)
+        if st.button("Delete this campaign", key="campaigns.delete.go", type="primary", disabled=typed.strip() != name):
+            record = delete_campaign(cs, actor, name, confirm=typed)
+            st.toast(f"Deleted {plan.describe()} (audited as {record.actor}).")
+            st.rerun()
+    except StudioError as exc:
+        error(exc)
+    st.subheader("An annotator's labels")
+    people = cs.store.annotators()
+    if not people:
+        st.info("No annotator has labels in the store.")
+    else:
+        who = st.selectbox("Annotator", people, key="campaigns.delete_labels.who")
+        only = st.selectbox("Datasets", ["every dataset", *cs.store.datasets()], key="campaigns.delete_labels.dataset")
+        scope = None if only == "every dataset" else only
+        try:
+            plan = plan_labels(cs.store, who, scope)
+            st.text(f"Would delete {plan.describe()}. Campaigns, queries and documents stay.")
+            typed = st.text_input("Type the annotator's name to confirm", key="campaigns.delete_labels.confirm",
+                                  max_chars=80)
+            if st.button("Delete these labels", key="campaigns.delete_labels.go", type="primary",
+                         disabled=typed.strip() != plan.target or plan.total == 0):
+                delete_labels(cs.store, actor, who, scope, confirm=typed)
+                st.success(f"Deleted {plan.describe()}.")
         except StudioError as exc:
             error(exc)

@@ -701,10 +701,11 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
         conn.execute(text("UPDATE meta SET value = '4' WHERE key = 'schema_version'"))
         conn.execute(text("UPDATE alembic_version SET version_num = '0004'"))
         conn.execute(text("DROP TABLE campaign_judge_labels"))  # schema v6's table: a v4 database has none
+        conn.execute(text("DROP TABLE deletions"))  # schema v7's table
     engine.dispose()
     cs = CampaignStore(url)  # opening upgrades
     try:
-        assert cs.store.schema_version() == SCHEMA_VERSION == 6
+        assert cs.store.schema_version() == SCHEMA_VERSION == 7
         names = {r.annotator for r in cs.store.judgments()} | {a for c in cs.campaigns() for a in c.annotators}
         assert "bob@lab.example" in names and "Bob@Lab.Example" not in names
         assert len(cs.queue("BOB@lab.example", "c1")) == 4  # bob's assignment found under the canonical name

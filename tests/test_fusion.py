@@ -12,12 +12,13 @@ def test_parse_variant_accepts_parts_with_variants_and_rejects_bad_names():
     assert spec.parts == (("bm25", "classic"), ("minilm", "finetuned"), ("densetrans", "+Concat"))
     assert spec.method == "wsum" and spec.variant == "bm25[classic]+minilm[finetuned]+densetrans[+Concat]:wsum"
     assert parse_variant(None).variant == "bm25+minilm:rrf"
-    for bad in ("bm25:rrf", "bm25+bm25:rrf", "bm25+minilm", "bm25+minilm:max", "bm25+frm:rrf", "bm25+:rrf",
+    for bad in ("bm25:rrf", "bm25+bm25:rrf", "bm25+minilm", "bm25+minilm:max", "bm25+fusion:rrf", "bm25+:rrf",
                 "bm25+minilm[nope]:rrf", "bm25 minilm:rrf"):
         with pytest.raises(StudioError):
             parse_variant(bad)
     with pytest.raises(UnknownNameError):
         parse_variant("bm25+nope:rrf")
+    assert parse_variant("bm25+frm:rrf").parts == (("bm25", None), ("frm", None))  # a reranker: candidate lists
 
 
 def test_registry_accepts_fusion_names_by_pattern():

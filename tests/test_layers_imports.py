@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.retrieval",),  # first-stage retrievers and their trainers
     ("core.training_data",),  # the labelled-pairs view every reranker trainer reads
     ("core.rerank",),  # second-stage rerankers and their trainers
+    ("core.plugins",),  # qrs.systems plugins, read as installed now
     ("core.user_systems",),  # a researcher's model folders, run files and qrs.systems plugins, registered
     ("core.serving",),  # the one loader and the one runner; scorers of candidate lists
     ("core.analysis",),  # Compare engine, stored runs, error analysis, layers, keywords, held-out verdicts

@@ -31,23 +31,77 @@ def dataset(name: str) -> Dataset:
     return load_dataset(name)
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=64)
-def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = ""):
+_LOADING: dict[Hashable, threading.Lock] = {}
+_LOADING_GUARD = threading.Lock()
+
+
+def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = "",
+           progress: bool = False):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
-    (key, value) pairs, hashable); a missing BM25 index is built first (seconds), as the CLI does. ``source``
-    keys a user system's model folder or run file (``core.user_systems.source_key``): a changed one loads anew."""
+    (key, value) pairs, hashable), loaded once per process (``result_cache("systems")``, one load at a time per
+    key). ``source`` keys a user system's model folder or run file (``core.user_systems.source_key``): a changed
+    one loads anew. ``progress``: whatever the first use builds or encodes (an index, a zero-shot system's or a
+    researcher's bi-encoder's collection vectors) draws a progress bar with its count and time left on the page;
+    only a page's own call passes it, never one inside a ``st.cache_*`` function (that would replay the bar)."""
     from core.serving.loader import load
 
     if variant and get_spec(name.split("@", 1)[0]).composite:
         return composite_system(name, variant, dataset_name)
-    return load(name, dataset(dataset_name), variant=variant, **dict(options))
+    key = (name, dataset_name, variant, tuple(options), source)
+    cache = result_cache("systems", 64)
+    hit = cache.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    with _LOADING_GUARD:
+        lock = _LOADING.setdefault(key, threading.Lock())
+    with lock:
+        hit = cache.get(key, _MISSING)
+        if hit is _MISSING:
+            bar = LoadBar(f"Loading {name}") if progress else None
+            try:
+                hit = load(name, dataset(dataset_name), variant=variant, progress=bar or _quiet, **dict(options))
+            finally:
+                if bar is not None:
+                    bar.close()
+            cache.put(key, hit)
+    return hit
 
 
-def cached_loader(dataset_name: str):
-    """The runner's ``(name, variant, options) -> system`` over this process's cached systems."""
+def _quiet(fraction: float, message: str) -> None:  # noqa: ARG001
+    return None
+
+
+class LoadBar:
+    """A ``progress(fraction, message)`` drawing one Streamlit progress bar, created on the first report (a load
+    that finds everything built draws nothing): the message (counts) and the time left estimated from the rate."""
+
+    def __init__(self, title: str) -> None:
+        import time
+
+        self.title, self.bar, self.start, self._clock = title, None, time.monotonic(), time.monotonic
+
+    def __call__(self, fraction: float, message: str) -> None:
+        fraction = min(1.0, max(0.0, float(fraction)))
+        elapsed = self._clock() - self.start
+        left = f" · about {elapsed * (1 - fraction) / fraction:.0f} s left" if 0.0 < fraction < 1.0 else ""
+        text = f"{self.title}: {message}{left if 'left' not in message else ''}"
+        if self.bar is None:
+            self.bar = st.progress(fraction, text=text)
+        else:
+            self.bar.progress(fraction, text=text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.empty()
+
+
+def cached_loader(dataset_name: str, progress: bool = False):
+    """The runner's ``(name, variant, options) -> system`` over this process's cached systems; ``progress``: a page's
+    own call (not inside a ``st.cache_*`` function) draws first-use builds and encodings as a bar (``system``)."""
     from core.user_systems import source_key
 
-    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name))
+    return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name),
+                                                         progress)
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
@@ -200,13 +254,15 @@ def digest(obj) -> str:
 
 def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qrels: dict, qrels_key: str,
                      metrics: list[str], stored: Callable[[], dict | None] | None = None) -> dict[str, dict[str, float]]:
-    """metric -> query -> value of one run (``core.evaluation.per_query``, ranx), kept per run key (its
+    """metric -> query -> value of one run (``core.evaluation.per_query_metrics``: ranx under the contract's tie
+    rule), kept per run key (its
     model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
     metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
     from core.analysis.error_analysis import run_from_dict
-    from core.evaluation import per_query
+    from core.evaluation import DEFAULT_TIES, per_query_metrics
 
     cache = result_cache("per_query", 1024)
+    qrels_key = (qrels_key, DEFAULT_TIES)  # values under the contract's tie rule
     missing = [m for m in metrics if (run_key, qrels_key, m) not in cache]
     if missing and stored is not None:  # the build's per-query metrics (``core.analysis.runs.write_per_query``)
         saved = stored() or {}
@@ -214,9 +270,8 @@ def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qre
             cache.put((run_key, qrels_key, m), saved[m])
         missing = [m for m in missing if m not in saved]
     if missing:
-        run = run_from_dict(data(), name)
-        for m in missing:
-            cache.put((run_key, qrels_key, m), per_query(qrels, run, m))
+        for m, values in per_query_metrics(qrels, run_from_dict(data(), name), missing, DEFAULT_TIES).items():
+            cache.put((run_key, qrels_key, m), values)
     return {m: cache.get((run_key, qrels_key, m)) for m in metrics}
 
 

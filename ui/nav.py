@@ -89,7 +89,7 @@ def ensure_navigation() -> None:
     from core.user_systems import refresh_if_changed
     from ui.auth import gate
 
-    refresh_if_changed()  # systems added or removed by `python -m core systems` while the app runs
+    refresh_if_changed()  # systems added or removed by `python -m core systems`, or plugins installed, while the app runs
 
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False

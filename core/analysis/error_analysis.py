@@ -36,7 +36,7 @@ from ranx import Run
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.analysis import LABEL_SOURCES
-from core.evaluation import check_metrics, per_query, read_trec_run, to_run
+from core.evaluation import DEFAULT_TIES, TIE_RULES, check_metrics, per_query_metrics, read_trec_run, to_run
 from core.paths import artifact_dir
 from core.registry import default_first_stage, get_spec, rerank_depth
 from core.retrieval.base import ProgressFn, Ranking, _no_progress
@@ -227,6 +227,11 @@ class Analysis:
     win_tie_loss: dict[str, dict[str, dict[str, int]]]  # system -> metric -> W/T/L vs baseline
     per_query: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # metric -> system -> q -> v
     max_p: float = 0.05
+    ties: str = DEFAULT_TIES  # the tie rule the per-query values were computed under (``core.evaluation``)
+
+    @property
+    def tie_rule(self) -> str:
+        return TIE_RULES[self.ties]
 
     def table(self) -> list[dict]:
         """One row per system: metric means, p, Holm p, significance and W/T/L vs the baseline."""
@@ -267,7 +272,8 @@ class Analysis:
         """JSON-ready summary (no per-query values)."""
         return {
             "label_source": self.label_source, "queries": self.queries, "baseline": self.baseline,
-            "stat_test": self.stat_test, "metrics": self.metrics, "table": self.table(),
+            "stat_test": self.stat_test, "metrics": self.metrics, "ties": self.ties, "tie_rule": self.tie_rule,
+            "table": self.table(),
         }
 
 
@@ -278,16 +284,18 @@ def analyze(
     metrics: Sequence[str] = DEFAULT_METRICS,
     stat_test: str = "student",
     max_p: float = 0.05,
+    ties: str = DEFAULT_TIES,
 ) -> Analysis:
-    """ranx comparison of ``runs`` on ``labels.qrels`` with Holm-corrected tests against ``baseline``."""
+    """ranx comparison of ``runs`` on ``labels.qrels`` with Holm-corrected tests against ``baseline``; score ties
+    broken by the evaluation contract's rule ``ties`` (``core.evaluation.TIE_RULES``)."""
     if not runs:
         raise StudioError("pick at least one system or run")
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise StudioError(f"two runs share a name: {names}")
     checked = check_metrics(list(metrics))
-    values = {r.name: {m: per_query(labels.qrels, r, m) for m in checked} for r in runs} if labels.qrels else {}
-    return analysis_from_values(labels, names, values, baseline, checked, stat_test, max_p)
+    values = {r.name: per_query_metrics(labels.qrels, r, checked, ties) for r in runs} if labels.qrels else {}
+    return analysis_from_values(labels, names, values, baseline, checked, stat_test, max_p, ties)
 
 
 def analysis_from_values(
@@ -298,9 +306,10 @@ def analysis_from_values(
     metrics: Sequence[str] = DEFAULT_METRICS,
     stat_test: str = "student",
     max_p: float = 0.05,
+    ties: str = DEFAULT_TIES,
 ) -> Analysis:
     """The same comparison from per-query metric values already computed (``values``: system -> metric ->
-    query -> value, from ``core.evaluation.per_query``), so a page can keep them per run fingerprint and
+    query -> value, from ``core.evaluation.per_query_metrics`` under the tie rule ``ties``), so a page can keep them per run fingerprint and
     never recompute what a widget does not change. The paired t-test is ranx's own (``paired_student_t_test``,
     scipy's ``ttest_rel``) over the same per-query values ranx's ``compare`` would pair."""
     from ranx.statistical_tests import paired_student_t_test
@@ -342,7 +351,7 @@ def analysis_from_values(
     return Analysis(
         systems=ordered, baseline=baseline, metrics=metrics, stat_test=stat_test,
         label_source=labels.source, queries=len(labels.qrels), scores=scores, pvalues=pvalues, holm=adjusted,
-        win_tie_loss=wtl, per_query=pq, max_p=max_p,
+        win_tie_loss=wtl, per_query=pq, max_p=max_p, ties=ties,
     )
 
 
@@ -593,10 +602,10 @@ def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -
         return None
     data = read_run_dict(run_path(dataset.name, system, variant), list(labels.queries), STORED_DEPTH)
     run = _to_run(data, _leaf(system, variant))
-    values = {m: per_query(labels.qrels, run, m) for m in DEFAULT_METRICS}
+    values = per_query_metrics(labels.qrels, run, DEFAULT_METRICS, DEFAULT_TIES)
     path = per_query_path(dataset.name, system, variant)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"fingerprint": fingerprint(dataset, system, variant), "labels": labels_digest(labels.qrels),
-                               "depth": STORED_DEPTH, "metrics": values}), encoding="utf-8")
+                               "depth": STORED_DEPTH, "ties": DEFAULT_TIES, "metrics": values}), encoding="utf-8")
     os.replace(tmp, path)
     return path

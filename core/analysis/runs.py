@@ -44,6 +44,7 @@ import numpy as np
 from ranx import Run
 
 from core.data.datasets import Dataset
+from core.evaluation import DEFAULT_TIES
 from core.paths import artifact_dir
 from core.registry import SystemName, get_spec, parse_name, slug, system_module
 from core.retrieval.base import ProgressFn, Ranking, _no_progress
@@ -187,7 +188,7 @@ def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
     with open(tmp, "w", encoding="utf-8") as fh:
         for q in sorted(rankings):
             r = rankings[q]
-            fh.writelines(f"{q} Q0 {d} {i} {s:.8g} {tag}\n" for i, (d, s) in enumerate(zip(r.doc_ids, r.scores), 1))
+            fh.writelines(f"{q} Q0 {d} {i} {float(s)!r} {tag}\n" for i, (d, s) in enumerate(zip(r.doc_ids, r.scores), 1))
     os.replace(tmp, path)
     return path
 
@@ -245,6 +246,8 @@ def stored_per_query(dataset: Dataset, name: str, qrels: Mapping[str, Mapping[st
     if saved.get("fingerprint") != fingerprint(dataset, parsed.system, parsed.variant) or saved.get("depth") != k:
         return None
     if saved.get("labels") != (labels_key or labels_digest(qrels)):
+        return None
+    if saved.get("ties") != DEFAULT_TIES:  # computed under another tie rule (or before the rule was recorded)
         return None
     return saved.get("metrics")
 

@@ -7,6 +7,8 @@
 - ``campaign assign --name N --as OWNER --annotator A --queries q1,q2 [--replace B]``
 - ``campaign export --name N --as OWNER --rule majority|adjudicated|mean [--threshold T] [--out-dir DIR]``
 - ``campaign agreement --name N --as OWNER [--json]``
+- ``campaign delete --name N --as OWNER [--confirm N]``: without ``--confirm`` it only says what would go (exit
+  2, nothing deleted); with it, the campaign and every row it owns go, and the audit keeps who and what
 
 ``--as`` is the acting user, in its canonical form (``core.judging.identity``: e-mail addresses
 lower-cased). ``create`` and ``list`` check it against the owners of the configuration (``QRS_OWNERS`` or
@@ -237,13 +239,28 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete a campaign (its owners), after the typed confirmation; the audit keeps who and what."""
+    from core.judging.campaigns import CampaignError
+    from core.judging.deletion import delete_campaign, plan_campaign
+
+    store = _store(args)
+    plan = plan_campaign(store, args.actor, args.name)
+    if args.confirm is None:
+        print(f"would delete {plan.describe()}")
+        raise CampaignError(f"nothing was deleted: repeat with --confirm {args.name!r} to delete it")
+    record = delete_campaign(store, args.actor, args.name, confirm=args.confirm)
+    print(f"deleted {plan.describe()}; audit: {record.actor} at {record.at:%Y-%m-%d %H:%M:%S} UTC")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign ...`` on the main CLI's subparsers."""
     from core.cli.main import _positive_int
     from core.data.datasets import DEFAULT_DATASET
     from core.judging.campaigns import RULES
 
-    c = sub.add_parser("campaign", help="judging campaigns: create, list, status, assign, export, agreement")
+    c = sub.add_parser("campaign", help="judging campaigns: create, list, status, assign, export, agreement, delete")
     csub = c.add_subparsers(dest="action", required=True)
 
     def common(p: argparse.ArgumentParser, named: bool = True) -> argparse.ArgumentParser:
@@ -296,3 +313,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = common(csub.add_parser("agreement", help="Krippendorff's alpha, Fleiss' and Cohen's kappa, per query"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agreement)
+
+    p = common(csub.add_parser("delete", help="delete a campaign and its labels (owners; typed confirmation, audited)"))
+    p.add_argument("--confirm", help="the campaign's name again: without it nothing is deleted")
+    p.set_defaults(func=cmd_delete)

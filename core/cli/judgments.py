@@ -4,6 +4,8 @@
 - ``judgments stats [--dataset D] [--json]``
 - ``judgments agreement --dataset D [--annotator A ...] [--json]``
 - ``judgments import-run FILE --dataset D [--name N]``
+- ``judgments delete --annotator A --as OWNER [--dataset D] [--confirm A]``: without ``--confirm`` it only
+  says what would go (exit 2, nothing deleted); with it, deletes those labels and writes the audit row
 - ``compare --dataset D [--systems bm25 ...] [--runs FILE ...] [--baseline NAME] [--metrics m,...]
   [--stat-test student|fisher] [--labels dataset|judgments|both] [--json]``
 
@@ -121,8 +123,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict(), indent=1))
         return 0
     print(f"{res.queries:,} queries, labels: {res.label_source}; baseline {res.baseline}; "
-          f"{res.stat_test} test, Holm-corrected over {len(res.systems) - 1} system(s)")
+          f"{res.stat_test} test, Holm-corrected over {len(res.systems) - 1} system(s); ties: {res.tie_rule}")
     print(tabulate(res.table(), headers="keys", floatfmt=".4f", missingval="-"))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete an annotator's labels (owners), after the typed confirmation; the audit keeps who and what."""
+    from core.judging.deletion import delete_labels, plan_labels
+    from core.judging.judgments import JudgmentError
+
+    store = _store(args)
+    plan = plan_labels(store, args.annotator, args.dataset)
+    if args.confirm is None:
+        print(f"would delete {plan.describe()}")
+        raise JudgmentError(f"nothing was deleted: repeat with --confirm {plan.target!r} to delete them")
+    record = delete_labels(store, args.actor, args.annotator, args.dataset, confirm=args.confirm)
+    print(f"deleted {plan.describe()}; audit: {record.actor} at {record.at:%Y-%m-%d %H:%M:%S} UTC")
     return 0
 
 
@@ -132,7 +149,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from core.data.datasets import DEFAULT_DATASET
     from core.analysis import LABEL_SOURCES
 
-    j = sub.add_parser("judgments", help="relevance judgments: export-qrels, stats, agreement, import-run")
+    j = sub.add_parser("judgments", help="relevance judgments: export-qrels, stats, agreement, delete, import-run")
     jsub = j.add_subparsers(dest="action", required=True)
 
     p = _common(jsub.add_parser("export-qrels", help="user judgments as TREC qrels"))
@@ -153,6 +170,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--annotator", action="append", help="annotators to compare (default: all)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_agreement)
+
+    p = _common(jsub.add_parser("delete", help="delete an annotator's labels (owners; a typed confirmation, audited)"))
+    p.add_argument("--annotator", required=True, help="whose labels go")
+    p.add_argument("--dataset", help="only this dataset's labels (default: every dataset)")
+    p.add_argument("--as", dest="actor", required=True, help="the acting owner (of the configuration)")
+    p.add_argument("--confirm", help="the annotator's name again: without it nothing is deleted")
+    p.set_defaults(func=cmd_delete)
 
     p = jsub.add_parser("import-run", help="import a TREC run file of an outside system")
     p.add_argument("path", type=Path)

@@ -22,12 +22,20 @@ from core.registry import default_first_stage
 class TqdmProgress:
     """A ``progress(fraction, message)`` callback drawing one tqdm bar."""
 
-    def __init__(self, desc: str) -> None:
-        self.bar = tqdm(total=1000, desc=desc, unit="‰", leave=True, dynamic_ncols=True,
+    def __init__(self, desc: str, lazy: bool = False) -> None:
+        """``lazy``: draw the bar only when something reports progress (a load that finds everything built
+        prints nothing)."""
+        self.desc, self.bar, self.done = desc, None, 0
+        if not lazy:
+            self._open()
+
+    def _open(self) -> None:
+        self.bar = tqdm(total=1000, desc=self.desc, unit="‰", leave=True, dynamic_ncols=True,
                         bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
-        self.done = 0
 
     def __call__(self, fraction: float, message: str) -> None:
+        if self.bar is None:
+            self._open()
         target = int(max(0.0, min(1.0, fraction)) * 1000)
         if target > self.done:
             self.bar.update(target - self.done)
@@ -35,7 +43,8 @@ class TqdmProgress:
         self.bar.set_postfix_str(message[-60:], refresh=False)
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _options(pairs: list[str]) -> dict:
@@ -110,24 +119,32 @@ def cmd_systems(args: argparse.Namespace) -> int:
 def _systems_add(args: argparse.Namespace) -> int:
     """``systems add NAME --bi-encoder PATH | --cross-encoder PATH | --run FILE [--dataset D]``: validate, save;
     a bi-encoder given ``--dataset`` is encoded there now (else on first use)."""
-    from core.user_systems import WAYS, add_user_system
+    from core.user_systems import WAYS, add_user_system, discard, mark_usable
 
     way, path = next((w, p) for w, p in ((WAYS[0], args.bi_encoder), (WAYS[1], args.cross_encoder),
                                          (WAYS[2], args.run)) if p)
-    system = add_user_system(args.name, way, path, args.dataset or "")
-    print(f"added {system.name} ({system.way}: {system.path})")
-    if way == WAYS[0] and args.dataset:
+    encode = way == WAYS[0] and bool(args.dataset)
+    system = add_user_system(args.name, way, path, args.dataset or "", state="encoding" if encode else "")
+    if encode:  # saved as "encoding" (listed so); usable once the encoding is done, removed if it is not
         from core.build import build_system
 
+        print(f"encoding {system.name} ({system.way}: {system.path}) on {args.dataset}")
         bar = TqdmProgress(f"encode {system.name} on {args.dataset}")
         try:
             status = build_system(load_dataset(args.dataset), system.name, force=True, listener=bar)
+        except BaseException:
+            discard(system.name)
+            raise
         finally:
             bar.close()
         if status.state != "ready":
-            raise StudioError(f"encoding {system.name} on {args.dataset} failed: {status.error}")
-        print(f"{system.name} encoded on {args.dataset}")
-    elif way == "bi-encoder":
+            discard(system.name)
+            raise StudioError(f"encoding {system.name} on {args.dataset} failed: {status.error}; it was not added")
+        mark_usable(system.name)
+        print(f"added {system.name} ({system.way}: {system.path}), encoded on {args.dataset}")
+    else:
+        print(f"added {system.name} ({system.way}: {system.path})")
+    if way == "bi-encoder" and not encode:
         print(f"{system.name} is encoded on first use (or now: python -m core train --system {system.name} "
               f"--dataset D)")
     return 0
@@ -230,6 +247,26 @@ def _notice(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _loading(ds, run_spec):  # noqa: ANN001, ANN202
+    """The CLI's loader of ``ds`` with ``run_spec`` loaded now: whatever first use builds or encodes (a zero-shot
+    system's collection vectors, a cheap index) draws a bar with its count and time left; ranking after this
+    gets that loaded system back (other names, a reranker's first stage, load as usual)."""
+    from core.serving.runner import loader_for
+
+    bar = TqdmProgress(f"load {run_spec.name}", lazy=True)
+    try:
+        first = loader_for(ds, notice=_notice, progress=bar)(run_spec.name, run_spec.variant, run_spec.options)
+    finally:
+        bar.close()
+    others = loader_for(ds, notice=_notice)
+    key = (run_spec.name, run_spec.variant, tuple(run_spec.options))
+
+    def load(name, variant=None, options=()):  # noqa: ANN001, ANN202
+        return first if (name, variant, tuple(options)) == key else others(name, variant, options)
+
+    return load
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
     from core.registry import parse_name
@@ -249,8 +286,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         parsed = parse_name(args.system, args.variant)
         run_spec = SystemChoice(str(parsed), first_stage=args.first_stage, depth=args.depth,
                                 options=tuple({**_options(args.option), **_backend(args)}.items()))
-        load = loader_for(ds, notice=_notice)
-        load(run_spec.name, None, run_spec.options)  # load (and build a cheap index) before the clock starts
+        load = _loading(ds, run_spec)  # load (a first-use build or encoding with its bar) before the clock starts
         bar = TqdmProgress(f"eval {parsed}")
         start = time.perf_counter()
         try:
@@ -329,7 +365,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                             options=tuple({**_options(args.option), **_backend(args)}.items()))
     qid = args.query if args.query in ds.queries else None  # a dataset query by id, or typed text
     text = ds.queries[qid] if qid else args.query
-    load = loader_for(ds, notice=_notice)
+    if not ds.candidates:
+        from core.retrieval.base import validate_query
+
+        text = validate_query(text)  # bad input gets its one line before any model loads
+    load = _loading(ds, run_spec)
     ranking = rank_one(run_spec, ds, text, args.k, query_id=qid, load=load)
     rows = [(i + 1, d, f"{s:.4f}", ds.display(d)[:100]) for i, (d, s) in enumerate(zip(ranking.doc_ids, ranking.scores))]
     print(tabulate(rows, headers=["rank", "id", "score", "text"]))
@@ -442,8 +482,15 @@ def main(argv: list[str] | None = None) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     """Run a parsed verb: a ``StudioError`` or a known library error (SQLAlchemy, sqlite3, JSON, ranx,
     bm25s: ``core.errors.describe_error``) becomes one ``error:`` line and exit code 2."""
+    return guarded(args.func, args)
+
+
+def guarded(fn, *args) -> int:  # noqa: ANN001
+    """``fn(*args)`` as a command runs it (every verb, every ``python -m bench.X``): its exit code (0 for None);
+    a ``StudioError`` or a known library error is one ``error:`` line and exit code 2, Ctrl-C is 130."""
     try:
-        return args.func(args)
+        code = fn(*args)
+        return code if isinstance(code, int) else 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MAX_NAME_CHARS = 80
 
 
@@ -220,4 +220,19 @@ class CampaignJudgeLabelRow(Base):
     judge: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))  # "judge:cross-encoder"
     score: Mapped[float] = mapped_column(Float)
     label: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+# ----------------------------------------------------------------------------- deletions (schema v7)
+class DeletionRow(Base):
+    """Append-only audit of an owner's deletion: who deleted what (an annotator's labels, a campaign), when, and
+    how many rows of each table went (``core.judging.deletion``)."""
+
+    __tablename__ = "deletions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    actor: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+    kind: Mapped[str] = mapped_column(String(16))  # "labels" | "campaign"
+    target: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))  # the annotator or the campaign
+    dataset: Mapped[str | None] = mapped_column(String(300), nullable=True)  # labels: one dataset, or all
+    rows: Mapped[dict] = mapped_column(JSON)  # table -> rows deleted
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

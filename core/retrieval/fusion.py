@@ -119,8 +119,8 @@ def parse_variant(text: str | None) -> FusionSpec:
     parts = []
     for name, variant in labels:
         spec = get_spec(name)  # UnknownNameError lists the systems
-        if spec.kind != "retriever" or name == "fusion":
-            raise StudioError(f"{name} cannot be fused: only first stages (retrievers other than fusion) can")
+        if spec.composite:
+            raise StudioError(f"{name} cannot be a part of a fusion (it is one)")
         if variant and variant not in spec.variants:
             raise StudioError(f"{name} has no variant {variant!r}; known: {', '.join(spec.variants) or 'none'}")
         parts.append((name, variant or None))
@@ -315,15 +315,44 @@ class FusionRetriever(Retriever):
 
 
 # ----------------------------------------------------------------------------- system contract
-def _dev_parts(dataset: Dataset, parts: Sequence[Retriever], progress: ProgressFn) -> tuple[dict, list[dict]]:
+def _dev_parts(dataset: Dataset, parts: Sequence, progress: ProgressFn) -> tuple[dict, list[dict]]:
+    """Each part's dev rankings: its top ``DEPTH`` of the collection, or on candidate lists its ranking of each
+    dev query's own candidates."""
     qrels = dataset.split_qrels("dev") if "dev" in dataset.query_splits else {}
     queries = {q: dataset.queries[q] for q in qrels}
+    cands = {q: Ranking("candidates", list(dataset.candidates[q]), [0.0] * len(dataset.candidates[q]))
+             for q in queries if dataset.candidates.get(q)} if dataset.candidates else {}
     runs = []
     for i, part in enumerate(parts):
-        rankings = part.search_many(queries, k=DEPTH, ignore_identical_ids=dataset.ignore_identical_ids,
-                                    progress=lambda f, m, i=i: progress(0.8 * (i + f) / len(parts), m))
+        report = lambda f, m, i=i: progress(0.8 * (i + f) / len(parts), m)  # noqa: E731
+        if dataset.candidates:
+            rankings = part.rerank_many({q: queries[q] for q in cands}, cands, dataset.corpus, progress=report)
+        else:
+            rankings = part.search_many(queries, k=DEPTH, ignore_identical_ids=dataset.ignore_identical_ids,
+                                        progress=report)
         runs.append({q: r.as_dict() for q, r in rankings.items()})
     return qrels, runs
+
+
+def _parts(dataset: Dataset, spec: FusionSpec, loader: Loader) -> list:
+    """The loaded parts; on a collection only first stages rank it (a reranker part is refused in one line)."""
+    from core.registry import get_spec
+
+    if not dataset.candidates:
+        wrong = [label for label, (name, _) in zip(spec.part_labels, spec.parts) if get_spec(name).kind != "retriever"]
+        if wrong:
+            raise StudioError(f"fusion {spec.variant} on {dataset.name}: {', '.join(wrong)} cannot search a collection "
+                              "(a reranker); on a collection fuse first stages, on candidate lists any system")
+    return [loader(name, v) for name, v in spec.parts]
+
+
+def _retriever(dataset: Dataset, spec: FusionSpec, parts: list, params: Mapping, depth: int = DEPTH):
+    """The fused system: over a collection a ``FusionRetriever``; over candidate lists a ``CandidateFusion``."""
+    if dataset.candidates:
+        from core.retrieval.fusion_candidates import CandidateFusion
+
+        return CandidateFusion(spec, parts, params, fuse=fuse_dicts)
+    return FusionRetriever(spec, parts, params, depth)
 
 
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
@@ -338,7 +367,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_p
 
     spec = parse_variant(variant)
     start = time.perf_counter()
-    parts = [loader(name, v) for name, v in spec.parts]
+    parts = _parts(dataset, spec, loader)
     params: dict = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
     if spec.method == "wsum":
         params = {"weights": [round(1.0 / len(parts), 6)] * len(parts)}
@@ -393,11 +422,12 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
         raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
 
 
-def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **options) -> FusionRetriever:
+def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **options):
     """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
 
     ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth);
-    ``untuned_ok=True`` fuses a variant not built yet live with the untuned defaults (RRF k = 60, equal
+    On a candidate-list dataset it is a ``CandidateFusion`` (``core.retrieval.fusion_candidates``): the parts'
+    rankings of each query's own candidates, fused. ``untuned_ok=True`` fuses a variant not built yet live with the untuned defaults (RRF k = 60, equal
     weights) instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
     """
     spec = parse_variant(variant)
@@ -406,15 +436,15 @@ def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **opti
     except MissingArtifactError:
         if not options.get("untuned_ok"):
             raise
-        parts = [loader(name, v) for name, v in spec.parts]
+        parts = _parts(dataset, spec, loader)
         params = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
         if spec.method == "wsum":
             params = {"weights": [1.0 / len(parts)] * len(parts)}
-        retriever = FusionRetriever(spec, parts, params)
+        retriever = _retriever(dataset, spec, parts, params)
         retriever.tuned, retriever.tuned_on = False, "untuned defaults"
         return retriever
-    parts = [loader(name, v) for name, v in spec.parts]
-    retriever = FusionRetriever(spec, parts, config.params, int(options.get("depth", config.depth)))
+    parts = _parts(dataset, spec, loader)
+    retriever = _retriever(dataset, spec, parts, config.params, int(options.get("depth", config.depth)))
     retriever.tuned, retriever.tuned_on = True, "tuned on dev"
     return retriever
 

@@ -97,12 +97,12 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
     if parsed.trained_on == dataset.name:
         parsed = SystemName(parsed.system, parsed.variant)
     if parsed.trained_on is None:
-        _build_cheap(parsed, dataset, notice, options)
+        _build_cheap(parsed, dataset, notice, options, progress)
+        if spec.composite:  # a fusion's parts come through this loader too
+            options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         if dataset.candidates and not needs_training(spec, parsed.variant):
             return _untrained_on_candidates(parsed, dataset, progress, **options)
         module = system_module(parsed.system)
-        if spec.composite:  # a fusion's parts come through this loader too
-            options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
         try:
             system = module.load(dataset, variant=parsed.variant, **options)
         except MissingArtifactError as exc:
@@ -136,18 +136,21 @@ def _interpolate(system, trained_on: str, name: SystemName, dataset: Dataset | N
               partner_loader=None if dataset is None else (lambda partner: load(partner, dataset)))
 
 
-def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict) -> None:
-    """Build a missing cheap index (BM25, glove-mean: seconds on a user collection) with a one-line notice."""
-    if not get_spec(name.system).cheap or options:
+def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict,
+                 progress: ProgressFn = _no_progress) -> None:
+    """Build a missing untrained system on first use (``SystemSpec.cheap``: BM25's or glove-mean's index in seconds,
+    minilm-pairs' zero-shot encoding of the collection) with a one-line notice and ``progress``."""
+    spec = get_spec(name.system)
+    if not spec.cheap or options:
         return
     module = system_module(name.system)
     if dataset.candidates and hasattr(module, "candidate_scorer"):  # it indexes the candidates itself
         return
     if not module.is_built(dataset, variant=name.variant):
         if notice is not None:
-            notice(f"note: building the {name.system} index for {dataset.name} first "
-                   f"({len(dataset.corpus):,} texts, a few seconds)")
-        module.build(dataset, variant=name.variant)
+            what = "index" if spec.kind == "retriever" else "zero-shot encoding (no training)"
+            notice(f"note: building the {name.system} {what} for {dataset.name} first ({len(dataset.corpus):,} texts)")
+        module.build(dataset, variant=name.variant, progress=progress)
 
 
 def _untrained_on_candidates(name: SystemName, target: Dataset, progress: ProgressFn, **options) -> Reranker:

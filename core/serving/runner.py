@@ -49,9 +49,12 @@ class SystemChoice:
         return f"{base} ← {self.first_stage}" if self.first_stage else base
 
 
-def loader_for(dataset: Dataset, notice: Callable[[str], None] | None = None) -> Loader:
-    """The default ``(name, variant, options) -> system`` of ``dataset`` (``core.serving.loader.load``)."""
-    return lambda name, variant=None, options=(): default_load(name, dataset, variant, notice=notice, **dict(options))
+def loader_for(dataset: Dataset, notice: Callable[[str], None] | None = None,
+               progress: ProgressFn | None = None) -> Loader:
+    """The default ``(name, variant, options) -> system`` of ``dataset`` (``core.serving.loader.load``); ``progress``
+    reports what loading does first (a first-use build or encoding: counts and fractions)."""
+    return lambda name, variant=None, options=(): default_load(name, dataset, variant, progress or _no_progress,
+                                                                notice=notice, **dict(options))
 
 
 def rank_one(run: SystemChoice, dataset: Dataset, query: str, k: int = 10, query_id: str | None = None,
