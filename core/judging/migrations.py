@@ -12,6 +12,8 @@ in code; there is no alembic.ini. One revision per schema version:
 - ``0005`` v5: no table changes; stored e-mail names lower-cased (``core.judging.identity``).
 - ``0006`` v6: ``campaign_judge_labels``: an automatic judge's scores and calibrated labels per item,
   under its own identity (``core.judging.auto_judge``).
+- ``0007`` v7: ``label_requests``: the idempotency key of every label request applied, so a label resent
+  after a lost acknowledgement is stored once.
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -34,7 +36,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (

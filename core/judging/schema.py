@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+MAX_REQUEST_CHARS = 64
 MAX_NAME_CHARS = 80
 
 
@@ -220,4 +221,18 @@ class CampaignJudgeLabelRow(Base):
     judge: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))  # "judge:cross-encoder"
     score: Mapped[float] = mapped_column(Float)
     label: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class RequestRow(Base):
+    """One label request already applied (schema v7): its idempotency key, made by the browser. A request
+    resent after a lost acknowledgement finds its key here and changes nothing (the unique key makes two
+    concurrent resends one)."""
+
+    __tablename__ = "label_requests"
+    __table_args__ = (UniqueConstraint("key", name="uq_label_request"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(MAX_REQUEST_CHARS))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    action: Mapped[str] = mapped_column(String(16))  # "set" | "undo" | "label" | "cant_judge"
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
