@@ -146,6 +146,12 @@ class Judge {
     if (this.cursor === null || !this.index.has(this.cursor)) {
       this.cursor = this.data.start && this.index.has(this.data.start) ? this.data.start
         : (this.items.length ? this.items[0].uid : null);
+      // labels resent from an earlier page (not yet known to the server) count as given: skip past them
+      let i = this.cursor === null ? -1 : this.index.get(this.cursor);
+      while (i >= 0 && i + 1 < this.items.length && this.local.has(this.items[i].uid) && this.judged(this.items[i])) {
+        i += 1;
+      }
+      if (i >= 0) { this.cursor = this.items[i].uid; }
     }
     this.render();
     if (this.outbox.length && performance.now() - this.lastSent > RESEND_MS) { this.send(); }
@@ -293,7 +299,9 @@ class Judge {
     this.render();
     const painted = this.cursor;
     window.requestAnimationFrame(() => {
-      window.__qrsJudgeTimings.push({ key: op.key, value, ms: performance.now() - t0, shown: painted, at: Date.now() });
+      const now = performance.now();
+      window.__qrsJudgeTimings.push({ key: op.key, value, ms: now - t0, shown: painted,
+        pressed: Date.now() - (now - t0) });
     });
     this.send();
   }
