@@ -127,11 +127,12 @@ def run_config(backend: str, n: int, judgments: int, interval: float, pg=None) -
 
             from core.judging.schema import RequestRow
 
-            last_load = 0.0
+            last_load, last_id = 0.0, 0
             while not stop_polling.is_set():
-                with cs.store._read() as s:
-                    for key in s.scalars(select(RequestRow.key)):
+                with cs.store._read() as s:  # only the rows committed since the last look
+                    for row_id, key in s.execute(select(RequestRow.id, RequestRow.key).where(RequestRow.id > last_id)):
                         committed.setdefault(key, time.time() * 1000)
+                        last_id = max(last_id, row_id)
                 if time.monotonic() - last_load >= 1:
                     loads.append(os.getloadavg()[0])
                     last_load = time.monotonic()

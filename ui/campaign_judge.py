@@ -19,7 +19,7 @@ from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.render import error
 
 LABELS = {0: "not the same", 1: "related", 2: "same question"}
-BEHIND, AHEAD = 100, 400  # queue items the panel holds before and after the first one it shows
+BEHIND, AHEAD = 20, 100  # queue items the panel holds before and after the first one it shows
 
 
 def _commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], object]:
@@ -36,18 +36,24 @@ def _commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], obje
     return commit
 
 
-def _start(cs: CampaignStore, annotator: str, name: str) -> QueueItem | None:
-    """The item to show first: ``?item=ID`` (one of yours), else the next unjudged (claiming in open campaigns)."""
+def _start(cs: CampaignStore, annotator: str, name: str) -> tuple[QueueItem | None, list[QueueItem]]:
+    """The item to show first (``?item=ID``, one of yours, else the next unjudged, claiming in open campaigns)
+    and the queue, read once."""
+    queue = cs.queue(annotator, name)
     raw = st.query_params.get("item")
     if raw:
         try:
-            return cs.item(annotator, name, int(raw))
+            return cs.item(annotator, name, int(raw)), queue
         except ValueError:
             st.error(f"item {raw!r} is not an item number", icon="⚠️")
         except StudioError as exc:
             error(exc)
-        return None
-    return cs.next_item(annotator, name)
+        return None, queue
+    pending = next((q for q in queue if not q.judged), None)
+    if pending is None:  # nothing left: an open campaign hands out the next query
+        pending = cs.next_item(annotator, name)
+        queue = cs.queue(annotator, name) if pending is not None else queue
+    return pending, queue
 
 
 def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
@@ -55,10 +61,26 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
     c = cs.campaign(name)
     with st.expander("Guidelines of this campaign", expanded=False):
         st.text(c.guidelines or "(none written)")
-    first = _start(cs, annotator, name)
+    _queue_view(cs, annotator, name, c.max_label)
+    queue = cs.queue(annotator, name)
+    if queue:  # outside the fragment: refreshed by a full run of the page, not by each label
+        with st.expander("Your whole queue (as of opening the page)", expanded=False):
+            st.dataframe(pd.DataFrame({
+                "item": [q.item_id for q in queue],
+                "query": [q.query for q in queue],
+                "candidate": [q.doc_text for q in queue],
+                "your label": ["" if not q.judged else str(q.label) if q.label is not None else "can't judge"
+                               for q in queue],
+            }), hide_index=True, key="campaign.queue")
+
+
+@st.fragment
+def _queue_view(cs: CampaignStore, annotator: str, name: str, max_label: int) -> None:
+    """The progress and the panel: a fragment, so a label reruns only this part of the page (the panel last:
+    its answer reaches the browser when the run is over, ready for the next request)."""
+    first, queue = _start(cs, annotator, name)
     if first is None and st.query_params.get("item"):
         return  # a refused deep link: its one line is shown, nothing else
-    queue = cs.queue(annotator, name)
     done, total = sum(q.judged for q in queue), len(queue)
     st.progress(done / total if total else 1.0, text=f"{done} of {total} assigned items judged")
     if not total:
@@ -73,12 +95,5 @@ def judge_campaign(cs: CampaignStore, annotator: str, name: str) -> None:
     items = [PanelItem(str(q.item_id), q.item_id, q.query_id, q.query, q.doc_text, q.label, q.cant_judge, q.rationale,
                        q.judged) for q in window]
     judging_panel(f"campaign.panel.{name}", scope=f"campaign|{name}|{annotator}", annotator=annotator, items=items,
-                  commit=_commit(cs, annotator, name), start=str(ids[at]), can_cant=True, max_label=c.max_label,
-                  labels={v: t for v, t in LABELS.items() if v <= c.max_label}, status=f"Campaign {name}")
-    st.dataframe(pd.DataFrame({
-        "item": [q.item_id for q in queue],
-        "query": [q.query for q in queue],
-        "candidate": [q.doc_text for q in queue],
-        "your label": ["" if not q.judged else str(q.label) if q.label is not None else "can't judge"
-                       for q in queue],
-    }), hide_index=True, key="campaign.queue")
+                  commit=_commit(cs, annotator, name), start=str(ids[at]), can_cant=True, max_label=max_label,
+                  labels={v: t for v, t in LABELS.items() if v <= max_label}, status=f"Campaign {name}")

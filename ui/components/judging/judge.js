@@ -154,7 +154,8 @@ class Judge {
       if (i >= 0) { this.cursor = this.items[i].uid; }
     }
     this.render();
-    if (this.outbox.length && performance.now() - this.lastSent > RESEND_MS) { this.send(); }
+    this.inflight = false;
+    if (this.outbox.length) { this.send(); }
   }
 
   remember(op, state, msg) {
@@ -278,11 +279,16 @@ class Judge {
 
   send() {
     if (!this.outbox.length || !this.setTrigger) { return; }
+    // one request in flight: labels given meanwhile go with the next one, sent as soon as the answer comes
+    // (or after RESEND_MS without one), so the server never queues reruns that only repeat each other
+    if (this.inflight && performance.now() - this.lastSent < RESEND_MS) { return; }
+    this.inflight = true;
     this.lastSent = performance.now();
     this.setTrigger("ops", { ops: this.outbox.slice(0, 200), sent: Date.now() });
   }
 
   resend(force) {
+    if (force) { this.inflight = false; }
     if (this.outbox.length && (force || performance.now() - this.lastSent > RESEND_MS)) { this.send(); }
   }
 
