@@ -9,6 +9,7 @@ list below uses ``st.dataframe``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -19,7 +20,8 @@ from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.render import error
 
 LABELS = {0: "not the same", 1: "related", 2: "same question"}
-BEHIND, AHEAD = 20, 100  # queue items the panel holds before and after the first one it shows
+BEHIND, AHEAD = 100, 1000  # queue items the panel holds before and after the first one it shows
+CACHE = "campaign.queue_texts"
 
 
 def _commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], object]:
@@ -38,10 +40,11 @@ def _commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], obje
 
 def _start(cs: CampaignStore, annotator: str, name: str) -> tuple[QueueItem | None, list[QueueItem]]:
     """The item to show first (``?item=ID``, one of yours, else the next unjudged, claiming in open campaigns)
-    and the queue, read once."""
-    queue = cs.queue(annotator, name)
+    and the queue. The queue's texts are read once per session and campaign (``CACHE``); each run after that
+    reads only the annotator's own labels (``CampaignStore.own_labels``), so a label's rerun stays cheap."""
     raw = st.query_params.get("item")
     if raw:
+        queue = cs.queue(annotator, name)
         try:
             return cs.item(annotator, name, int(raw)), queue
         except ValueError:
@@ -49,10 +52,20 @@ def _start(cs: CampaignStore, annotator: str, name: str) -> tuple[QueueItem | No
         except StudioError as exc:
             error(exc)
         return None, queue
+    cache = f"{CACHE}.{name}.{annotator}"
+    queue = st.session_state.get(cache)
+    if queue is None:
+        queue = cs.queue(annotator, name)
+    else:
+        own = cs.own_labels(annotator, name)
+        queue = [replace(q, label=own[q.item_id][0], cant_judge=own[q.item_id][1], rationale=own[q.item_id][2],
+                         judged=True) if q.item_id in own else replace(q, label=None, cant_judge=None, rationale=None,
+                                                                       judged=False) for q in queue]
     pending = next((q for q in queue if not q.judged), None)
     if pending is None:  # nothing left: an open campaign hands out the next query
         pending = cs.next_item(annotator, name)
         queue = cs.queue(annotator, name) if pending is not None else queue
+    st.session_state[cache] = queue
     return pending, queue
 
 

@@ -12,7 +12,7 @@ reload (it keeps them in ``localStorage`` per annotator and campaign or dataset)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,7 @@ def judging_panel(
     data = {
         "scope": scope,
         "annotator": annotator,
-        "items": [asdict(i) for i in items],
+        "items": [dict(i.__dict__) for i in items],  # flat records: cheaper than asdict's deep copy
         "start": start,
         "enabled": bool(enabled and annotator),
         "can_cant": can_cant,

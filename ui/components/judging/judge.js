@@ -143,7 +143,12 @@ class Judge {
     store("qrs-judge:outbox:" + this.scope, this.outbox);
     this.items = this.data.items || [];
     this.index = new Map(this.items.map((it, i) => [it.uid, i]));
+    if (this.atEnd && this.index.has(this.cursor) && this.index.get(this.cursor) + 1 < this.items.length) {
+      this.atEnd = false; // more items came: show the one after the last labelled
+      this.cursor = this.items[this.index.get(this.cursor) + 1].uid;
+    }
     if (this.cursor === null || !this.index.has(this.cursor)) {
+      this.atEnd = false;
       this.cursor = this.data.start && this.index.has(this.data.start) ? this.data.start
         : (this.items.length ? this.items[0].uid : null);
       // labels resent from an earlier page (not yet known to the server) count as given: skip past them
@@ -181,7 +186,10 @@ class Judge {
 
   judged(it) { const v = this.view(it); return v.label !== null && v.label !== undefined || !!v.cant; }
 
-  current() { return this.cursor === null ? null : this.items[this.index.get(this.cursor)] || null; }
+  current() {
+    if (this.atEnd || this.cursor === null) { return null; }
+    return this.items[this.index.get(this.cursor)] || null;
+  }
 
   stateText(v) {
     if (v.state === "pending") { return ["unsaved (sending)", "qj-state-pending"]; }
@@ -221,7 +229,9 @@ class Judge {
     const item = this.q(".qj-item");
     if (!it) {
       this.q(".qj-query").textContent = "";
-      this.q(".qj-doc").textContent = this.data.empty || "Nothing to judge here.";
+      this.q(".qj-doc").textContent = this.atEnd ? "End of the items loaded here: N goes to the next unjudged one, "
+        + "P back to the last." : (this.data.empty || "Nothing to judge here.");
+      this.root.dataset.uid = "";
       this.q(".qj-pos").textContent = "";
       this.q(".qj-state").textContent = "";
       list.hidden = true;
@@ -251,7 +261,7 @@ class Judge {
         row.appendChild(mark);
         row.appendChild(el("span", "qj-text", x.text));
         row.setAttribute("aria-label", "Candidate " + (i + 1) + ": " + (this.judged(x) ? this.labelText(xv) + ", " + stext : "not judged"));
-        row.addEventListener("click", () => { this.cursor = x.uid; this.render(); this.focus(); });
+        row.addEventListener("click", () => { this.atEnd = false; this.cursor = x.uid; this.render(); this.focus(); });
         list.appendChild(row);
       });
       const sel = list.querySelector('[aria-selected="true"]');
@@ -325,6 +335,7 @@ class Judge {
     const it = this.items[this.index.get(last.uid)];
     this.enqueue({ key: newKey(), kind: "undo", uid: it.uid, item: it.id, ref: it.ref, group: it.group, restore: last.label,
       restoreCant: last.cant });
+    this.atEnd = false;
     this.cursor = it.uid;
     this.render();
     this.send();
@@ -333,6 +344,7 @@ class Judge {
   step(dir) {
     const i = this.index.get(this.cursor);
     if (i === undefined) { return; }
+    if (this.atEnd && dir < 0) { this.atEnd = false; return; } // back from past the end: the last item
     const j = i + dir;
     if (j >= 0 && j < this.items.length) {
       this.cursor = this.items[j].uid;
@@ -340,6 +352,7 @@ class Judge {
     } else if (this.data.more && (dir > 0 ? this.data.more.next : this.data.more.prev)) {
       this.nav(dir);
     }
+    if (j >= this.items.length) { this.atEnd = true; } // past the last item: a key never labels it again
   }
 
   move(dir) { this.step(dir); this.render(); }
@@ -348,7 +361,7 @@ class Judge {
     const i = this.index.get(this.cursor) || 0;
     for (let k = 1; k <= this.items.length; k += 1) {
       const it = this.items[(i + k) % this.items.length];
-      if (!this.judged(it)) { this.cursor = it.uid; this.nav(); this.render(); return; }
+      if (!this.judged(it)) { this.atEnd = false; this.cursor = it.uid; this.nav(); this.render(); return; }
     }
     if (this.data.more && this.data.more.next) { this.nav(+1); }
   }
