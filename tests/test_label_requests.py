@@ -99,3 +99,17 @@ def test_bad_request_keys_are_refused_with_nothing_written(tmp_path, key):
         assert s.judgments() == [] and s.history() == []
     finally:
         s.close()
+
+
+def test_own_labels_are_the_queues_labels(db_url):
+    cs = _campaign(db_url)
+    try:
+        items = [it.item_id for it in cs.queue("ann", "c1")]
+        cs.judge("ann", "c1", items[0], 2, rationale="same")
+        cs.cant_judge("ann", "c1", items[1], "unclear")
+        cs.judge("bob", "c1", items[2], 0)  # someone else's label is not ann's
+        want = {q.item_id: (q.label, q.cant_judge, q.rationale) for q in cs.queue("ann", "c1") if q.judged}
+        assert cs.own_labels("ann", "c1") == want == {items[0]: (2, None, "same"), items[1]: (None, "unclear", None)}
+        assert cs.own_labels("nobody", "c1") == {}
+    finally:
+        cs.close()
