@@ -3,8 +3,10 @@
 With login configured the annotator is the logged-in user; a campaign's queue (``ui/campaign_judge.py``)
 is picked at the top when the user has one. Only owners edit the guidelines when login is on. In
 single-user mode the typed annotator name is kept for the browser session (also across pages: a widget's
-own state is dropped when another page runs, so the name is kept under its own key). ``ui.keys`` keeps
-the 0/1/2 keys working after the "Judge" picker and after typing a note or rationale.
+own state is dropped when another page runs, so the name is kept under its own key). Judging happens in the
+judging panel (``ui.judging_panel``): it holds the current query's pooled candidates and the next query's,
+answers 0/1/2 in the browser and sends each label with an idempotency key; ``ui.keys`` gives the focus back
+after the "Judge" picker and the page's text boxes.
 """
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judging.campaigns import CampaignStore
-from core.judging.judgments import default_url
+from core.judging.judgments import JudgmentError, default_url, query_key
 from core.judging.pooling import build_pool, pool_choices
 from core.retrieval.base import validate_query
 from ui.auth import current_identity
 from ui.cache import judgment_store, pool_ids
 from ui.campaign_judge import judge_campaign
+from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.keys import judging_keys
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
@@ -28,9 +31,9 @@ ensure_navigation()  # through app.py's grouped navigation, also on a first deep
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Annotate")
 
-QUEUE, POS, ITEM, UNDO = "annotate.queue", "annotate.pos", "annotate.item", "annotate.undo"
+QUEUE, POS, ITEM, SYSTEMS_OF = "annotate.queue", "annotate.pos", "annotate.item", "annotate.systems_of"
 NAME, NAME_WIDGET = "annotate.name", "annotate.annotator"  # the kept name; the text box's own key
-LABELS = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
+LABELS = {0: "not the same", 1: "related", 2: "same question"}
 
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
@@ -39,7 +42,7 @@ try:
 except Exception as exc:
     error(exc)
     st.stop()
-for key, value in ((QUEUE, []), (POS, 0), (ITEM, 0), (UNDO, [])):
+for key, value in ((QUEUE, []), (POS, 0), (ITEM, 0)):
     st.session_state.setdefault(key, value)
 
 judging_keys()
@@ -111,8 +114,7 @@ if not queue:
             "from the Compare or Error Analysis page.")
     st.stop()
 pos = min(st.session_state[POS], len(queue) - 1)
-entry = queue[pos]
-query, qid = entry["query"], entry.get("query_id")
+keys = [query_key(e.get("query_id"), e["query"]) for e in queue]
 
 
 def _pool(entry: dict) -> list:
@@ -129,86 +131,66 @@ def _pool(entry: dict) -> list:
     return build_pool(rankings, int(k), ds.name, entry["query"], exclude=exclude) if rankings else []
 
 
+def _panel_items(at: int) -> list[PanelItem]:
+    """The pooled candidates of queue entry ``at`` (blind: the systems stay on the server, in SYSTEMS_OF)."""
+    entry = queue[at]
+    query, qid = entry["query"], entry.get("query_id")
+    labels = store.judgments(ds.name, [annotator], query) if annotator else []
+    mine = {j.doc_id: j for j in labels}
+    out = []
+    for item in (i for i in _pool(entry) if i.doc_id in ds.corpus):
+        uid = f"{keys[at]}|{item.doc_id}"
+        st.session_state[SYSTEMS_OF][uid] = dict(item.systems)
+        j = mine.get(item.doc_id)
+        out.append(PanelItem(uid, item.doc_id, keys[at], query, ds.display(item.doc_id), j.label if j else None,
+                             None, j.note if j else None, j is not None,
+                             {"query": query, "qid": qid, "doc": item.doc_id}))
+    return out
+
+
+def _commit(op: Op) -> object:
+    """Write one op of the panel through the store, with its idempotency key (the text from the corpus)."""
+    query, qid, doc = (op.ref.get(f) for f in ("query", "qid", "doc"))
+    if not isinstance(query, str) or not isinstance(doc, str) or doc not in ds.corpus:
+        raise JudgmentError(f"{ds.name} has no document {str(doc)[:80]!r}; nothing was changed")
+    if op.kind == "undo":
+        return store.undo(annotator, ds.name, query, doc, request=op.key)
+    if op.kind != "label":
+        raise JudgmentError("\"can't judge\" is kept in campaigns; free judging stores labels and notes")
+    return store.set_label(annotator, ds.name, query, doc, ds.corpus[doc], op.label,
+                           query_id=qid if isinstance(qid, str) else None, note=op.rationale,
+                           systems=st.session_state[SYSTEMS_OF].get(op.uid), request=op.key)
+
+
+def _nav(value) -> None:
+    """The panel went into another query (``group``) or past the loaded ones (``dir`` from ``from``)."""
+    if value.get("group") in keys:
+        st.session_state[POS] = keys.index(value["group"])
+    elif value.get("dir") in (-1, 1) and value.get("from") in keys:
+        st.session_state[POS] = max(0, min(len(queue) - 1, keys.index(value["from"]) + value["dir"]))
+
+
+st.session_state.setdefault(SYSTEMS_OF, {})
 try:
-    items = [i for i in _pool(entry) if i.doc_id in ds.corpus]
+    items = _panel_items(pos) + (_panel_items(pos + 1) if pos + 1 < len(queue) else [])  # the next query prefetched
 except Exception as exc:
     error(exc)
     st.stop()
-labels = store.labels_for(annotator, ds.name, query) if annotator else {}
-
-st.progress((pos + (len(labels) / len(items) if items else 1)) / len(queue),
-            text=f"Query {pos + 1} of {len(queue)} · {sum(i.doc_id in labels for i in items)}/{len(items)} judged")
-st.caption("Query" + (f" ({qid})" if qid else " (typed)"))
-st.text(query)
-if not items:
+here = [i for i in items if i.group == keys[pos]]
+st.progress((pos + (sum(i.judged for i in here) / len(here) if here else 1)) / len(queue),
+            text=f"Query {pos + 1} of {len(queue)} · {sum(i.judged for i in here)}/{len(here)} judged")
+if not here:
     st.warning("No candidates for this query: pick pool systems in the sidebar (or build one).")
-item_pos = min(st.session_state[ITEM], max(0, len(items) - 1))
-
-
-def _move(step: int) -> None:
-    """Next/previous item; past either end moves to the neighbouring query."""
-    i = st.session_state[ITEM] + step
-    if i >= len(items) and pos + 1 < len(queue):
-        st.session_state[POS], st.session_state[ITEM] = pos + 1, 0
-    elif i < 0 and pos > 0:
-        st.session_state[POS], st.session_state[ITEM] = pos - 1, 0
-    else:
-        st.session_state[ITEM] = max(0, min(i, len(items) - 1))
-
-
-def _label(label: int) -> None:
-    if not items:
-        return
-    item = items[item_pos]
-    try:
-        note = st.session_state.get(f"annotate.note.{pos}.{item.doc_id}") or None
-        result = store.set_label(annotator, ds.name, query, item.doc_id, ds.corpus[item.doc_id], label,
-                                 query_id=qid, note=note, systems=item.systems)
-    except StudioError as exc:
-        st.session_state["annotate.error"] = str(exc)
-        return
-    if result.changed:
-        st.session_state[UNDO].append({"pos": pos, "item": item_pos, "query": query, "doc": item.doc_id,
-                                       "previous": result.previous, "query_id": qid, "systems": item.systems})
-    _move(+1)
-
-
-def _undo() -> None:
-    if not st.session_state[UNDO]:
-        return
-    last = st.session_state[UNDO].pop()
-    try:  # restores the previous label and its note (or removes a first label)
-        store.undo(annotator, ds.name, last["query"], last["doc"])
-    except StudioError as exc:
-        st.session_state["annotate.error"] = str(exc)
-        return
-    st.session_state[POS], st.session_state[ITEM] = last["pos"], last["item"]
-
-
-if st.session_state.get("annotate.error"):
-    st.error(st.session_state.pop("annotate.error"), icon="⚠️")
-
-if items:
-    item = items[item_pos]
-    current = labels.get(item.doc_id)
-    st.caption(f"Candidate {item_pos + 1} of {len(items)}"
-               + (f" · already judged: {LABELS[current]}" if current is not None else " · not judged yet"))
-    st.text(ds.display(item.doc_id))
-    st.text_input("Note (optional)", key=f"annotate.note.{pos}.{item.doc_id}", max_chars=4000)
-    cols = st.columns(6)
-    for col, (value, text) in zip(cols[:3], LABELS.items()):
-        col.button(text, key=f"annotate.label{value}", shortcut=str(value), on_click=_label, args=(value,),
-                   disabled=not annotator, type="primary" if current == value else "secondary")
-    cols[3].button("Previous", key="annotate.prev", shortcut="P", on_click=_move, args=(-1,))
-    cols[4].button("Next", key="annotate.next", shortcut="N", on_click=_move, args=(+1,))
-    cols[5].button("Undo", key="annotate.undo_btn", shortcut="U", on_click=_undo, disabled=not st.session_state[UNDO])
-    if not annotator:
-        st.warning("Enter your annotator name to label.")
-    st.caption("Keys: 0 / 1 / 2 label and move on · N next · P previous · U undo.")
-
-    table = pd.DataFrame({
-        "#": range(1, len(items) + 1),
-        "judged": [LABELS.get(labels.get(i.doc_id), "") for i in items],
-        "candidate": [ds.display(i.doc_id) for i in items],
-    })
-    st.dataframe(table, hide_index=True, key="annotate.pool")
+if not annotator:
+    st.warning("Enter your annotator name to label.")
+start = next((i.uid for i in here if not i.judged), here[0].uid if here else None)
+judging_panel("annotate.panel", scope=f"free|{ds.name}|{annotator}", annotator=annotator, items=items,
+              commit=_commit, start=start, enabled=bool(annotator), labels=LABELS, group=keys[pos],
+              status=f"Query {pos + 1} of {len(queue)}", more={"next": pos + 2 < len(queue), "prev": pos > 0},
+              on_nav=_nav)
+if here:
+    st.dataframe(pd.DataFrame({
+        "#": range(1, len(here) + 1),
+        "judged": [f"{i.label} · {LABELS[i.label]}" if i.judged else "" for i in here],
+        "candidate": [i.text for i in here],
+    }), hide_index=True, key="annotate.pool")

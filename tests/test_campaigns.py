@@ -13,6 +13,9 @@ import pytest
 from core.judging.campaigns import (CampaignAuthError, CampaignError, CampaignSpec, CampaignStore, ItemSpec, QuerySet,
                                     aggregate, export_filename)
 from core.judging.judgments import read_trec_qrels
+from tests.panel_driver import label_op, panel_data, send, undo_op
+
+PANEL = "campaign.panel.team"
 
 OWNER = "olivia@lab"
 TEAM = ("ann", "bob", "cat")
@@ -474,17 +477,20 @@ def test_logged_in_annotator_judges_their_queue_and_cannot_reach_others_items(pa
     assert "ann" in [t.value for t in at.text]
     at.radio(key="annotate.work").set_value("team").run()
     first = cs.queue("ann", "team")[0]
-    assert first.doc_text in [t.value for t in at.text] and "given" not in str([t.value for t in at.text])
-    at.text_input(key=f"campaign.rationale.{first.item_id}").input("same intent").run()
-    at.button(key="campaign.label2").click().run()
+    data = panel_data(at, PANEL)
+    assert data["start"] == str(first.item_id) and data["can_cant"]
+    assert first.doc_text in [i["text"] for i in data["items"]] and "given" not in json.dumps(data)  # blind
+    item = next(i for i in data["items"] if i["id"] == first.item_id)
+    send(at, PANEL, "ops", {"ops": [label_op(item, 2, rationale="same intent")]})
     assert not at.exception
     got = cs.item("ann", "team", first.item_id)
     assert (got.label, got.rationale) == (2, "same intent")
-    # can't judge with a reason, through the popover
-    second = cs.next_item("ann", "team")
-    at.text_input(key=f"campaign.reason.{second.item_id}").input("unreadable").run()
-    at.button(key="campaign.cant").click().run()
-    assert cs.item("ann", "team", second.item_id).cant_judge == "unreadable"
+    # can't judge with a reason; without one it is refused with one line and nothing changes
+    second = next(i for i in data["items"] if i["id"] == cs.next_item("ann", "team").item_id)
+    empty = {**label_op(second, 0), "kind": "cant", "reason": " "}
+    send(at, PANEL, "ops", {"ops": [empty, {**label_op(second, 0), "kind": "cant", "reason": "unreadable"}]})
+    assert "reason is required" in panel_data(at, PANEL)["failed"][empty["key"]]
+    assert cs.item("ann", "team", second["id"]).cant_judge == "unreadable"
     # an item assigned to someone else, by URL: one line, nothing shown or changed
     foreign = next(it for it in cs.queue("bob", "team") if it.item_id not in {q.item_id for q in cs.queue("ann", "team")})
     before = _snapshot_team(cs)
@@ -492,7 +498,13 @@ def test_logged_in_annotator_judges_their_queue_and_cannot_reach_others_items(pa
     at.run()
     assert not at.exception
     assert len(at.error) == 1 and "is not assigned to ann" in at.error[0].value
-    assert foreign.doc_text not in [t.value for t in at.text] and not [b for b in at.button if b.key == "campaign.label2"]
+    assert not [n for n in at._tree if getattr(n, "type", None) == "bidi_component"]
+    # an op naming that item, sent by a tampered browser, is refused too
+    at.query_params.pop("item")
+    at.run()
+    forged = {**label_op(item, 2), "uid": str(foreign.item_id), "item": foreign.item_id}
+    send(at, PANEL, "ops", {"ops": [forged]})
+    assert "not assigned to ann" in panel_data(at, PANEL)["failed"][forged["key"]]
     assert _snapshot_team(cs) == before
 
 
@@ -702,10 +714,11 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
         conn.execute(text("UPDATE alembic_version SET version_num = '0004'"))
         conn.execute(text("DROP TABLE campaign_judge_labels"))  # schema v6's table: a v4 database has none
         conn.execute(text("DROP TABLE deletions"))  # schema v7's table
+        conn.execute(text("DROP TABLE label_requests"))  # schema v8's table
     engine.dispose()
     cs = CampaignStore(url)  # opening upgrades
     try:
-        assert cs.store.schema_version() == SCHEMA_VERSION == 7
+        assert cs.store.schema_version() == SCHEMA_VERSION == 8
         names = {r.annotator for r in cs.store.judgments()} | {a for c in cs.campaigns() for a in c.annotators}
         assert "bob@lab.example" in names and "Bob@Lab.Example" not in names
         assert len(cs.queue("BOB@lab.example", "c1")) == 4  # bob's assignment found under the canonical name
@@ -808,26 +821,27 @@ def test_rank_pool_loads_each_system_once(built):
         assert pooled[q]["bm25"] == system_top_ids("bm25", ds, ds.queries[q], 3, q)
 
 
-def test_campaign_mode_previous_and_undo_on_the_page_and_an_empty_queue_names_its_owner(page_env):
+def test_campaign_mode_undo_on_the_page_and_an_empty_queue_names_its_owner(page_env):
     cs = page_env
     at = _app("4_Annotate.py", {"is_logged_in": True, "email": "ann"}).run()
     at.radio(key="annotate.work").set_value("team").run()
     queue = cs.queue("ann", "team")
-    at.button(key="campaign.label2").click().run()
-    at.button(key="campaign.label1").click().run()
+    items = panel_data(at, PANEL)["items"]
+    assert [i["id"] for i in items] == [q.item_id for q in queue]  # the whole queue is in the browser
+    ops = [label_op(items[0], 2), label_op(items[1], 1)]
+    send(at, PANEL, "ops", {"ops": ops})
     assert [cs.item("ann", "team", q.item_id).label for q in queue[:3]] == [2, 1, None]
-    assert f"item {queue[2].item_id}" in " ".join(c.value for c in at.caption)
-    at.button(key="campaign.prev").click().run()  # back to the item before: shows its label
-    assert any(f"item {queue[1].item_id} · you judged it: 1 · related" in c.value for c in at.caption)
-    at.button(key="campaign.label0").click().run()  # relabel it
-    assert cs.item("ann", "team", queue[1].item_id).label == 0
-    at.button(key="campaign.undo_btn").click().run()  # takes back the 0: the 1 comes back, the item is shown
+    data = panel_data(at, PANEL)
+    assert data["start"] == str(queue[2].item_id) and set(data["acked"]) == {o["key"] for o in ops}
+    relabel, undo = label_op(items[1], 0), undo_op(items[1])
+    send(at, PANEL, "ops", {"ops": [relabel, undo]})
+    send(at, PANEL, "ops", {"ops": [undo]})  # resent: still one undo
     assert not at.exception and cs.item("ann", "team", queue[1].item_id).label == 1
-    assert any(f"item {queue[1].item_id}" in c.value for c in at.caption)
-    at.button(key="campaign.undo_btn").click().run()
-    at.button(key="campaign.undo_btn").click().run()
+    send(at, PANEL, "ops", {"ops": [undo_op(items[1]), undo_op(items[0])]})
     assert [cs.item("ann", "team", q.item_id).judged for q in queue[:2]] == [False, False]
-    assert at.button(key="campaign.undo_btn").disabled
+    late = undo_op(items[0])
+    send(at, PANEL, "ops", {"ops": [late]})  # nothing left to undo: refused with one line
+    assert "nothing to undo" in panel_data(at, PANEL)["failed"][late["key"]]
     # someone in no campaign: the page says whose queue it is
     at = _app("4_Annotate.py", {"is_logged_in": True, "email": "Zoe@Lab.Example"}).run()
     assert not at.exception and any("No judging campaign names zoe@lab.example" in t.value for t in at.text)

@@ -10,10 +10,12 @@ from streamlit.testing.v1 import AppTest
 
 from core.data.datasets import load_dataset
 from core.judging.judgments import JudgmentStore
+from tests.panel_driver import label_op, panel_data, send, undo_op
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
 NAME = f"pairs:{FIXTURE}"
+PANEL = "annotate.panel"
 
 
 @pytest.fixture
@@ -36,6 +38,8 @@ def _page(name: str) -> AppTest:
 
 
 def test_annotate_labels_a_result_into_the_database(env):
+    """The judging panel gets the pool blind; its ops land in the store once (a resend changes nothing),
+    undo takes one back, the next query is prefetched and typed text is handed over verbatim."""
     ds = env
     qid = "q00000"
     at = _page("4_Annotate.py")
@@ -46,35 +50,46 @@ def test_annotate_labels_a_result_into_the_database(env):
     ]
     at.run()
     assert not at.exception
-    assert at.button(key="annotate.label2").disabled  # no annotator yet
+    assert not panel_data(at, PANEL)["enabled"]  # no annotator yet
     at.text_input(key="annotate.annotator").input("  Ada  Lovelace ").run()
+    data = panel_data(at, PANEL)
+    assert data["enabled"] and data["annotator"] == "Ada Lovelace"
     pool_table = at.dataframe[0].value
     assert len(pool_table) == 2 and "sysA" not in pool_table.to_string()  # self-match dropped; blind
-    shown = [t.value for t in at.text]
-    assert ds.queries[qid] in shown
-    first_doc = next(d for d in ("q00001", "q00003") if ds.display(d) in shown)  # the current candidate
-    first_doc_text = ds.display(first_doc)
-    at.text_input(key=f"annotate.note.0.{first_doc}").input("'); DROP TABLE judgments;--").run()
-    at.button(key="annotate.label2").click().run()
-    assert not at.exception
+    assert "sysA" not in json.dumps(data) and "sysB" not in json.dumps(data)  # the browser never sees systems
+    here = [i for i in data["items"] if i["group"] == qid]
+    typed = [i for i in data["items"] if i["group"] != qid]
+    assert len(here) == 2 and [i["query"] for i in typed] == ["<b>typed</b> python question"]  # prefetched
+    assert data["start"] == here[0]["uid"]
+    first = here[0]
+    op = label_op(first, 2, rationale="'); DROP TABLE judgments;--")
+    send(at, PANEL, "ops", {"ops": [op]})
+    assert not at.exception and op["key"] in panel_data(at, PANEL)["acked"]
+    send(at, PANEL, "ops", {"ops": [op]})  # the acknowledgement was lost: the same op again
     store = JudgmentStore()
     (j,) = store.judgments()
     assert (j.annotator, j.query_id, j.label, j.note) == ("Ada Lovelace", qid, 2, "'); DROP TABLE judgments;--")
-    assert ds.display(j.doc_id) == first_doc_text
+    assert j.doc_id == first["id"] and len(store.history()) == 1
     assert j.systems == ({"sysA": 2, "sysB": 1} if j.doc_id == "q00003" else {"sysA": 1})
-    # the cursor moved on; label 0 on the second candidate, then undo it
-    at.button(key="annotate.label0").click().run()
+    # label 0 on the second candidate, then undo it (each op once, however often it is sent)
+    zero, undo = label_op(here[1], 0), undo_op(here[1])
+    send(at, PANEL, "ops", {"ops": [op, zero]})
     assert sorted(x.label for x in store.judgments()) == [0, 2]
-    at.button(key="annotate.undo_btn").click().run()
+    send(at, PANEL, "ops", {"ops": [zero, undo]})
+    send(at, PANEL, "ops", {"ops": [undo]})
     assert [x.label for x in store.judgments()] == [2]
     assert [h.action for h in store.history()] == ["set", "set", "undo"]  # undo reverts the label and its note
-    # next query: the typed one (text shown verbatim, not as HTML)
-    at.button(key="annotate.next").click().run()
-    at.button(key="annotate.next").click().run()
-    assert "<b>typed</b> python question" in [t.value for t in at.text]
-    at.button(key="annotate.label1").click().run()
+    # into the next query: the panel says so and the server moves its window
+    send(at, PANEL, "nav", {"group": typed[0]["group"]})
+    data = panel_data(at, PANEL)
+    assert data["group"] == typed[0]["group"] and data["more"] == {"next": False, "prev": True}
+    send(at, PANEL, "ops", {"ops": [label_op(typed[0], 1)]})
     assert not at.exception
     assert {x.query for x in store.judgments()} == {ds.queries[qid], "<b>typed</b> python question"}
+    # a document the dataset does not have is refused with one line, nothing stored
+    bad = label_op({**typed[0], "ref": {**typed[0]["ref"], "doc": "no-such-doc"}}, 2)
+    send(at, PANEL, "ops", {"ops": [bad]})
+    assert "no document" in panel_data(at, PANEL)["failed"][bad["key"]] and len(store.judgments()) == 2
 
 
 def test_annotate_empty_queue_and_dataset_queries(env):

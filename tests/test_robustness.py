@@ -343,6 +343,7 @@ def test_compare_page_with_hostile_query(text, kind, fragment, page_env):
 def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypatch, tmp_path):
     """A typed injection query is queued, shown with st.text (escaped), labelled, stored verbatim."""
     from core.judging.judgments import JudgmentStore
+    from tests.panel_driver import label_op, panel_data, send
 
     monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
     evil = "<script>alert(1)</script> '); DROP TABLE judgments;-- **bold** $x$ python"
@@ -352,9 +353,10 @@ def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypa
     at.text_input(key="annotate.typed").input(evil).run()
     next(b for b in at.button if b.label == "Add typed query").click().run()
     assert not at.exception, at.exception
-    assert evil in [t.value for t in at.text]
+    data = panel_data(at, "annotate.panel")  # the panel writes texts with textContent only
+    assert [i["query"] for i in data["items"]][0] == evil
     assert all(evil not in m.value and "<script>" not in m.value for m in at.markdown)
-    at.button(key="annotate.label1").click().run()
+    send(at, "annotate.panel", "ops", {"ops": [label_op(data["items"][0], 1)]})
     assert not at.exception, at.exception
     store = JudgmentStore(f"sqlite:///{tmp_path / 'j.sqlite'}")
     (judgment,) = store.judgments("qqp-bimpm")

@@ -190,7 +190,9 @@ def test_annotate_shows_untrusted_candidates_as_text(evil_dataset, monkeypatch, 
     at.text_input(key="annotate.annotator").input("Eve").run()
     next(b for b in at.button if b.label == "Add dataset queries").click().run()
     assert not at.exception, at.exception
-    texts = [t.value for t in at.text]
-    assert any(t in EVIL for t in texts), texts
+    from tests.panel_driver import panel_data
+
+    shown = [i[f] for i in panel_data(at, "annotate.panel")["items"] for f in ("query", "text")]
+    assert any(t in EVIL for t in shown), shown  # handed to the panel as data: it writes them with textContent
     rendered = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert not any(t in rendered for t in EVIL) and "<script>" not in rendered

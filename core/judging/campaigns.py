@@ -484,6 +484,24 @@ class CampaignStore:
 
         return self.store._reading(read)
 
+    def own_labels(self, actor: str, name: str) -> dict[int, tuple[int | None, str | None, str | None]]:
+        """item id -> (label, can't-judge reason, rationale) of ``actor``'s labels in campaign ``name``: the
+        part of ``queue`` that changes while they judge, in one small read."""
+        actor = self._name(actor)
+
+        def read() -> dict[int, tuple[int | None, str | None, str | None]]:
+            with self.store._read() as s:
+                rows = s.execute(
+                    select(CampaignLabelRow.item_id, CampaignLabelRow.label, CampaignLabelRow.reason,
+                           CampaignLabelRow.rationale)
+                    .join(Annotator, Annotator.id == CampaignLabelRow.annotator_id)
+                    .join(CampaignItemRow, CampaignItemRow.id == CampaignLabelRow.item_id)
+                    .join(CampaignRow, CampaignRow.id == CampaignItemRow.campaign_id)
+                    .where(Annotator.name == actor, CampaignRow.name == name))
+                return {int(i): (lab, reason, rationale) for i, lab, reason, rationale in rows}
+
+        return self.store._reading(read)
+
     def item(self, actor: str, name: str, item_id: int) -> QueueItem:
         """One item assigned to ``actor`` (``CampaignAuthError`` if it is not theirs)."""
         actor = self._name(actor)
@@ -545,8 +563,9 @@ class CampaignStore:
 
     # -- labels
     def _write_label(self, actor: str, name: str, item_id: int, label: int | None, reason: str | None,
-                     rationale: str | None, annotator: str | None) -> LabelResult:
+                     rationale: str | None, annotator: str | None, request: str | None = None) -> LabelResult:
         actor = self._name(actor)
+        request = self.store.check_request(request)
         if annotator is not None and self._name(annotator) != actor:
             raise CampaignAuthError(f"{actor} cannot write {self._name(annotator)}'s label: each annotator writes "
                                     "only their own (owners adjudicate instead); nothing was changed")
@@ -565,6 +584,8 @@ class CampaignStore:
                 row = s.scalar(select(CampaignLabelRow).where(CampaignLabelRow.item_id == item.id,
                                                               CampaignLabelRow.annotator_id == person.id))
                 previous = row.label if row is not None else None
+                if not self.store.first_request(s, request, person.id, "label" if label is not None else "cant_judge"):
+                    return LabelResult(False, previous, repeated=True)
                 if row is not None and (row.label, row.reason, row.rationale) == (label, reason, rationale):
                     return LabelResult(False, previous)
                 now = _now()
@@ -582,26 +603,29 @@ class CampaignStore:
         return self.store._run(tx)
 
     def judge(self, actor: str, name: str, item_id: int, label: int, *, rationale: str | None = None,
-              annotator: str | None = None) -> LabelResult:
+              annotator: str | None = None, request: str | None = None) -> LabelResult:
         """Commit ``actor``'s label on an assigned item now (re-submitting the same is a no-op).
 
-        ``annotator`` other than ``actor`` is refused: nobody writes someone else's label.
+        ``annotator`` other than ``actor`` is refused: nobody writes someone else's label. ``request``: the
+        label's idempotency key (the store applies it once, however often it is sent).
         """
-        return self._write_label(actor, name, item_id, label, None, rationale, annotator)
+        return self._write_label(actor, name, item_id, label, None, rationale, annotator, request)
 
     def cant_judge(self, actor: str, name: str, item_id: int, reason: str, *, rationale: str | None = None,
-                   annotator: str | None = None) -> LabelResult:
-        """Record "can't judge" with a reason (required) on an assigned item."""
+                   annotator: str | None = None, request: str | None = None) -> LabelResult:
+        """Record "can't judge" with a reason (required) on an assigned item (``request`` as in ``judge``)."""
         reason = self._text(reason, "reason", MAX_REASON_CHARS)
         if not reason:
             raise CampaignError("say why the item cannot be judged (a reason is required); nothing was changed")
-        return self._write_label(actor, name, item_id, None, reason, rationale, annotator)
+        return self._write_label(actor, name, item_id, None, reason, rationale, annotator, request)
 
-    def undo(self, actor: str, name: str, item_id: int) -> LabelResult:
+    def undo(self, actor: str, name: str, item_id: int, *, request: str | None = None) -> LabelResult:
         """Take back ``actor``'s latest label (or "can't judge") on an item: what they gave before comes
         back, or the item is unjudged again. Logged as ``undo``; repeated undos walk further back.
-        ``LabelResult.previous`` is the label taken back. Nothing to undo: ``CampaignError``, nothing changed."""
+        ``LabelResult.previous`` is the label taken back. Nothing to undo: ``CampaignError``, nothing changed.
+        ``request``: the undo's idempotency key (applied once)."""
         actor = self._name(actor)
+        request = self.store.check_request(request)
 
         def tx() -> LabelResult:
             with self.store._write() as s, s.begin():
@@ -611,6 +635,8 @@ class CampaignStore:
                 if person is None or self._slot(s, item.id, person.id) is None:
                     raise CampaignAuthError(f"item {item_id} of campaign {name!r} is not assigned to {actor}; "
                                             "nothing was changed")
+                if not self.store.first_request(s, request, person.id, "undo"):
+                    return LabelResult(False, None, repeated=True)
                 stack: list[CampaignHistoryRow] = []
                 for h in s.scalars(select(CampaignHistoryRow).where(
                         CampaignHistoryRow.item_id == item.id, CampaignHistoryRow.annotator_id == person.id,

@@ -17,7 +17,9 @@ Alembic):
 
 Concurrency and faults
 - Each label is committed in its own transaction the moment it is given; re-submitting the same
-  label (and note) changes nothing.
+  label (and note) changes nothing. A write given ``request=KEY`` (an idempotency key the browser made)
+  records the key in ``label_requests`` in the same transaction; the same key again applies nothing
+  (``LabelResult.repeated``), so a label resent after a lost acknowledgement is stored once.
 - Reads never wait for writers: SQLite runs in WAL mode and opening a database whose schema is
   current takes no write lock (``core.judging.migrations.inspect_schema`` is read-only).
 - A write that cannot get the lock fails after ``lock_timeout`` seconds (default
@@ -55,8 +57,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.errors import StudioError
 from core.judging.migrations import SchemaError, inspect_schema, upgrade_in
-from core.judging.schema import (MAX_NAME_CHARS, SCHEMA_VERSION, Annotator, Base, DocumentRow, GuidelinesRow,  # noqa: F401
-                                 HistoryRow, JudgmentRow, Meta, QueryRow, _now, _utc, text_hash)
+from core.judging.schema import (MAX_NAME_CHARS, MAX_REQUEST_CHARS, SCHEMA_VERSION, Annotator, Base,  # noqa: F401
+                                 DocumentRow, GuidelinesRow, HistoryRow, JudgmentRow, Meta, QueryRow, RequestRow,
+                                 _now, _utc, text_hash)
 from core.paths import var_dir
 from core.settings import DEFAULT_DB_LOCK_TIMEOUT, SettingsError, settings
 
@@ -119,10 +122,12 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class LabelResult:
-    """Outcome of ``set_label`` / ``clear_label`` / ``undo``: whether anything changed, the label before."""
+    """Outcome of ``set_label`` / ``clear_label`` / ``undo``: whether anything changed, the label before;
+    ``repeated``: the request's idempotency key was applied before, so nothing was done now."""
 
     changed: bool
     previous: int | None
+    repeated: bool = False
 
 
 @dataclass
@@ -442,6 +447,40 @@ class JudgmentStore:
         return cleaned
 
     @staticmethod
+    def check_request(key: str | None) -> str | None:
+        """A clean idempotency key (1..64 printable ASCII characters) or ``JudgmentError``; None stays None."""
+        if key is None:
+            return None
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_REQUEST_CHARS or not key.isascii() \
+                or not key.isprintable() or key != key.strip():
+            raise JudgmentError(f"a request key is 1 to {MAX_REQUEST_CHARS} printable ASCII characters, "
+                                f"got {str(key)[:80]!r}; nothing was changed")
+        return key
+
+    @staticmethod
+    def first_request(s: Session, key: str | None, annotator_id: int, action: str) -> bool:
+        """Inside a write transaction: True when ``key`` is new (recorded now, committed with the write) or
+        None; False when that request was applied before. A concurrent insert of the same key loses on the
+        unique key and its transaction is retried (``_run``), then finds the key."""
+        if key is None:
+            return True
+        if s.scalar(select(RequestRow.id).where(RequestRow.key == key)) is not None:
+            return False
+        s.add(RequestRow(key=key, annotator_id=annotator_id, action=action, created_at=_now()))
+        s.flush()
+        return True
+
+    def requests_applied(self, keys: Iterable[str]) -> set[str]:
+        """Which of these idempotency keys were applied (read-only)."""
+        wanted = [k for k in keys if isinstance(k, str)]
+
+        def read() -> set[str]:
+            with self._read() as s:
+                return set(s.scalars(select(RequestRow.key).where(RequestRow.key.in_(wanted)))) if wanted else set()
+
+        return self._reading(read)
+
+    @staticmethod
     def _check_text(what: str, value: str) -> str:
         if not isinstance(value, str):
             raise JudgmentError(f"the {what} must be text, got {type(value).__name__}")
@@ -507,13 +546,16 @@ class JudgmentStore:
         query_id: str | None = None,
         note: str | None = None,
         systems: Mapping[str, int] | None = None,
+        request: str | None = None,
     ) -> LabelResult:
         """Commit one label now, keyed by (dataset, query, document, annotator).
 
         ``note=None`` keeps the current note, ``note=""`` clears it. The same label, note and text
         again is a no-op; a label on a changed document text replaces the old one (no second label).
+        ``request``: the idempotency key of this label; applied once, however often it is sent.
         """
         annotator = self.check_annotator(annotator)
+        request = self.check_request(request)
         label = self._check_label(label)
         for what, value in (("dataset", dataset), ("query", query), ("document id", doc_id), ("document text", doc_text)):
             self._check_text(what, value)
@@ -533,6 +575,8 @@ class JudgmentStore:
             with self._write() as s, s.begin():
                 row = self._current(s, annotator, dataset, query, doc_id)
                 previous = row.label if row is not None else None
+                if request is not None and not self.first_request(s, request, self._annotator(s, annotator).id, "set"):
+                    return LabelResult(False, previous, repeated=True)
                 new_note = (row.note if row is not None else None) if keep_note else note
                 if (row is not None and row.label == label and row.note == new_note and row.doc_hash == d_hash
                         and row.document.text_hash == d_hash):
@@ -577,15 +621,19 @@ class JudgmentStore:
 
         return self._run(tx)
 
-    def undo(self, annotator: str, dataset: str, query: str, doc_id: str) -> LabelResult:
+    def undo(self, annotator: str, dataset: str, query: str, doc_id: str, *, request: str | None = None) -> LabelResult:
         """Revert the newest not-yet-undone change of this label: previous label *and* previous note.
 
         A first label is removed; a cleared label comes back. Logged as an ``undo`` history entry.
+        ``request``: the idempotency key of this undo (applied once).
         """
         annotator = self.check_annotator(annotator)
+        request = self.check_request(request)
 
         def tx() -> LabelResult:
             with self._write() as s, s.begin():
+                if request is not None and not self.first_request(s, request, self._annotator(s, annotator).id, "undo"):
+                    return LabelResult(False, None, repeated=True)
                 a = s.scalar(select(Annotator).where(Annotator.name == annotator))
                 q = s.scalar(select(QueryRow).where(QueryRow.dataset == dataset, QueryRow.text_hash == text_hash(query)))
                 d = s.scalar(select(DocumentRow).where(DocumentRow.dataset == dataset, DocumentRow.doc_id == doc_id))

@@ -14,6 +14,8 @@ in code; there is no alembic.ini. One revision per schema version:
   under its own identity (``core.judging.auto_judge``).
 - ``0007`` v7: ``deletions``: the audit of owners' deletions (an annotator's labels, a campaign;
   ``core.judging.deletion``).
+- ``0008`` v8: ``label_requests``: the idempotency key of every label request applied, so a label resent
+  after a lost acknowledgement is stored once.
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -36,7 +38,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007", 8: "0008"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (

@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
+MAX_REQUEST_CHARS = 64
 MAX_NAME_CHARS = 80
 
 
@@ -235,4 +236,19 @@ class DeletionRow(Base):
     target: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))  # the annotator or the campaign
     dataset: Mapped[str | None] = mapped_column(String(300), nullable=True)  # labels: one dataset, or all
     rows: Mapped[dict] = mapped_column(JSON)  # table -> rows deleted
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+# ----------------------------------------------------------------------------- label requests (schema v8)
+class RequestRow(Base):
+    """One label request already applied (schema v8): its idempotency key, made by the browser. A request
+    resent after a lost acknowledgement finds its key here and changes nothing (the unique key makes two
+    concurrent resends one)."""
+
+    __tablename__ = "label_requests"
+    __table_args__ = (UniqueConstraint("key", name="uq_label_request"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(MAX_REQUEST_CHARS))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
+    action: Mapped[str] = mapped_column(String(16))  # "set" | "undo" | "label" | "cant_judge"
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

@@ -274,36 +274,54 @@ def _store(var: Path):
     return JudgmentStore(f"sqlite:///{var / 'judgments.sqlite'}")
 
 
+def store_history(var: Path) -> list:
+    store = _store(var)
+    try:
+        return [h for h in store.history(DATASET) if h.annotator == "E2E Tester"]
+    finally:
+        store.close()
+
+
 def test_annotate_labels_a_pooled_result_with_the_keyboard(browser, app_server, e2e_var):
     open_page(browser, app_server, "Annotate")
     type_into(browser, "Annotator", "E2E Tester")
     button(browser, "Add dataset queries").click()
     idle(browser)
-    wait_for(browser, lambda d: any("Candidate 1 of" in c.text for c in css(d, '[data-testid="stCaptionContainer"]')),
-             what="the first pooled candidate")
-    # The caption arrives before the rest of the rerun: a key pressed before the label buttons are drawn
-    # (and their shortcuts bound) is lost. Wait for the run to end and the "2" button to be enabled.
+    panel = lambda d: next(iter(css(d, ".qrs-judge[data-uid]")), None)  # noqa: E731
+    wait_for(browser, lambda d: (p := panel(d)) is not None and any(
+        b.is_enabled() for b in css(d, '.qrs-judge button[aria-label="Label 2"]')), what="the judging panel, enabled")
     idle(browser)
-    wait_for(browser, lambda d: any("same question" in b.text and b.is_enabled()
-                                    for b in css(d, '[data-testid="stButton"] button')), what="the enabled label buttons")
-    texts = [t.text.strip() for t in css(browser, '[data-testid="stText"]') if t.is_displayed()]
-    # blur every input so the key goes to the page's shortcut handler, then press "2"
+    first = panel(browser).get_attribute("data-uid")
+    texts = [e.text.strip() for e in css(browser, ".qrs-judge .qj-query, .qrs-judge .qj-doc")]  # what was judged
+    # the key goes to the panel from anywhere on the page (here: after clicking the title)
     browser.find_element(By.CSS_SELECTOR, '[data-testid="stApp"] h1').click()
     ActionChains(browser).send_keys("2").perform()
-    wait_for(browser, lambda d: any("Candidate 2 of" in c.text for c in css(d, '[data-testid="stCaptionContainer"]')),
-             what="the label to be stored and the next candidate")
+    assert panel(browser).get_attribute("data-uid") != first  # the next candidate is painted at once
+    wait_for(browser, lambda d: panel(d).get_attribute("data-unsaved") == "0", what="the label to be saved")
+    # list mode: L shows the query's candidates, J moves, 1 labels; the labelled rows are marked
+    ActionChains(browser).send_keys("l").perform()
+    wait_for(browser, lambda d: panel(d).get_attribute("data-mode") == "list", what="list mode")
+    rows = css(browser, '.qrs-judge [role="option"]')
+    assert rows and rows[0].get_attribute("data-label") == "2"
+    ActionChains(browser).send_keys("j", "1").perform()
+    wait_for(browser, lambda d: panel(d).get_attribute("data-unsaved") == "0"
+             and [r.get_attribute("data-label") for r in css(d, '.qrs-judge [role="option"]')][:3] == ["2", "", "1"],
+             what="the list-mode label saved and marked")
+    ActionChains(browser).send_keys("l").perform()  # back to item mode for the next visitor of this profile
     shot(browser, "4_annotate")
     store = _store(e2e_var)
     mine = [j for j in store.judgments(DATASET) if j.annotator == "E2E Tester"]
     store.close()
-    assert len(mine) == 1 and mine[0].label == 2, mine
-    assert mine[0].query_id and mine[0].doc_id != mine[0].query_id
+    assert sorted(j.label for j in mine) == [1, 2], mine
+    assert all(j.query_id and j.doc_id != j.query_id for j in mine)
+    assert len(store_history(e2e_var)) == 2  # each label stored once
     from core.data.datasets import load_dataset
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))
         ds = load_dataset(DATASET)
-    assert texts[-2:] == [ds.queries[mine[0].query_id].strip(), ds.display(mine[0].doc_id).strip()], texts
+    two = next(j for j in mine if j.label == 2)  # the item judged in item mode: its query and text were shown
+    assert texts == [ds.queries[two.query_id].strip(), ds.display(two.doc_id).strip()], texts
 
 
 def test_error_analysis_exports_the_judgments_as_qrels(browser, app_server, e2e_var, downloads):

@@ -9,10 +9,12 @@ the Campaigns page and downloads TREC qrels whose file name names the rule. Nega
 not logged in gets the login page and nothing else; an annotator opening an item not assigned to them
 (``Annotate?item=ID``) sees one clear line and nothing changes in the store; an annotator cannot open Compare.
 
-Keyboard judging is exercised where it used to fail: ann's first label is the key 2 pressed right after
-choosing the campaign in the "Judge" picker (the radio keeps the focus unless the page gives it back), and
-her second right after typing a rationale (a digit typed into the box is announced as not taken; Enter
-leaves the box, then 2 labels). Bob undoes one label with the U key and labels the item again.
+Judging happens in the judging panel, with keys only: ann's first label is the key 2 pressed right after
+choosing the campaign in the "Judge" picker, her second right after typing a rationale (R opens the box; a
+digit typed there is text, not a label; Enter leaves it), and she reloads the page right after her third key
+(the label is resent from the browser's storage and stored once). Bob undoes one label with U and labels the
+item again, and judges the second half of his queue in list mode (L; J and K move). Every label counted as
+seen was shown saved by the panel (acknowledged by the server).
 """
 from __future__ import annotations
 
@@ -37,13 +39,10 @@ from tests.e2e.conftest import new_driver  # noqa: E402
 
 WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
 KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
-LABEL_TEXT = {0: "0 · not the same", 1: "1 · related", 2: "2 · same question"}
 DECISION = 1  # the owner's decision on every conflict
 RATIONALE = "near-duplicate wording"  # ann's rationale on her second item
 BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stStatusWidgetRunningIcon"]',
         '[data-testid="stStatusWidgetRunningManIcon"]')
-PROGRESS = re.compile(r"(\d+) of (\d+) assigned items judged")
-ITEM = re.compile(r"Query (\S+) · item (\d+)")
 
 
 def label_of(who: str, item_id: int) -> int:
@@ -141,65 +140,69 @@ def open_campaign(driver, app: str, path: str = "Annotate") -> None:
     idle(driver)
 
 
-def queue_state(driver):
-    """(done, total, item id or None) as the page shows them, once the run settled; None while running."""
-    if css(driver, ", ".join(BUSY)):
+def panel_state(driver):
+    """(uid shown, unsaved labels, mode) of the judging panel, or None before it is there."""
+    roots = css(driver, ".qrs-judge")
+    if not roots:
         return None
-    progress = [m for t in texts(driver, '[data-testid="stProgress"]') if (m := PROGRESS.search(t))]
-    if not progress:
-        return None
-    done, total = int(progress[0].group(1)), int(progress[0].group(2))
-    items = [m for t in texts(driver, '[data-testid="stCaptionContainer"]') if (m := ITEM.search(t))]
-    if items:
-        return done, total, int(items[0].group(2))
-    if any("Nothing left in your queue" in t for t in texts(driver, '[data-testid="stAlert"]')):
-        return done, total, None
-    return None
+    r = roots[0]
+    return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
 
 
 def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: list[int],
                 kill_after: int | None = None, undone: list[int] | None = None) -> None:
-    """Log in as ``who`` and label their queue; ``seen`` gets each label the page showed committed (the progress
-    counter moved on and the next item came up). With ``kill_after``: after that many, click once more and kill
-    the browser at once."""
+    """Log in as ``who`` and label their queue with keys in the judging panel; ``seen`` gets each label the
+    panel showed saved (acknowledged by the server). With ``kill_after``: after that many, press one more key
+    and kill the browser at once. ann presses her first key right after the campaign picker, her second right
+    after a rationale, and reloads the page right after her third key; bob undoes one label with U and judges
+    the second half of his queue in list mode (J/K checked there)."""
     undone = [] if undone is None else undone
     login(driver, app, who)
     open_campaign(driver, app)
-    while True:
-        state = wait_for(driver, queue_state, f"{who}'s queue")
-        idle(driver)
-        state = wait_for(driver, queue_state, f"{who}'s queue")
-        done, total, item_id = state
-        if item_id is None:
-            assert done == total == len(seen), (who, state, seen)
-            return
+    queue = app_queues[who]
+    for n, item_id in enumerate(queue):
+        wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[0] == str(item_id),
+                 f"{who}'s panel on item {item_id}")
         label = label_of(who, item_id)
-        target = wait_for(driver, lambda d: next((b for b in keyed(d, f"campaign.label{label}", "button")
-                                                  if b.is_enabled()), None), f"{who}'s label button {label}")
-        assert target.text.splitlines()[0].strip() == LABEL_TEXT[label], target.text
-        if who == TEAM[0] and len(seen) < 2:  # ann: keys right after the picker, then right after a rationale
-            if len(seen) == 1:
-                type_rationale(driver, item_id, label)
-            press(driver, str(label))  # to whatever has the focus, as a person's key press goes
-            wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done + 1 and s[2] != item_id,
-                     f"{who}'s key {label} on item {item_id} to be committed")
-            seen[item_id] = label
-            continue
+        if who == TEAM[0] and n == 1:
+            type_rationale(driver, label)
+        if who == TEAM[1] and n == len(queue) // 2:  # list mode for the rest; J then K comes back
+            press(driver, "l")
+            wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[2] == "list", "list mode")
+            press(driver, "j")
+            wait_for(driver, lambda d: panel_state(d)[0] == str(queue[n + 1]), "J moves down")
+            press(driver, "k")
+            wait_for(driver, lambda d: panel_state(d)[0] == str(item_id), "K moves up")
+            rows = css(driver, '.qrs-judge [role="option"]')
+            assert rows and sum(r.get_attribute("aria-selected") == "true" for r in rows) == 1
         if kill_after is not None and len(seen) == kill_after:
             in_flight.append(item_id)
-            target.click()
+            press(driver, str(label))
             kill_browser(driver)
             return
-        target.click()
-        wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done + 1 and s[2] != item_id,
-                 f"{who}'s label on item {item_id} to be committed")
+        press(driver, str(label))  # to whatever has the focus, as a person's key press goes
+        if n + 1 < len(queue):  # the next item is painted by the browser, before any answer of the server
+            assert panel_state(driver)[0] == str(queue[n + 1]), (who, panel_state(driver))
+        if who == TEAM[0] and n == 2:  # a reload right after the key: the label is resent, stored once
+            driver.refresh()
+            open_campaign(driver, app)
+        wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[1] == 0,
+                 f"{who}'s label on item {item_id} saved")
         seen[item_id] = label
-        if who == TEAM[1] and len(seen) == 2 and not undone:  # bob: U takes the label back, the item comes back
-            idle(driver)
+        if who == TEAM[1] and n == 1 and not undone:  # bob: U takes the label back, the item comes back
             press(driver, "u")
-            wait_for(driver, lambda d: (s := queue_state(d)) is not None and s[0] == done and s[2] == item_id,
-                     f"{who}'s undo of item {item_id}")
+            wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[0] == str(item_id) and s[1] == 0,
+                     f"{who}'s undo of item {item_id} saved")
             undone.append(item_id)
+            press(driver, str(label))
+            wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[1] == 0,
+                     f"{who}'s label again on item {item_id} saved")
+    if kill_after is None:
+        wait_for(driver, lambda d: any(f"{len(queue)} of {len(queue)} assigned items judged" in t
+                                       for t in texts(d, '[data-testid="stProgress"]')), f"{who}'s queue done")
+
+
+app_queues: dict[str, list[int]] = {}
 
 
 def press(driver, key: str) -> None:
@@ -207,18 +210,17 @@ def press(driver, key: str) -> None:
     ActionChains(driver).send_keys(key).perform()
 
 
-def type_rationale(driver, item_id: int, label: int) -> None:
-    """Type a rationale; a digit typed into the box is announced as not taken (and removed); Enter leaves the box."""
-    box = wait_for(driver, lambda d: next(iter(keyed(d, f"campaign.rationale.{item_id}", "input")), None),
+def type_rationale(driver, label: int) -> None:
+    """R opens the rationale box; the digit typed there is text, not a label; Enter leaves the box."""
+    before = panel_state(driver)
+    press(driver, "r")
+    box = wait_for(driver, lambda d: next((b for b in css(d, ".qrs-judge .qj-rationale-box") if b.is_displayed()), None),
                    "the Rationale box")
-    box.click()
-    box.send_keys(RATIONALE)
-    box.send_keys(str(label))  # the key the issue saw swallowed: it is text here, and the page says so
-    wait_for(driver, lambda d: any("went into the text box" in e.text for e in css(d, "#qrs-key-hint")),
-             "the note that the key went into the text box")
+    assert driver.switch_to.active_element == box
+    box.send_keys(RATIONALE + str(label))
+    assert panel_state(driver) == before  # typing never labels
     box.send_keys(Keys.BACKSPACE, Keys.ENTER)
-    wait_for(driver, lambda d: d.switch_to.active_element.tag_name != "input", "the focus back on the page")
-    idle(driver)
+    wait_for(driver, lambda d: d.switch_to.active_element.tag_name != "textarea", "the focus back on the panel")
 
 
 def snapshot(cs: CampaignStore) -> tuple:
@@ -287,6 +289,7 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
     names = [who.split("@")[0] for who in TEAM]
     drivers = start_drivers(e2e_var, app.downloads, names)
     cs = CampaignStore(app.db_url)
+    app_queues.update(app.queues)
     extra: list = []
     try:
         # --- three annotators at once, one browser each; cat's browser is killed mid-way
@@ -337,9 +340,11 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         extra.append(resumed)
         login(resumed, app.url, KILLED)
         open_campaign(resumed, app.url)
-        done, total, item_id = wait_for(resumed, queue_state, "the resumed queue")
+        uid, unsaved, _ = wait_for(resumed, panel_state, "the resumed queue")
         left = [i for i in app.queues[KILLED] if i not in stored[KILLED]]
-        assert (done, total) == (len(stored[KILLED]), len(app.queues[KILLED])) and item_id in left, (done, total, item_id)
+        assert int(uid) == left[0] and unsaved == 0, (uid, left)
+        assert any(f"{len(stored[KILLED])} of {len(app.queues[KILLED])} assigned items judged" in t
+                   for t in texts(resumed, '[data-testid="stProgress"]'))
         quit_quietly(extra.pop())
 
         # --- negative: ann opens an item that is not hers by URL: one line, nothing shown, nothing changed
@@ -354,7 +359,7 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         assert len(css(ann, '[data-testid="stAlert"]')) == 1 and len(alerts) == 1, alerts
         assert "\n" not in alerts[0] and f"is not assigned to {TEAM[0]}" in alerts[0], alerts
         assert app.items[foreign][2].strip() not in texts(ann, '[data-testid="stText"]')
-        assert not keyed(ann, "campaign.label2") and not keyed(ann, "campaign.cant")
+        assert not css(ann, ".qrs-judge")
         assert snapshot(cs) == before
 
         # --- negative: an annotator cannot open Compare (nor see it in the sidebar): she judges blind
