@@ -36,7 +36,7 @@ from core.settings import settings
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
 from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, page_dataset, system_problem
 from ui.state import current_dataset
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
@@ -222,7 +222,7 @@ if qid:
 st.caption(MARKS)
 for res in result.results:
     if not res.ok:
-        st.error(f"{res.choice.label}: {res.error}", icon="⚠️")
+        system_problem(res.choice.label, res.error, res.not_ready)
 summary = summary_rows(result)
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch",
              column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f")})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.errors import StudioError
+from core.errors import NotReadyError, StudioError
 from core.judging.campaigns import CampaignStore
 from core.judging.judgments import default_url
 from core.judging.pooling import build_pool, pool_choices
@@ -21,7 +21,7 @@ from ui.cache import judgment_store, pool_ids
 from ui.campaign_judge import judge_campaign
 from ui.keys import judging_keys
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, page_dataset, system_problem
 from ui.state import current_dataset
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
@@ -124,7 +124,7 @@ def _pool(entry: dict) -> list:
             try:
                 rankings[name] = pool_ids(name, ds_name, entry["query"], entry.get("query_id"), int(k))
             except StudioError as exc:
-                st.warning(f"{name} is left out of the pool: {exc}", icon="⚠️")
+                system_problem(name, str(exc), isinstance(exc, NotReadyError), "Left out of the pool")
     exclude = [entry["query_id"]] if entry.get("query_id") and ds.ignore_identical_ids else []
     return build_pool(rankings, int(k), ds.name, entry["query"], exclude=exclude) if rankings else []
 

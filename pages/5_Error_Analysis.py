@@ -34,7 +34,7 @@ from core.analysis.error_analysis import (
     run_to_trec,
     unjudged_rate,
 )
-from core.errors import StudioError
+from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
 from core.judging.judgments import default_url
@@ -49,7 +49,7 @@ from ui.cache import digest, imported_run, judgment_store, memo, per_query_value
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
 from ui.charts import delta_png
-from ui.render import error, page_dataset
+from ui.render import error, page_dataset, system_problem
 from ui.state import current_dataset
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
@@ -150,12 +150,12 @@ try:
                 (computed[name],) = stored_runs(ds_name, [name], labels.queries, k, progress=lambda f, m, i=i: _report(
                     (i + f) / len(systems), f"{m} · system {i + 1} / {len(systems)}"), query_form=query_form)
             except StudioError as exc:
-                failed[name] = str(exc)
+                failed[name] = exc
     finally:
         if bar is not None:
             bar.empty()
     for name, why in failed.items():
-        st.warning(f"{name} is left out: {why}", icon="⚠️")
+        system_problem(name, str(why), isinstance(why, NotReadyError), "Left out")
     chosen = [name for name in chosen if name not in failed]
     if not chosen:
         st.stop()
