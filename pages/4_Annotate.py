@@ -139,7 +139,7 @@ labels = store.labels_for(annotator, ds.name, query) if annotator else {}
 st.progress((pos + (len(labels) / len(items) if items else 1)) / len(queue),
             text=f"Query {pos + 1} of {len(queue)} · {sum(i.doc_id in labels for i in items)}/{len(items)} judged")
 st.caption("Query" + (f" ({qid})" if qid else " (typed)"))
-st.text(query)
+st.text(ds.display_query(qid) if qid in ds.queries else query)  # as people wrote it; the stored form is the models'
 if not items:
     st.warning("No candidates for this query: pick pool systems in the sidebar (or build one).")
 item_pos = min(st.session_state[ITEM], max(0, len(items) - 1))

@@ -148,3 +148,20 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
     assert not cmp.exception
     assert cmp.session_state["compare.qid"] == qid  # the Compare page opened this query
     assert cmp.text_input(key="compare.query").value == ds.display_query(qid)
+
+
+def test_annotate_shows_a_tokenized_dataset_query_as_people_wrote_it(built, tmp_path, monkeypatch):
+    """QQP stores its questions tokenized ("startup idea ?"); Annotate shows the display form, as every other page
+    does (the stored form is what the models read), and labels still land under the stored query."""
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_AUTOBUILD", "0")
+    ds = load_dataset("qqp-bimpm")
+    qid = next(q for q in ds.queries if ds.display_query(q) != ds.queries[q])
+    at = AppTest.from_file(str(REPO / "pages" / "4_Annotate.py"), default_timeout=120)
+    at.session_state["dataset"] = "qqp-bimpm"
+    at.session_state["annotate.queue"] = [{"dataset": "qqp-bimpm", "query_id": qid, "query": ds.queries[qid],
+                                           "pool": {"sysA": [d for d in ds.corpus if d != qid][:2]}}]
+    at.run()
+    assert not at.exception, at.exception
+    shown = [t.value for t in at.text]
+    assert ds.display_query(qid) in shown and ds.queries[qid] not in shown, (ds.queries[qid], shown)
