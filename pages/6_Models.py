@@ -139,6 +139,9 @@ st.caption("A sentence-transformers model folder as a bi-encoder (encoded on fir
            "changes) or as a cross-encoder reranker; a TREC run file (`python -m core systems add NAME --run FILE "
            "--dataset D`); or a plugin: an installed package with an entry point in the group `qrs.systems`. They "
            "appear on every page beside the papers' systems.")
+done = st.session_state.pop("models.own_done", None)  # what the last Add / Remove did (it reran the page)
+if done:
+    st.success(done, icon="✅")
 for line in user_problems():  # a plugin or user entry that could not be registered: one line, never a crash
     st.warning(f"Not loaded: {line}", icon="⚠️")
 _own = [s for s in list_systems() if s.origin != "built-in"]
@@ -157,8 +160,10 @@ with st.form("models.add_own", clear_on_submit=False):
             added = add_user_system(own_name.strip(), own_way, own_path.strip())
         except StudioError as exc:
             st.error(" ".join(str(exc).split()))
-        else:
-            st.success(f"Added {added.name} ({added.way}); build it here with the button above or use it on any page.")
+        else:  # rerun: the table above lists it at once; the message survives the rerun
+            st.session_state["models.own_done"] = (f"Added {added.name} ({added.way}); build it here with the button "
+                                                   "above or use it on any page.")
+            st.rerun()
 _removable = [s.name for s in read_user_systems_or_none()]
 if _removable:
     rm_left, rm_right = st.columns([3, 1])
@@ -169,7 +174,8 @@ if _removable:
         except StudioError as exc:
             st.error(" ".join(str(exc).split()))
         else:
-            st.success(f"Removed {to_remove} (its built files stay in the artifacts folder).")
+            st.session_state["models.own_done"] = (f"Removed {to_remove} (its built files stay in the artifacts "
+                                                   "folder).")
             st.rerun()
 
 # ----------------------------------------------------------------------------- learned models: curves and references
