@@ -34,9 +34,10 @@ from core.registry import contamination_note, deviation_note, get_spec, list_sys
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
-from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
+from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
+                             summary_rows)
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset, system_problem
+from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
@@ -224,8 +225,9 @@ for res in result.results:
     if not res.ok:
         system_problem(res.choice.label, res.error, res.not_ready)
 summary = summary_rows(result)
-st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch",
-             column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f")})
+st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,
+             column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f"),
+                            "status": st.column_config.TextColumn("status", width="medium")})
 for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
     for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):
@@ -239,7 +241,7 @@ if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
 ok = [r for r in result.results if r.ok]
 for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems
     table = aligned_table(result, group)
-    size = layout(len(group), len(table))
+    size = layout(len(group), len(table), longest_cell(table))
     config = {"#": st.column_config.NumberColumn("#", width=RANK_WIDTH)}
     for label in table.columns[1:]:
         config[label] = st.column_config.TextColumn(label, width=size.column_width)

@@ -49,7 +49,7 @@ from ui.cache import digest, imported_run, judgment_store, memo, per_query_value
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
 from ui.charts import delta_png
-from ui.render import error, page_dataset, system_problem
+from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
@@ -190,9 +190,19 @@ if query_form == "typed":
 st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Tests against {baseline}: "
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note}")
-st.dataframe(pd.DataFrame(res.display_table()), hide_index=True, key="ea.table")
-st.caption("p: three decimals down to 0.001, scientific notation below, \"< 1e-10\" under that; the baseline row "
-           "has no test against itself.")
+# two narrow tables instead of one as wide as 1 + 4 columns per metric: the means, then one row per system and metric
+# for the tests (metric names are cells, never clipped headers)
+shown = res.display_table()
+st.dataframe(pd.DataFrame([{k: row[k] for k in ("system", *res.metrics)} for row in shown]), hide_index=True,
+             key="ea.table", width="stretch", placeholder=MISSING,
+             column_config={"system": st.column_config.TextColumn(width="medium", pinned=True)})
+tests = [{"system": row["system"], "metric": m, "p": row[f"{m} p"], "p (Holm)": row[f"{m} p (Holm)"],
+          "W/T/L": row[f"{m} W/T/L"]} for row in shown if row["system"] != res.baseline for m in res.metrics]
+if tests:
+    st.dataframe(pd.DataFrame(tests), hide_index=True, key="ea.tests", width="stretch", placeholder=MISSING,
+                 column_config={"system": st.column_config.TextColumn(width="medium")})
+    st.caption(f"Tests against the baseline, {res.baseline}. p: three decimals down to 0.001, scientific notation "
+               "below, \"< 1e-10\" under that.")
 what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") and display_name(n).lower() != n.lower()]
 if what:
     st.caption("What runs: " + "; ".join(what) + ".")

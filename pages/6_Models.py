@@ -34,7 +34,7 @@ from core.errors import StudioError
 from core.transfer import listing as portable_listing
 from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
 from ui.nav import ensure_navigation
-from ui.render import page_dataset
+from ui.render import MISSING, page_dataset
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -76,8 +76,9 @@ def status_table() -> None:
                      "seconds": round(s.seconds, 1) if s.seconds else None,
                      "size (MB)": artifact_size(ds.name, spec.name, variant) / 1e6,
                      "error": s.error})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder=MISSING,
                  column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%d %%"),
+                                "message": st.column_config.TextColumn(width="large"),
                                 "size (MB)": st.column_config.NumberColumn(format="%.1f")})
     running = build_running(ds.name)
     st.caption("A build is running in the background." if running else "No build running.")
@@ -243,7 +244,7 @@ else:
                      "state": ("below its reference; " if below_reference(log) else "") + (
                          "converged" if log.get("stopped") == "patience" else
                          ("still improving at its cap" if needs_longer_run(log) else log.get("stopped") or "?"))})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder=MISSING,
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in ("best dev", "reference dev", "reference test")})
     for spec, variant, status, log in learned:  # each variant's own note: a recipe says what still differs

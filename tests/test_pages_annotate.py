@@ -118,7 +118,11 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
         at.radio(key="ea.labels").set_value(source).run()
         at.radio(key="ea.test").set_value(test).run()
         assert not at.exception
-        page = at.dataframe[0].value
+        page, tests = at.dataframe[0].value, at.dataframe[1].value  # the means; the tests, a row per system and metric
+        # narrow tables: no column per metric and test (the one wide table was wider than the page)
+        assert [c for c in page.columns if c != "system"] == list(at.multiselect(key="ea.metrics").value)
+        assert list(tests.columns) == ["system", "metric", "p", "p (Holm)", "W/T/L"]
+        assert all(d.proto.placeholder == "—" for d in at.dataframe[:2])  # a missing cell never reads "None"
         cli = _cli_compare(["compare", "--dataset", NAME, "--systems", "bm25", "--runs", "rev", "--labels", source,
                             "--stat-test", test, "--json"])
         assert len(page) == len(cli["table"]) == 2
@@ -126,13 +130,15 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
             assert got["system"] == ("run:" + row["system"] if row["system"] == "rev" else row["system"])
             for metric in cli["metrics"]:
                 assert got[metric] == row[metric]
+                tested = tests[(tests["system"] == got["system"]) & (tests["metric"] == metric)]
                 if row[f"{metric} p"] is not None:  # shown formatted: "0.034", "7.7e-05", "< 1e-10"
-                    assert got[f"{metric} p"] == format_p(row[f"{metric} p"])
-                    assert got[f"{metric} p (Holm)"] == format_p(row[f"{metric} p (Holm)"])
-                    assert got[f"{metric} W/T/L"] == row[f"{metric} W/T/L"]
-                else:  # the baseline: no test against itself, and no "None" cell
-                    assert got[f"{metric} p"] == got[f"{metric} p (Holm)"] == "baseline"
-            assert "None" not in page.astype(str).to_string()
+                    (one,) = tested.to_dict("records")
+                    assert one["p"] == format_p(row[f"{metric} p"])
+                    assert one["p (Holm)"] == format_p(row[f"{metric} p (Holm)"])
+                    assert one["W/T/L"] == row[f"{metric} W/T/L"]
+                else:  # the baseline: no test against itself, so no row in the tests table
+                    assert tested.empty
+        assert "None" not in page.astype(str).to_string() + tests.astype(str).to_string()
     # "Open on Compare", in two halves: AppTest drops a button's click when the run goes through
     # app.py's st.navigation (Streamlit 1.67), and a page run alone cannot switch pages. The page
     # hands the query to Compare through the session; Compare opens it from there.

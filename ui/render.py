@@ -6,6 +6,9 @@ import streamlit as st
 from core.errors import StudioError
 
 
+MISSING = "—"  # what a table shows for a missing value (st.dataframe's own placeholder reads "None")
+
+
 def plain(text: str) -> None:
     """Show untrusted text verbatim: ``st.text`` renders no markdown and no HTML."""
     st.text(text)
