@@ -39,6 +39,7 @@ from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layo
 from ui.nav import ensure_navigation
 from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect, system_selectbox
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
 TREES = with_knob("beam")  # the systems the tree knobs (beam, K) apply to
@@ -130,9 +131,9 @@ with st.expander("Pick a dataset query by id"):
 # ----------------------------------------------------------------------------- systems
 with st.sidebar:
     st.header("Systems")
-    chosen = st.multiselect("First-stage systems", retrievers, key="compare.systems")
-    chosen_rr = st.multiselect("Rerankers", rerankers, key="compare.rerankers")
-    first_stage = st.selectbox("Rerank the top of", retrievers, key="compare.first_stage")
+    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems")
+    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers")
+    first_stage = system_selectbox("Rerank the top of", retrievers, key="compare.first_stage")
     depth = st.slider("Rerank depth", 5, 100, step=5, key="compare.depth")
     k = st.slider("Top-k shown", 1, 50, key="compare.k")
     with st.expander("Index knobs"):
@@ -146,7 +147,7 @@ with st.sidebar:
         branching = st.selectbox("Tree K", list(TREE_BRANCHING), key="compare.tree_k")
     st.session_state.setdefault("compare.fuse_parts", [])
     with st.expander("Fusion (ranx)", expanded=bool(st.session_state["compare.fuse_parts"])):
-        fuse_parts = st.multiselect("Fuse these first stages", [r for r in retrievers if not get_spec(r).composite],
+        fuse_parts = system_multiselect("Fuse these first stages", [r for r in retrievers if not get_spec(r).composite],
                                     key="compare.fuse_parts",
                                     help="two or more: adds a fused column (ranx fuse of each part's top 100)")
         fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",

@@ -23,6 +23,7 @@ from ui.keys import judging_keys
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -86,7 +87,7 @@ if mine:
 with st.sidebar:
     st.header("Queue")
     systems = pool_choices(ds)
-    chosen = st.multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
+    chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
                             help="The pool is the union of their top-k, shuffled; system names stay hidden.")
     k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
     split = st.selectbox("Dataset queries", ["all", *ds.query_splits], key="annotate.split")

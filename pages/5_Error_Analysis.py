@@ -51,6 +51,7 @@ from ui.ppi_view import render_ppi
 from ui.charts import delta_png
 from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Error Analysis · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -84,7 +85,7 @@ with st.sidebar:
 built = pool_choices(ds)
 options = built + [f"run:{n}" for n in imported]
 c1, c2, c3 = st.columns(3)
-chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")
+chosen = system_multiselect("Systems and imported runs", options, where=c1, default=options[:3], key="ea.systems")
 source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
                   help=f"dataset qrels, user judgments, or both: {PRECEDENCE}.")
 c2.caption(f"With both: {PRECEDENCE}.")

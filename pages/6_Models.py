@@ -35,6 +35,7 @@ from core.transfer import listing as portable_listing
 from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
 from ui.nav import ensure_navigation
 from ui.render import MISSING, page_dataset
+from ui.system_picker import system_selectbox
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -110,7 +111,7 @@ with left:
                  if cancel_build(ds.name) else "No build was running.")
 with right:
     names = [_label(spec, variant) for spec, variant in _buildable()]
-    pick = st.selectbox("Build one system", names, key="models.build_one",
+    pick = system_selectbox("Build one system", names, key="models.build_one",
                         help="SYSTEM@VARIANT (e.g. densetrans@paper-objective, frm@kw-loss) is a paper's recipe "
                              "built in its own folder beside the default build, which it never overwrites")
     st.caption(f"{pick}: {display_name(pick)}")
