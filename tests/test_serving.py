@@ -181,3 +181,14 @@ def test_the_trained_models_listing_imports_no_system_module_without_artifacts(t
     asked = []
     monkeypatch.setattr(transfer, "system_module", lambda name: asked.append(name) or pytest.fail(name))
     assert transfer.listing() == [] and asked == []
+
+
+def test_a_retriever_module_loads_without_ranx():
+    """ranx (with matplotlib and scipy.stats) loads where a run is built or evaluated, not with every retriever:
+    a page that only lists or loads systems does not pay for it on its first visit."""
+    import subprocess
+    import sys
+
+    code = "import sys, core.retrieval.base, core.retrieval.bert; print('ranx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-1500:]
