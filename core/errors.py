@@ -36,7 +36,12 @@ class MissingArtifactError(StudioError):
         super().__init__(f"{what} is {reason}. Build it with: {command}")
 
 
-class BuildPendingError(MissingArtifactError):
+class NotReadyError(StudioError):
+    """A normal state, not a failure: a system still building or queued, or one that cannot answer this kind of
+    query (a fixed run asked for a typed query). Its message names the system once; pages show it as information."""
+
+
+class BuildPendingError(MissingArtifactError, NotReadyError):
     """A system not built yet that the running background build has queued or is building: says where it
     stands ("queued (position 3)", "building: step 2/5"), never a command to run."""
 

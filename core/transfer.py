@@ -47,14 +47,16 @@ def trained_datasets(system: str, variant: str | None = None) -> list[str]:
     spec = get_spec(system)
     if not needs_training(spec, variant):
         return []
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    root = var_dir() / "systems"  # look before asking is_built: system_dir() creates the folder it names
+    found = [name for name in list_datasets() if (root / slug(name) / leaf).is_dir()]
+    if not found:  # nothing to ask: the system's module (torch and its model code) is not even imported
+        return []
     try:
         module = system_module(system)
     except ModuleNotFoundError:
         return []
-    leaf = system if not variant else f"{system}@{slug(variant)}"
-    root = var_dir() / "systems"  # look before asking is_built: system_dir() creates the folder it names
-    return [name for name in list_datasets()
-            if (root / slug(name) / leaf).is_dir() and module.is_built(_stub(name), variant=variant)]
+    return [name for name in found if module.is_built(_stub(name), variant=variant)]
 
 
 def orphaned_models() -> list[tuple[str, str]]:

@@ -50,7 +50,9 @@ cols = st.columns(4)
 cols[0].metric("Collection", f"{stats['collection']:,}")
 cols[1].metric("Queries", f"{stats['queries']:,}")
 cols[2].metric("Judged pairs (qrels)", f"{stats['judged pairs (qrels)']:,}")
-cols[3].metric("Query splits", ", ".join(ds.query_splits) or "—")
+cols[3].metric("Query splits", f"{len(ds.query_splits)}")  # the names below: a metric's value is cut at its width
+if ds.query_splits:
+    st.caption("Query splits: " + ", ".join(f"{name} ({len(ids):,})" for name, ids in ds.query_splits.items()))
 with st.expander("All statistics"):
     st.dataframe(pd.DataFrame(list(stats.items()), columns=["what", "count"]), hide_index=True)
 

@@ -34,10 +34,12 @@ from core.registry import contamination_note, deviation_note, get_spec, list_sys
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
-from ui.compare_view import MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, stacks, summary_rows
+from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
+                             summary_rows)
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect, system_selectbox
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
 TREES = with_knob("beam")  # the systems the tree knobs (beam, K) apply to
@@ -129,9 +131,9 @@ with st.expander("Pick a dataset query by id"):
 # ----------------------------------------------------------------------------- systems
 with st.sidebar:
     st.header("Systems")
-    chosen = st.multiselect("First-stage systems", retrievers, key="compare.systems")
-    chosen_rr = st.multiselect("Rerankers", rerankers, key="compare.rerankers")
-    first_stage = st.selectbox("Rerank the top of", retrievers, key="compare.first_stage")
+    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems")
+    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers")
+    first_stage = system_selectbox("Rerank the top of", retrievers, key="compare.first_stage")
     depth = st.slider("Rerank depth", 5, 100, step=5, key="compare.depth")
     k = st.slider("Top-k shown", 1, 50, key="compare.k")
     with st.expander("Index knobs"):
@@ -145,7 +147,7 @@ with st.sidebar:
         branching = st.selectbox("Tree K", list(TREE_BRANCHING), key="compare.tree_k")
     st.session_state.setdefault("compare.fuse_parts", [])
     with st.expander("Fusion (ranx)", expanded=bool(st.session_state["compare.fuse_parts"])):
-        fuse_parts = st.multiselect("Fuse these first stages", [r for r in retrievers if not get_spec(r).composite],
+        fuse_parts = system_multiselect("Fuse these first stages", [r for r in retrievers if not get_spec(r).composite],
                                     key="compare.fuse_parts",
                                     help="two or more: adds a fused column (ranx fuse of each part's top 100)")
         fuse_method = st.selectbox("Fusion method", FUSION_METHODS, key="compare.fuse_method",
@@ -222,10 +224,11 @@ if qid:
 st.caption(MARKS)
 for res in result.results:
     if not res.ok:
-        st.error(f"{res.choice.label}: {res.error}", icon="⚠️")
+        system_problem(res.choice.label, res.error, res.not_ready)
 summary = summary_rows(result)
-st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch",
-             column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f")})
+st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,
+             column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f"),
+                            "status": st.column_config.TextColumn("status", width="medium")})
 for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
     for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):
@@ -239,7 +242,7 @@ if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
 ok = [r for r in result.results if r.ok]
 for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems
     table = aligned_table(result, group)
-    size = layout(len(group), len(table))
+    size = layout(len(group), len(table), longest_cell(table))
     config = {"#": st.column_config.NumberColumn("#", width=RANK_WIDTH)}
     for label in table.columns[1:]:
         config[label] = st.column_config.TextColumn(label, width=size.column_width)

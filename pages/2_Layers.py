@@ -13,6 +13,7 @@ from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, la
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Layers · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -173,7 +174,7 @@ st.subheader("Recall@k per system (Figure 6)")
 split = "test" if "test" in ds.query_splits else "all"
 # systems whose runs are too slow to store (seconds per query) are too slow for a curve over many queries too
 retrievers = [s.name for s in list_systems("retriever") if supports(s, ds) and not s.not_stored]
-picked = st.multiselect("Systems", retrievers, default=[r for r in (default_first_stage(),) if r in retrievers],
+picked = system_multiselect("Systems", retrievers, default=[r for r in (default_first_stage(),) if r in retrievers],
                         key="layers.recall")
 max_q = st.slider("Held-out queries", 100, 2000, 300, step=100, key="layers.recall_n")
 rfig = go.Figure()

@@ -3,6 +3,7 @@ for a query and two candidates side by side (layout only; everything is computed
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -56,6 +57,10 @@ text = st.text_input("Query", key="keywords.query", placeholder="How can I stop 
 qid = st.session_state.get("keywords.qid")
 if qid and (qid not in ds.queries or text != ds.display_query(qid)):
     qid = None  # edited: a typed query
+# the query lives in the URL (a reload or a shared link shows the same query, as Compare's links do)
+link = {"dataset": ds_name, **({"qid": qid} if qid else {"q": text} if text.strip() else {})}
+if link != st.query_params.to_dict():
+    st.query_params.from_dict(link)
 if not text.strip():
     st.info("Type a question or pick a dataset query.")
     st.stop()
@@ -122,9 +127,14 @@ if qid:
     st.caption(f"Dataset query {qid}: it is removed from its own BM25 ranking.")
 
 
+# the candidate boxes belong to one query: their keys name it, so a new query starts new boxes (BM25 #1 and #2) in
+# the server and in the browser alike, never the previous query's picks
+FOR_QUERY = hashlib.sha1(f"{qid or ''}\x1f{query}".encode()).hexdigest()[:12]
+
+
 def pick_candidate(slot: str, default: int) -> str | None:
     choice = st.selectbox(f"Candidate {slot}", range(len(labels)), index=min(default, len(labels) - 1),
-                          format_func=lambda i: labels[i], key=f"keywords.cand.{slot}")
+                          format_func=lambda i: labels[i], key=f"keywords.cand.{slot}.{FOR_QUERY}")
     if choice < len(candidates):
         return ds.corpus[candidates[choice]]
     typed = st.text_input(f"Candidate {slot} text", key=f"keywords.typed.{slot}")
@@ -137,9 +147,17 @@ def pick_candidate(slot: str, default: int) -> str | None:
         return None
 
 
+def importance_range(weights: list[float]) -> tuple[float, float]:
+    """The heatmap's colour range: anchored at 0 (no importance) up to the largest weight, or ±the largest
+    magnitude when a weight is negative (never the shown minimum to maximum, where 0.49 and 0.63 look opposite)."""
+    top = max((abs(w) for w in weights), default=0.0) or 1.0
+    return (-top, top) if any(w < 0 for w in weights) else (0.0, top)
+
+
 def token_heatmap(e) -> go.Figure:
-    """Tokens coloured by FRM importance (query row, candidate row), colour range = the shown importances'
-    minimum to maximum; importance, IDF, POS on hover."""
+    """Tokens coloured by importance (query row, candidate row) on a scale anchored at 0, no importance: from 0 to
+    the largest weight shown (weights ≥ 0, as w(k, q)), or symmetric around 0 when some are negative (a gradient
+    attribution), so two similar weights get similar colours; importance, IDF, POS on hover."""
     width = max(len(e.query_keywords), len(e.candidate_keywords), 1)
     z, txt, hover = [], [], []
     for kws, imp, idf, pos in ((e.candidate_keywords, e.candidate_importance, e.candidate_idf, e.candidate_pos),
@@ -148,11 +166,10 @@ def token_heatmap(e) -> go.Figure:
         z.append(list(imp) + [None] * pad)
         txt.append(list(kws) + [""] * pad)
         hover.append([f"importance {w:.3f}, IDF {i:.2f}, POS {p}" for w, i, p in zip(imp, idf, pos)] + [""] * pad)
-    shown = [w for row in z for w in row if w is not None] or [0.0, 1.0]
-    lo, hi = min(shown), max(shown)  # colour range = the importances shown (exact values on hover)
-    lo, hi = (lo, hi) if hi - lo > 1e-6 else (0.0, 1.0)
+    lo, hi = importance_range([w for row in z for w in row if w is not None])
     fig = go.Figure(go.Heatmap(z=z, text=txt, texttemplate="%{text}", customdata=hover, zmin=lo, zmax=hi,
-                               colorscale="YlOrRd", hovertemplate="%{text}: %{customdata}<extra></extra>",
+                               colorscale="RdBu_r" if lo < 0 else "YlOrRd",
+                               hovertemplate="%{text}: %{customdata}<extra></extra>",
                                colorbar={"title": {"text": "w(k)"}}))
     fig.update_layout(height=190, margin={"l": 10, "r": 10, "t": 10, "b": 10},
                       yaxis={"tickvals": [0, 1], "ticktext": ["candidate", "query"]}, xaxis={"showticklabels": False})
@@ -175,6 +192,8 @@ def pair_matrix(e) -> go.Figure:
 def show(slot: str, e) -> None:
     st.metric(f"sim(q, d), candidate {slot}", f"{e.score:.3f}")
     st.plotly_chart(token_heatmap(e), key=f"keywords.heat.{slot}")
+    st.caption("Colour: 0 (no importance) to the largest weight shown; symmetric around 0 when a weight is "
+               "negative. Exact values on hover and in the table below.")
     st.caption("View contributions: score minus the score with that view's vector zeroed.")
     views = go.Figure(go.Bar(x=list(e.view_contributions), y=list(e.view_contributions.values())))
     views.update_layout(height=220, margin={"l": 10, "r": 10, "t": 10, "b": 10})

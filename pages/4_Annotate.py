@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.errors import StudioError
+from core.errors import NotReadyError, StudioError
 from core.judging.campaigns import CampaignStore
 from core.judging.judgments import JudgmentError, default_url, query_key
 from core.judging.pooling import build_pool, pool_choices
@@ -24,8 +24,9 @@ from ui.campaign_judge import judge_campaign
 from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.keys import judging_keys
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -89,7 +90,7 @@ if mine:
 with st.sidebar:
     st.header("Queue")
     systems = pool_choices(ds)
-    chosen = st.multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
+    chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
                             help="The pool is the union of their top-k, shuffled; system names stay hidden.")
     k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
     split = st.selectbox("Dataset queries", ["all", *ds.query_splits], key="annotate.split")
@@ -126,7 +127,7 @@ def _pool(entry: dict) -> list:
             try:
                 rankings[name] = pool_ids(name, ds_name, entry["query"], entry.get("query_id"), int(k))
             except StudioError as exc:
-                st.warning(f"{name} is left out of the pool: {exc}", icon="⚠️")
+                system_problem(name, str(exc), isinstance(exc, NotReadyError), "Left out of the pool")
     exclude = [entry["query_id"]] if entry.get("query_id") and ds.ignore_identical_ids else []
     return build_pool(rankings, int(k), ds.name, entry["query"], exclude=exclude) if rankings else []
 
@@ -142,7 +143,8 @@ def _panel_items(at: int) -> list[PanelItem]:
         uid = f"{keys[at]}|{item.doc_id}"
         st.session_state[SYSTEMS_OF][uid] = dict(item.systems)
         j = mine.get(item.doc_id)
-        out.append(PanelItem(uid, item.doc_id, keys[at], query, ds.display(item.doc_id), j.label if j else None,
+        shown = ds.display_query(qid) if qid in ds.queries else query  # as people wrote it (the models read query)
+        out.append(PanelItem(uid, item.doc_id, keys[at], shown, ds.display(item.doc_id), j.label if j else None,
                              None, j.note if j else None, j is not None,
                              {"query": query, "qid": qid, "doc": item.doc_id}))
     return out

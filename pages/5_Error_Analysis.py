@@ -34,7 +34,7 @@ from core.analysis.error_analysis import (
     run_to_trec,
     unjudged_rate,
 )
-from core.errors import StudioError
+from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
 from core.judging.judgments import default_url
@@ -49,8 +49,9 @@ from ui.cache import digest, imported_run, judgment_store, memo, per_query_value
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
 from ui.charts import delta_png
-from ui.render import error, page_dataset
+from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Error Analysis · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -84,7 +85,7 @@ with st.sidebar:
 built = pool_choices(ds)
 options = built + [f"run:{n}" for n in imported]
 c1, c2, c3 = st.columns(3)
-chosen = c1.multiselect("Systems and imported runs", options, default=options[:3], key="ea.systems")
+chosen = system_multiselect("Systems and imported runs", options, where=c1, default=options[:3], key="ea.systems")
 source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
                   help=f"dataset qrels, user judgments, or both: {PRECEDENCE}.")
 c2.caption(f"With both: {PRECEDENCE}.")
@@ -150,12 +151,12 @@ try:
                 (computed[name],) = stored_runs(ds_name, [name], labels.queries, k, progress=lambda f, m, i=i: _report(
                     (i + f) / len(systems), f"{m} · system {i + 1} / {len(systems)}"), query_form=query_form)
             except StudioError as exc:
-                failed[name] = str(exc)
+                failed[name] = exc
     finally:
         if bar is not None:
             bar.empty()
     for name, why in failed.items():
-        st.warning(f"{name} is left out: {why}", icon="⚠️")
+        system_problem(name, str(why), isinstance(why, NotReadyError), "Left out")
     chosen = [name for name in chosen if name not in failed]
     if not chosen:
         st.stop()
@@ -191,9 +192,19 @@ st.caption(f"{res.queries:,} queries with a relevant label ({source} labels). Te
            f"{'paired t-test' if stat_test == 'student' else 'randomization test (1000 permutations, seed 42)'}, "
            f"Holm-corrected over {max(0, len(res.systems) - 1)} system(s).{note} Score ties: {res.tie_rule}, "
            "the rule `python -m core eval` uses by default.")
-st.dataframe(pd.DataFrame(res.display_table()), hide_index=True, key="ea.table")
-st.caption("p: three decimals down to 0.001, scientific notation below, \"< 1e-10\" under that; the baseline row "
-           "has no test against itself.")
+# two narrow tables instead of one as wide as 1 + 4 columns per metric: the means, then one row per system and metric
+# for the tests (metric names are cells, never clipped headers)
+shown = res.display_table()
+st.dataframe(pd.DataFrame([{k: row[k] for k in ("system", *res.metrics)} for row in shown]), hide_index=True,
+             key="ea.table", width="stretch", placeholder=MISSING,
+             column_config={"system": st.column_config.TextColumn(width="medium", pinned=True)})
+tests = [{"system": row["system"], "metric": m, "p": row[f"{m} p"], "p (Holm)": row[f"{m} p (Holm)"],
+          "W/T/L": row[f"{m} W/T/L"]} for row in shown if row["system"] != res.baseline for m in res.metrics]
+if tests:
+    st.dataframe(pd.DataFrame(tests), hide_index=True, key="ea.tests", width="stretch", placeholder=MISSING,
+                 column_config={"system": st.column_config.TextColumn(width="medium")})
+    st.caption(f"Tests against the baseline, {res.baseline}. p: three decimals down to 0.001, scientific notation "
+               "below, \"< 1e-10\" under that.")
 what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") and display_name(n).lower() != n.lower()]
 if what:
     st.caption("What runs: " + "; ".join(what) + ".")

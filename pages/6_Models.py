@@ -35,7 +35,8 @@ from core.transfer import listing as portable_listing
 from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
 from core.user_systems import refresh_if_changed
 from ui.nav import ensure_navigation
-from ui.render import page_dataset
+from ui.render import MISSING, page_dataset
+from ui.system_picker import system_selectbox
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Models · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -77,8 +78,9 @@ def status_table() -> None:
                      "seconds": round(s.seconds, 1) if s.seconds else None,
                      "size (MB)": artifact_size(ds.name, spec.name, variant) / 1e6,
                      "error": s.error})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder=MISSING,
                  column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%d %%"),
+                                "message": st.column_config.TextColumn(width="large"),
                                 "size (MB)": st.column_config.NumberColumn(format="%.1f")})
     running = build_running(ds.name)
     st.caption("A build is running in the background." if running else "No build running.")
@@ -110,7 +112,7 @@ with left:
                  if cancel_build(ds.name) else "No build was running.")
 with right:
     names = [_label(spec, variant) for spec, variant in _buildable()]
-    pick = st.selectbox("Build one system", names, key="models.build_one",
+    pick = system_selectbox("Build one system", names, key="models.build_one",
                         help="SYSTEM@VARIANT (e.g. densetrans@paper-objective, frm@kw-loss) is a paper's recipe "
                              "built in its own folder beside the default build, which it never overwrites")
     st.caption(f"{pick}: {display_name(pick)}")
@@ -141,6 +143,9 @@ st.caption("A sentence-transformers model folder as a bi-encoder (encoded on fir
            "--dataset D`); or a plugin: an installed package with an entry point in the group `qrs.systems`. They "
            "appear on every page beside the papers' systems.")
 refresh_if_changed(force=True)  # a plugin installed while the app runs appears here without a restart
+done = st.session_state.pop("models.own_done", None)  # what the last Add / Remove did (it reran the page)
+if done:
+    st.success(done, icon="✅")
 for line in user_problems():  # a plugin or user entry that could not be registered: one line, never a crash
     st.warning(f"Not loaded: {line}", icon="⚠️")
 _own = [s for s in list_systems() if s.origin != "built-in"]
@@ -159,8 +164,10 @@ with st.form("models.add_own", clear_on_submit=False):
             added = add_user_system(own_name.strip(), own_way, own_path.strip())
         except StudioError as exc:
             st.error(" ".join(str(exc).split()))
-        else:
-            st.success(f"Added {added.name} ({added.way}); build it here with the button above or use it on any page.")
+        else:  # rerun: the table above lists it at once; the message survives the rerun
+            st.session_state["models.own_done"] = (f"Added {added.name} ({added.way}); build it here with the button "
+                                                   "above or use it on any page.")
+            st.rerun()
 _removable = [s.name for s in read_user_systems_or_none()]
 if _removable:
     rm_left, rm_right = st.columns([3, 1])
@@ -171,7 +178,8 @@ if _removable:
         except StudioError as exc:
             st.error(" ".join(str(exc).split()))
         else:
-            st.success(f"Removed {to_remove} (its built files stay in the artifacts folder).")
+            st.session_state["models.own_done"] = (f"Removed {to_remove} (its built files stay in the artifacts "
+                                                   "folder).")
             st.rerun()
 
 # ----------------------------------------------------------------------------- learned models: curves and references
@@ -239,7 +247,7 @@ else:
                      "state": ("below its reference; " if below_reference(log) else "") + (
                          "converged" if log.get("stopped") == "patience" else
                          ("still improving at its cap" if needs_longer_run(log) else log.get("stopped") or "?"))})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder=MISSING,
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in ("best dev", "reference dev", "reference test")})
     for spec, variant, status, log in learned:  # each variant's own note: a recipe says what still differs

@@ -18,6 +18,7 @@ from ui.cache import judgment_store
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
+from ui.system_picker import system_multiselect
 
 ensure_navigation()  # through app.py's navigation; the login gate when login is configured
 st.set_page_config(page_title="Campaigns · Question Retrieval Studio", page_icon="🔎", layout="wide")
@@ -49,8 +50,8 @@ with st.expander("New campaign", expanded=not cs.campaigns(actor)):
         ids = st.text_area("Query ids (list)", help="one per line or comma-separated")
         size = st.number_input("Sample size", 1, 10_000, 20)
         seed = st.number_input("Seed", 0, 2**31 - 1, 0)
-        systems = st.multiselect("Pooled systems", available_systems(ds), default=available_systems(ds)[:2],
-                                 help="never shown to annotators")
+        systems = system_multiselect("Pooled systems", available_systems(ds), default=available_systems(ds)[:2],
+                                     help="never shown to annotators")
         depth = st.number_input("Pool depth (top k per system)", 1, 100, 10)
         overlap = st.number_input("Overlap r (annotators per item)", 1, 10, 2)
         team = st.text_area("Annotators (one per line; empty = open: anyone logged in claims queries)")

@@ -104,10 +104,29 @@ def test_compare_shows_the_queue_position_for_a_system_being_built(built):
         at.multiselect(key="compare.systems").set_value(["bm25", "dual-encoder", "densetrans"]).run()
         at.text_input(key="compare.query").input("How do I learn Python fast?").run()
         assert not at.exception
-        errors = [e.value for e in at.error]
-        assert any("dual-encoder: building: step 1/2" in e for e in errors), errors
-        assert any("densetrans: queued (position 1)" in e for e in errors), errors
-        assert not any("python -m core" in e or "Build it with" in e for e in errors), errors
+        # a normal state, not a failure: an info box naming the system once, no red error box
+        assert not at.error, [e.value for e in at.error]
+        notes = [e.value for e in at.info]
+        assert any(e.startswith("dual-encoder: building: step 1/2") for e in notes), notes
+        assert any(e.startswith("densetrans: queued (position 1)") for e in notes), notes
+        for system in ("dual-encoder", "densetrans"):
+            assert all(e.count(f"{system}:") <= 1 for e in notes), notes
+        assert not any("python -m core" in e or "Build it with" in e for e in notes), notes
+
+
+def test_a_fixed_run_asked_for_a_typed_query_is_a_normal_state_named_once():
+    """A fixed run cannot rank a typed query: that is what it is (information, not an error), and the line
+    that names the system is not prefixed with its name again."""
+    from core.errors import NotReadyError, QueryError
+    from core.retrieval.fixed_run import typed_query_error
+    from ui.render import system_line
+
+    exc = typed_query_error("my-run")
+    assert isinstance(exc, NotReadyError) and isinstance(exc, QueryError)  # the CLI still exits 2 on it
+    assert system_line("my-run", str(exc)) == "my-run is a fixed run: it cannot rank a typed query"
+    assert system_line("tree-bert-cross", "tree-bert-cross: queued (position 4) in the background build") \
+        == "tree-bert-cross: queued (position 4) in the background build"
+    assert system_line("minilm (k=10)", "index missing") == "minilm (k=10): index missing"
 
 
 def test_default_build_builds_the_recipes_a_default_rests_on(tiny_data):

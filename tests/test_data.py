@@ -137,3 +137,16 @@ def test_import_is_all_or_nothing(tmp_path, fresh_var):
 def test_unknown_dataset_lists_known():
     with pytest.raises(UnknownNameError, match="qqp-bimpm"):
         load_dataset("nope")
+
+
+def test_a_dataset_file_reads_the_text_limit_once_not_once_per_text(tiny_data, monkeypatch):
+    """The settings are read from the whole environment; once per text, loading QQP's 36,737 questions took
+    seconds of every page's first visit. A reader reads the limit once per file."""
+    from core import settings as settings_module
+    from core.data.datasets import load_dataset
+
+    calls = []
+    real = settings_module.settings
+    monkeypatch.setattr(settings_module, "settings", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ds = load_dataset("qqp-bimpm")
+    assert len(ds.corpus) > 100 and len(calls) <= 10, len(calls)

@@ -85,3 +85,45 @@ def test_keywords_page_warns_when_the_measured_default_is_not_built(built_frm, t
     assert at.selectbox(key="keywords.view").value[0] == "frm"
     warning = " ".join(w.value for w in at.warning)
     assert "is not built" in warning and "--variant=kw-loss" in warning, warning
+
+
+def _box(at: AppTest, label: str):
+    return next(s for s in at.selectbox if s.label == label)
+
+
+def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_zero(built_frm):
+    """A new query starts the candidate boxes afresh (BM25 #1 and #2 of the new query, never the previous picks);
+    the query is written to the URL, so a reload (a new session on that URL) shows it again; the heatmap's
+    colours start at 0, no importance, not at the smallest weight shown."""
+    import json
+
+    first, second = list(built_frm.queries)[:2]
+    at = _app()
+    at.query_params["qid"] = first
+    at.run()
+    assert not at.exception, at.exception
+    assert at.query_params.get("qid") in (first, [first])
+    _box(at, "Candidate B").set_value(3).run()
+    assert _box(at, "Candidate B").value == 3
+    at.selectbox(key="keywords.pick").set_value(second).run()
+    assert not at.exception, at.exception
+    assert (_box(at, "Candidate A").value, _box(at, "Candidate B").value) == (0, 1)
+    assert _box(at, "Candidate A").options[0].startswith("BM25 #1: ")
+    typed = "How do I learn to cook rice well?"
+    at.text_input(key="keywords.query").set_value(typed).run()
+    assert not at.exception, at.exception
+    params = {k: at.query_params[k] for k in at.query_params}
+    assert params.get("q") in (typed, [typed]) and "qid" not in params, params
+    reload = _app()
+    for k, v in params.items():
+        reload.query_params[k] = v
+    reload.run()
+    assert not reload.exception, reload.exception
+    assert reload.text_input(key="keywords.query").value == typed
+    heat = [json.loads(c.proto.spec) for c in reload.get("plotly_chart") if '"heatmap"' in c.proto.spec]
+    tokens = [t for t in heat if t["data"][0].get("colorscale") and t["data"][0].get("texttemplate") == "%{text}"]
+    assert tokens
+    for fig in tokens:
+        weights = [w for row in fig["data"][0]["z"] for w in row if w is not None]
+        assert fig["data"][0]["zmin"] == (0.0 if min(weights) >= 0 else -fig["data"][0]["zmax"])
+        assert fig["data"][0]["zmax"] == pytest.approx(max(abs(w) for w in weights))

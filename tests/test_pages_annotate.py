@@ -133,7 +133,11 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
         at.radio(key="ea.labels").set_value(source).run()
         at.radio(key="ea.test").set_value(test).run()
         assert not at.exception
-        page = at.dataframe[0].value
+        page, tests = at.dataframe[0].value, at.dataframe[1].value  # the means; the tests, a row per system and metric
+        # narrow tables: no column per metric and test (the one wide table was wider than the page)
+        assert [c for c in page.columns if c != "system"] == list(at.multiselect(key="ea.metrics").value)
+        assert list(tests.columns) == ["system", "metric", "p", "p (Holm)", "W/T/L"]
+        assert all(d.proto.placeholder == "—" for d in at.dataframe[:2])  # a missing cell never reads "None"
         cli = _cli_compare(["compare", "--dataset", NAME, "--systems", "bm25", "--runs", "rev", "--labels", source,
                             "--stat-test", test, "--json"])
         assert len(page) == len(cli["table"]) == 2
@@ -141,13 +145,15 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
             assert got["system"] == ("run:" + row["system"] if row["system"] == "rev" else row["system"])
             for metric in cli["metrics"]:
                 assert got[metric] == row[metric]
+                tested = tests[(tests["system"] == got["system"]) & (tests["metric"] == metric)]
                 if row[f"{metric} p"] is not None:  # shown formatted: "0.034", "7.7e-05", "< 1e-10"
-                    assert got[f"{metric} p"] == format_p(row[f"{metric} p"])
-                    assert got[f"{metric} p (Holm)"] == format_p(row[f"{metric} p (Holm)"])
-                    assert got[f"{metric} W/T/L"] == row[f"{metric} W/T/L"]
-                else:  # the baseline: no test against itself, and no "None" cell
-                    assert got[f"{metric} p"] == got[f"{metric} p (Holm)"] == "baseline"
-            assert "None" not in page.astype(str).to_string()
+                    (one,) = tested.to_dict("records")
+                    assert one["p"] == format_p(row[f"{metric} p"])
+                    assert one["p (Holm)"] == format_p(row[f"{metric} p (Holm)"])
+                    assert one["W/T/L"] == row[f"{metric} W/T/L"]
+                else:  # the baseline: no test against itself, so no row in the tests table
+                    assert tested.empty
+        assert "None" not in page.astype(str).to_string() + tests.astype(str).to_string()
     # "Open on Compare", in two halves: AppTest drops a button's click when the run goes through
     # app.py's st.navigation (Streamlit 1.67), and a page run alone cannot switch pages. The page
     # hands the query to Compare through the session; Compare opens it from there.
@@ -163,3 +169,20 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
     assert not cmp.exception
     assert cmp.session_state["compare.qid"] == qid  # the Compare page opened this query
     assert cmp.text_input(key="compare.query").value == ds.display_query(qid)
+
+
+def test_annotate_shows_a_tokenized_dataset_query_as_people_wrote_it(built, tmp_path, monkeypatch):
+    """QQP stores its questions tokenized ("startup idea ?"); Annotate shows the display form, as every other page
+    does (the stored form is what the models read), and labels still land under the stored query."""
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_AUTOBUILD", "0")
+    ds = load_dataset("qqp-bimpm")
+    qid = next(q for q in ds.queries if ds.display_query(q) != ds.queries[q])
+    at = AppTest.from_file(str(REPO / "pages" / "4_Annotate.py"), default_timeout=120)
+    at.session_state["dataset"] = "qqp-bimpm"
+    at.session_state["annotate.queue"] = [{"dataset": "qqp-bimpm", "query_id": qid, "query": ds.queries[qid],
+                                           "pool": {"sysA": [d for d in ds.corpus if d != qid][:2]}}]
+    at.run()
+    assert not at.exception, at.exception
+    shown = [t.value for t in at.text]
+    assert ds.display_query(qid) in shown and ds.queries[qid] not in shown, (ds.queries[qid], shown)

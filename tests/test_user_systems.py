@@ -103,7 +103,8 @@ def test_toy_plugin_in_systems_search_eval_and_compare(built, plugins):
     assert code == 0 and "toy-overlap on qqp-bimpm" in out
 
     at = app_test("pages/1_Compare.py").run()
-    assert "toy-overlap" in at.multiselect(key="compare.systems").options
+    picker = at.multiselect(key="compare.systems")  # a plugin's system is grouped, marked and counted
+    assert picker.options[0] == "toy-overlap · plugins" and " · 1 plugins · " in picker.label, picker.options
     at.multiselect(key="compare.systems").set_value(["bm25", "toy-overlap"]).run()
     at.text_input(key="compare.query").input("How do I learn Python fast ?").run()
     assert not at.exception

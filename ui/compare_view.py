@@ -36,13 +36,23 @@ class Layout:
     height: int
 
 
-def layout(n_systems: int, k: int) -> Layout:
-    """Column width (shared fairly), row height (wrapping needs > 64 px) and table height for ``k`` rows."""
+ONE_LINE_ROW = 35  # the grid's own row height: one line of text
+
+
+def layout(n_systems: int, k: int, longest: int | None = None) -> Layout:
+    """Column width (shared fairly), row height and table height for ``k`` rows: rows as tall as the ``longest``
+    cell's wrapped lines (default: a typical question), one line at the grid's own height (wrapping needs > 64 px,
+    so two lines or more get at least 70)."""
     n = max(1, n_systems)
     width = max(100, TABLE_WIDTH // n)
-    lines = math.ceil(TYPICAL_CHARS / max(1.0, (width - 16) / CHAR_PX))
-    row = int(min(200, max(70, 14 + LINE_PX * lines)))
+    lines = math.ceil((TYPICAL_CHARS if longest is None else max(1, longest)) / max(1.0, (width - 16) / CHAR_PX))
+    row = ONE_LINE_ROW if lines <= 1 else int(min(200, max(70, 14 + LINE_PX * lines)))
     return Layout(n, width, row, min(2400, row * max(1, k) + 40))
+
+
+def longest_cell(table: pd.DataFrame) -> int:
+    """Characters of the longest system cell of an aligned table (the rank column left out)."""
+    return max((len(str(v)) for col in table.columns[1:] for v in table[col]), default=0)
 
 
 def mark(hit: Hit, n_ok: int) -> str:

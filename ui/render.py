@@ -6,6 +6,9 @@ import streamlit as st
 from core.errors import StudioError
 
 
+MISSING = "—"  # what a table shows for a missing value (st.dataframe's own placeholder reads "None")
+
+
 def plain(text: str) -> None:
     """Show untrusted text verbatim: ``st.text`` renders no markdown and no HTML."""
     st.text(text)
@@ -16,11 +19,32 @@ def error(exc: BaseException) -> None:
     a short one plus details for anything else."""
     from core.errors import describe_error
 
+    from core.errors import NotReadyError
+
     message = describe_error(exc)
-    if isinstance(exc, StudioError) or message is not None:
+    if isinstance(exc, NotReadyError):  # building, queued, a fixed run and a typed query: normal, not a failure
+        st.info(str(exc), icon="⏳")
+    elif isinstance(exc, StudioError) or message is not None:
         st.error(message or str(exc), icon="⚠️")
     else:
         st.error(f"Unexpected error: {type(exc).__name__}: {exc}", icon="🛑")
+
+
+def system_line(label: str, message: str) -> str:
+    """``label: message`` with the system named once (a build note or a fixed run's message starts with it)."""
+    name = label.split(" ", 1)[0]
+    return message if message.startswith((label, f"{name}:", f"{name} ")) else f"{label}: {message}"
+
+
+def system_problem(label: str, message: str, not_ready: bool, outcome: str = "") -> None:
+    """One system's problem on a page where the others still show: information for a normal state (building,
+    queued, a fixed run and a typed query), an error otherwise; the system named once, after ``outcome`` (what
+    the page did about it, e.g. "Left out of the pool") when given."""
+    line = (f"{outcome} — " if outcome else "") + system_line(label, message)
+    if not_ready:
+        st.info(line, icon="⏳")
+    else:
+        st.error(line, icon="⚠️")
 
 
 def build_banner(dataset_name: str) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from core.data.datasets import Dataset
-from core.errors import StudioError
+from core.errors import NotReadyError, StudioError
 from core.registry import get_spec
 from core.evaluation import evaluate_run
 from core.retrieval.base import Ranking, validate_query
@@ -53,6 +53,7 @@ class SystemResult:
     error: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     recall_vs_exact: float | None = None  # ANN/tree top-k recall against exact search of the same model
+    not_ready: bool = False  # the error is a normal state (building, queued, a fixed run and a typed query)
 
     @property
     def ok(self) -> bool:
@@ -145,7 +146,7 @@ def compare(
         try:
             result = SystemResult(choice, rank_one(choice, dataset, text, k, query_id, load))
         except StudioError as exc:
-            results.append(SystemResult(choice, error=str(exc)))
+            results.append(SystemResult(choice, error=str(exc), not_ready=isinstance(exc, NotReadyError)))
             continue
         exact = exact_choice(choice)
         if exact is not None:

@@ -14,14 +14,17 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-from ranx import Run
 
 from core.errors import QueryError
 from core.data.pipeline import terms
 from core.data.text import strip_control
 from core.progress import ProgressFn, _no_progress
+
+if TYPE_CHECKING:
+    from ranx import Run
 
 MAX_QUERY_CHARS = 2000
 
@@ -74,6 +77,7 @@ class Hits:
 
 def to_run(rankings: Mapping[str, Ranking], name: str) -> Run:
     """Many rankings -> a ``ranx.Run`` named after the system."""
+    from ranx import Run  # here, not at import: ranx loads matplotlib and scipy.stats, seconds of a page's first visit
     run = Run.from_dict({q: r.as_dict() for q, r in rankings.items() if r.doc_ids}, name=name)
     run.name = name
     return run

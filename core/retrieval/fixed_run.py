@@ -15,15 +15,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from core.data.datasets import Dataset
-from core.errors import MissingArtifactError, QueryError, StudioError
+from core.errors import MissingArtifactError, NotReadyError, QueryError, StudioError
 from core.retrieval.base import Hits, ProgressFn, Ranking, Reranker, Retriever, _no_progress
 
 _PARSED: dict[tuple[str, int, int], dict[str, list[tuple[str, float]]]] = {}  # (path, size, mtime) -> rankings
 
 
+class TypedQueryError(QueryError, NotReadyError):
+    """A fixed run asked for a query it does not hold: what a fixed run is, not a failure."""
+
+
 def typed_query_error(name: str) -> QueryError:
     """The one line shown when a fixed run is asked for a query it does not hold."""
-    return QueryError(f"{name} is a fixed run: it cannot rank a typed query")
+    return TypedQueryError(f"{name} is a fixed run: it cannot rank a typed query")
 
 
 def read_rankings(path: str | Path) -> dict[str, list[tuple[str, float]]]:

@@ -125,7 +125,7 @@ def multiselect_add(driver, label: str, value: str) -> None:
         # "tree-bert" also chose "tree-bert-cross") or, before the filter lands, whatever option comes first.
         options = [o for o in css(d, '[role="option"]')
                    if o.text.strip() and not re.fullmatch(r"Select (all|\d+ match(es)?)", o.text.strip())]
-        exact = [o for o in options if o.text.strip() == value]
+        exact = [o for o in options if shown_as(o.text.strip(), value)]
         return exact[0] if exact and all(value in o.text for o in options) else None
 
     idle(driver)
@@ -135,11 +135,16 @@ def multiselect_add(driver, label: str, value: str) -> None:
     box.click()
     box.send_keys(value)
     wait_for(driver, filtered, what=f"option {value!r} alone in the filtered list").click()
-    wait_for(driver, lambda d: value in find(d).text.splitlines(), what=f"{value!r} chosen")
-    added = set(find(driver).text.splitlines()) - before - {value}
+    wait_for(driver, lambda d: any(shown_as(t, value) for t in find(d).text.splitlines()), what=f"{value!r} chosen")
+    added = {t for t in set(find(driver).text.splitlines()) - before if not shown_as(t, value)}
     assert not added, f"choosing {value!r} in {label!r} also chose {added}"
     ActionChains(driver).send_keys(Keys.ESCAPE).perform()
     idle(driver)
+
+
+def shown_as(text: str, value: str) -> bool:
+    """An option or chip that shows ``value``: its name, or a user's / plugin's name with its group ("x · yours")."""
+    return text == value or text.startswith(value + " · ")
 
 
 def headings(driver, level: str = "h3") -> list[str]:

@@ -1,0 +1,122 @@
+"""Page speed: seconds for the server to draw each page, cold and warm, on a built artifacts folder.
+
+    python -m bench.page_speed [--var /work/qrs-var] [--pages Home,Models,Layers,Compare] [--out bench/reports/page_speed.json]
+
+Each page runs through Streamlit's AppTest (the page's script as ``streamlit run`` runs it, no browser):
+
+- ``cold``: the first visit in a fresh Python process (imports, the dataset, loaded models, Streamlit's caches
+  empty): a server's first visitor after a start;
+- ``warm``: a second visitor (a new session) in the same process: every later visit.
+
+Compare opens with every ready first stage and reranker of the build chosen and a dataset query (a shared link);
+the other pages open as a visitor finds them. The browser's own drawing is not in these figures
+(``bench/error_analysis_speed.py`` times a page in Chromium). Beside each figure: the 1-minute load average before
+and after it, and the Python speed probe (``bench.error_analysis_speed.python_speed``) at the start and the end
+of the run, since this shared machine's speed drifts. Targets: warm ≤ 3 s, cold ≤ 10 s on the idle 2-core machine.
+``QRS_AUTOBUILD=0``: a visit never starts a build.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.reporting import ROOT, head_commit, write_report
+
+PAGES = {"Home": "app.py", "Compare": "pages/1_Compare.py", "Layers": "pages/2_Layers.py",
+         "Keywords": "pages/3_Keywords.py", "Annotate": "pages/4_Annotate.py",
+         "Error Analysis": "pages/5_Error_Analysis.py", "Models": "pages/6_Models.py"}
+TIMEOUT = 900  # seconds for one visit (a cold Layers on a loaded machine computes curves)
+
+
+def link_params(page: str, dataset_name: str) -> dict[str, str]:
+    """The URL parameters a page opens with: Compare gets every ready system of the build and a dataset query."""
+    if page != "Compare":
+        return {}
+    from core.build import read_status
+    from core.data.datasets import load_dataset
+    from core.registry import list_systems, supports
+
+    ds = load_dataset(dataset_name)
+    ready = {kind: [s.name for s in list_systems(kind) if supports(s, ds) and read_status(ds, s).state == "ready"]
+             for kind in ("retriever", "reranker")}
+    params = {"dataset": dataset_name, "qid": next(iter(ds.queries))}
+    if ready["retriever"]:
+        params["systems"] = ",".join(ready["retriever"])
+    if ready["reranker"]:
+        params["rerankers"] = ",".join(ready["reranker"])
+    return params
+
+
+def visit(path: str, params: dict[str, str]) -> dict:
+    """One visitor: seconds to run the page, the exceptions and the load average around it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / path), default_timeout=TIMEOUT)
+    for key, value in params.items():
+        at.query_params[key] = value
+    before = os.getloadavg()[0]
+    start = time.perf_counter()
+    at.run()
+    seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 2), "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2),
+            "exceptions": [e.value[:300] if isinstance(e.value, str) else str(e.value)[:300] for e in at.exception],
+            "errors": len(at.error)}
+
+
+def child(page: str, dataset_name: str) -> None:
+    """In a fresh process: a cold visit, then a warm one (a new session); prints one JSON line."""
+    import core  # noqa: F401 - torch's CPU kernels pinned first, as the app does
+
+    params = link_params(page, dataset_name)
+    cold = visit(PAGES[page], params)
+    warm = visit(PAGES[page], params)
+    print(json.dumps({"page": page, "params": params, "cold": cold, "warm": warm}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--var", default=os.environ.get("QRS_VAR", str(ROOT / "var")), help="the built artifacts folder")
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--pages", default=",".join(PAGES), help=f"comma-separated, of: {', '.join(PAGES)}")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "reports" / "page_speed.json"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.dataset)
+        return
+    pages = [p.strip() for p in args.pages.split(",") if p.strip()]
+    unknown = [p for p in pages if p not in PAGES]
+    if unknown:
+        print(f"error: unknown page(s) {', '.join(unknown)}; known: {', '.join(PAGES)}", file=sys.stderr)
+        raise SystemExit(2)
+    from bench.error_analysis_speed import python_speed
+
+    env = {**os.environ, "QRS_VAR": args.var, "QRS_AUTOBUILD": "0", "QRS_DATASET": args.dataset}
+    probe_start, rows = python_speed(), []
+    for page in pages:
+        proc = subprocess.run([sys.executable, "-m", "bench.page_speed", "--child", page, "--dataset", args.dataset],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=3 * TIMEOUT)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+        row = json.loads(lines[-1]) if proc.returncode == 0 and lines else {
+            "page": page, "failed": (proc.stderr or proc.stdout)[-1500:]}
+        rows.append(row)
+        if "cold" in row:
+            print(f"{page}: cold {row['cold']['seconds']} s (load {row['cold']['load_before']}), "
+                  f"warm {row['warm']['seconds']} s (load {row['warm']['load_before']})", flush=True)
+        else:
+            print(f"{page}: failed", flush=True)
+    report = {"command": "python -m bench.page_speed " + " ".join(sys.argv[1:]), "commit": head_commit(),
+              "var": args.var, "dataset": args.dataset, "cpus": os.cpu_count(), "python": platform.python_version(),
+              "python_speed_probe_s": {"start": probe_start, "end": python_speed()},
+              "targets": {"warm_s": 3, "cold_s": 10, "machine": "idle, 2 cores"}, "pages": rows}
+    write_report(args.out, report)
+
+
+if __name__ == "__main__":
+    main()
