@@ -184,5 +184,7 @@ def test_annotate_shows_a_tokenized_dataset_query_as_people_wrote_it(built, tmp_
                                            "pool": {"sysA": [d for d in ds.corpus if d != qid][:2]}}]
     at.run()
     assert not at.exception, at.exception
-    shown = [t.value for t in at.text]
+    from tests.panel_driver import panel_data
+
+    shown = [t.value for t in at.text] + [i["query"] for i in panel_data(at, "annotate.panel")["items"]]
     assert ds.display_query(qid) in shown and ds.queries[qid] not in shown, (ds.queries[qid], shown)
