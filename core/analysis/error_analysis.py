@@ -39,7 +39,7 @@ from core.analysis import LABEL_SOURCES
 from core.evaluation import check_metrics, per_query, read_trec_run, to_run
 from core.paths import artifact_dir
 from core.registry import default_first_stage, get_spec, rerank_depth
-from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, no_progress
 from core.serving.runner import Loader, SystemChoice, loader_for, rank_many
 from core.data.pipeline import terms
 
@@ -545,7 +545,7 @@ def system_runs(
     """
     from core.analysis import runs as stored
 
-    progress = progress or _no_progress
+    progress = progress or no_progress
     if first_stage == stored.FIRST_STAGE and depth == stored.RERANK_DEPTH:
         return stored.load_runs(dataset, list(names), queries, k, progress, loader)
     load = loader or loader_for(dataset)

@@ -46,7 +46,7 @@ from ranx import Run
 from core.data.datasets import Dataset
 from core.paths import artifact_dir
 from core.registry import SystemName, get_spec, parse_name, slug, system_module
-from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, no_progress
 from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.runner import Loader, SystemChoice, rank_many
 
@@ -141,7 +141,7 @@ def run_status(dataset: Dataset, system: str, variant: str | None = None) -> str
 
 # ----------------------------------------------------------------------------- computing
 def compute_rankings(name: str, dataset: Dataset, queries: Mapping[str, str], k: int = STORED_DEPTH,
-                     progress: ProgressFn = _no_progress, loader: Loader | None = None) -> dict[str, Ranking]:
+                     progress: ProgressFn = no_progress, loader: Loader | None = None) -> dict[str, Ranking]:
     """Rankings of system ``name`` over ``queries`` through the one runner (rerankers rescore bm25's top 20
     or the candidates)."""
     parsed = parse_name(name)
@@ -192,7 +192,7 @@ def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
     return path
 
 
-def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = _no_progress,
+def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = no_progress,
               loader=None) -> Path | None:  # noqa: ANN001
     """Compute and store one system's run (what the build calls); ``None`` for systems not stored."""
     spec = get_spec(system)
@@ -326,7 +326,7 @@ def _parse(name: str, dataset_name: str = "") -> _Name:
 
 
 def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
-              progress: ProgressFn = _no_progress, loader: Loader | None = None,
+              progress: ProgressFn = no_progress, loader: Loader | None = None,
               query_form: str = "tokenized") -> list[Run]:
     """``load_run_dicts`` as ranx ``Run``s named as in ``names``."""
     return [_to_run(data, name) for name, data in
@@ -334,7 +334,7 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
 
 
 def load_run_dicts(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
-                   progress: ProgressFn = _no_progress, loader: Loader | None = None,
+                   progress: ProgressFn = no_progress, loader: Loader | None = None,
                    query_form: str = "tokenized") -> list[dict[str, dict[str, float]]]:
     """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
     computed (with ``progress`` reporting query counts) for the queries a stored run lacks.

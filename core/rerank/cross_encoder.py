@@ -41,7 +41,7 @@ from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.evaluation import pair_auc, score_pairs_of
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, no_progress
 from core.training import TrainLog, device, linear_warmup_decay, profile_settings, set_seed
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
@@ -199,7 +199,7 @@ def sample_pairs(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
 
 
 def train(model, tokenizer, pairs: list[Pair], corpus: dict[str, str], config: CrossEncoderConfig,
-          folder: Path | None = None, evaluate=None, progress: ProgressFn = _no_progress,
+          folder: Path | None = None, evaluate=None, progress: ProgressFn = no_progress,
           reference: dict | None = None, resume: bool = True) -> dict:
     """Binary cross-entropy fine-tuning of the pair classifier (§3.2 interaction-based, Algorithm 2
     lines 1-4) with early stopping on ``evaluate(reranker) -> float`` (higher is better; default: minus
@@ -315,7 +315,7 @@ def reference_scores(dataset: Dataset, pairs: list[Pair]) -> np.ndarray:
     return score_pairs_of(pair_reranker(dataset), pairs, dataset.corpus)
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, resume: bool = True, config: CrossEncoderConfig | None = None) -> dict:
     """Fine-tune on the training pairs; early stop on dev pair ROC AUC; report the test pair ROC AUC
     beside the zero-shot MiniLM cosine AUC of the same pairs (``config`` overrides the profile's)."""

@@ -30,7 +30,7 @@ from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError, UnknownNameError
 from core.retrieval.indexing import IndexSpec, build_index, load_index, save_index
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
 from core.retrieval.encoding import EncoderRecipe
 from core.settings import settings
@@ -220,7 +220,7 @@ class MiniLMEncoder:
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return self._session
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         """Same-length batches (no padding), ``inference_mode`` or ONNX Runtime; rows in the order of ``texts``."""
         out = np.empty((len(texts), self.model.backbone.config.hidden_size), dtype=np.float32)
         token_ids = self._token_ids(texts)
@@ -350,11 +350,11 @@ class _LazyEncoder:
     def __init__(self, encoder_id: str, factory) -> None:
         self.encoder_id, self._factory = encoder_id, factory
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         return self._factory().encode(texts, batch_size=batch_size, progress=progress)
 
 
-def collection_embeddings(dataset: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress) -> np.ndarray:
+def collection_embeddings(dataset: Dataset, variant: str | None = None, progress: ProgressFn = no_progress) -> np.ndarray:
     """Cached embeddings of the whole collection for a built (or pretrained) variant."""
     variant = _variant(variant)
     if variant == "finetuned":
@@ -387,7 +387,7 @@ def load_encoder(dataset: Dataset, variant: str | None = None) -> MiniLMEncoder:
     return MiniLMEncoder(model, tokenizer, config.pooling, config.max_length, _finetuned_id(config, dataset.name))
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None) -> dict:
     """Encode the collection (cached) and save a Flat index; ``finetuned`` fine-tunes first."""
     variant = _variant(variant)
@@ -477,7 +477,7 @@ def dev_map(encoder: MiniLMEncoder, dataset: Dataset, max_queries: int = 0, seed
     return evaluate_run({q: qrels[q] for q in qids}, run, ["map@20"])["map@20"]
 
 
-def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: ProgressFn = _no_progress) -> dict:
+def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: ProgressFn = no_progress) -> dict:
     """Cosine-MSE fine-tuning (§3.2, §4.2); best dev-MAP@20 weights saved to ``folder/model.pt``.
 
     Resumable: after each epoch the weights, optimizer, scheduler and early-stopping state are saved to

@@ -37,7 +37,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir, system_path
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
@@ -165,7 +165,7 @@ def _encoder(model, vocab, cfg: DenseTransConfig, encoder_id: str) -> IdsEncoder
 
 
 # ----------------------------------------------------------------------------- training
-def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = _no_progress,
+def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = no_progress,
           resume: bool = True, label: str | None = None) -> dict:
     """Train with Eq. (6)-(7) until dev Recall@100 stops improving (``core.retrieval.contrastive``);
     the best dev checkpoint is ``folder/model.pt`` (resumes from ``last.pt`` when the config matches).
@@ -186,7 +186,7 @@ def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn 
 
 
 # ----------------------------------------------------------------------------- build / load
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: DenseTransConfig | None = None, tag: str | None = None,
           resume: bool = True) -> dict:
     """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over), encode
@@ -252,7 +252,7 @@ def _load_model(folder, command: str):
 
 
 def _serve(dataset: Dataset, folder, variant: str | None, command: str, index: str = DEFAULT_INDEX,
-           fresh: bool = False, progress: ProgressFn = _no_progress, search_params: str | None = None):
+           fresh: bool = False, progress: ProgressFn = no_progress, search_params: str | None = None):
     """Collection vectors (cached) + the requested faiss index (saved for the default preset)."""
     _cfg, encoder = _load_model(folder, command)
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(

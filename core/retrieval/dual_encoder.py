@@ -25,7 +25,7 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, check_variant, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, fit
 from core.retrieval.dense import DenseRetriever
 from core.retrieval.wordmean import collection_vocab, glove_matrix, reference, serve, test_scores
@@ -72,7 +72,7 @@ def _model(vocab_size: int, pretrained=None):
     return DualEncoder(vocab_size, emb_dim=50, pad_id=0, pretrained=pretrained, linear=True, ignore_ids=(1,))
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress, variant: str | None = None,
           config: DualEncoderConfig | None = None, tag: str | None = None, resume: bool = True) -> dict:
     """Train to convergence (or the profile's cap), encode the collection, exact index; test numbers."""
     check_profile(profile)

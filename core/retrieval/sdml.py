@@ -34,7 +34,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import PRESETS, IndexSpec
 from core.registry import build_command, check_variant, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
 from core.training import (TrainLog, check_profile, device, load_train_state, profile_settings, save_train_state,
@@ -259,7 +259,7 @@ def stopping_split(dataset: Dataset) -> str:
     return "dev" if has_dev else "train"
 
 
-def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_progress,
+def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = no_progress,
           resume: bool = True) -> dict:
     """Train with SDML (§3.1 Eq. (3)-(4)) or TL(Rand) (§3 Eq. (2)) until dev H@1 stops improving.
 
@@ -342,7 +342,7 @@ def reference_scores(dataset: Dataset) -> dict:
 TEST_METRICS = ("hit_rate@1", "hit_rate@10", "recall@100", "mrr@100")
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: SDMLConfig | None = None, tag: str | None = None,
           resume: bool = True) -> dict:
     """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over) until dev
@@ -404,7 +404,7 @@ def _load_model(folder, command: str):
 
 
 def _serve(dataset: Dataset, folder, command: str, index: str = DEFAULT_INDEX, fresh: bool = False,
-           progress: ProgressFn = _no_progress, search_params: str | None = None):
+           progress: ProgressFn = no_progress, search_params: str | None = None):
     cfg, encoder = _load_model(folder, command)
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(
         folder, encoder, dataset.corpus, lambda n, d: IndexSpec.from_preset(index, n, d, metric="l2"), index,

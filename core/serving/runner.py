@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from core.serving.candidates import candidate_rankings, pair_scorer, rank_candidates
 from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
-from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query
+from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, no_progress, validate_query
 from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.loader import load as default_load
 
@@ -79,7 +79,7 @@ def rank_one(run: SystemChoice, dataset: Dataset, query: str, k: int = 10, query
 
 
 def rank_many(run: SystemChoice, dataset: Dataset, queries: Mapping[str, str], k: int = 100,
-              progress: ProgressFn = _no_progress, load: Loader | None = None,
+              progress: ProgressFn = no_progress, load: Loader | None = None,
               first_stage: Mapping[str, Ranking] | None = None) -> dict[str, Ranking]:
     """Rankings of dataset queries ``{qid: text}`` (``progress`` reports query counts).
 
