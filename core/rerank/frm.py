@@ -500,13 +500,12 @@ def _pairs_batch(part, feats, store, corpus, dev):
 
 
 def accuracy_auc(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    """Acc. (threshold 0.5, §3.3.3) and AUC (sklearn) of pair predictions."""
-    from sklearn.metrics import roc_auc_score
+    """Acc. (threshold 0.5, §3.3.3) and AUC (``core.evaluation.roc_auc``) of pair predictions."""
+    from core.evaluation import roc_auc
 
     labels = np.asarray(labels) > 0
     acc = float(((probs > 0.5) == labels).mean()) if len(labels) else 0.0
-    auc = float(roc_auc_score(labels, probs)) if 0 < labels.sum() < len(labels) else float("nan")
-    return {"acc": acc, "auc": auc}
+    return {"acc": acc, "auc": roc_auc(labels, probs)}
 
 
 def minilm_cosine_scores(featurizer: Featurizer, corpus: dict[str, str], pairs: list[Pair], batch_size: int = 128) -> np.ndarray:

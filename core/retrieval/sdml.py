@@ -240,7 +240,7 @@ def glove_mean_encode(texts: list[str]) -> np.ndarray:
 def dev_auc(encoder: IdsEncoder, dataset: Dataset, split: str = "dev") -> float:
     """ROC AUC of −‖φ(q1) − φ(q2)‖² on the labelled pairs of a split (the paper's §4.2 stopping metric;
     reported, no longer used for stopping)."""
-    from sklearn.metrics import roc_auc_score
+    from core.evaluation import roc_auc
 
     pairs = dataset.pairs[split]
     ids = sorted({q for p in pairs for q in (p.id1, p.id2)})
@@ -248,7 +248,7 @@ def dev_auc(encoder: IdsEncoder, dataset: Dataset, split: str = "dev") -> float:
     vec = encoder.encode([dataset.corpus[q] for q in ids])
     a = vec[[row[p.id1] for p in pairs]]
     b = vec[[row[p.id2] for p in pairs]]
-    return float(roc_auc_score([int(p.label > 0) for p in pairs], -((a - b) ** 2).sum(1)))
+    return roc_auc([p.label for p in pairs], -((a - b) ** 2).sum(1))
 
 
 def stopping_split(dataset: Dataset) -> str:
