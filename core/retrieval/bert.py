@@ -46,7 +46,7 @@ class MiniLMConfig:
     """Bi-encoder settings; training defaults from tree-search-bert-guo.md §4.2 (paper profile)."""
 
     pooling: str = "mean"
-    max_length: int = 64  # §4.2; 99.8% of QQP questions are ≤ 64 WordPiece tokens (77 of 36,737 longer)
+    max_length: int = 64  # §4.2; nearly every QQP question is ≤ 64 WordPiece tokens
     encode_batch: int = 128
     finetune: bool = False
     lr: float = 2e-5  # §4.2
@@ -148,9 +148,9 @@ class MiniLMEncoder:
     Runtime: the model is exported once, offline, from the loaded weights to
     ``var/cache/onnx/<encoder id hash>.onnx`` (``torch.onnx``; embeddings equal to torch's within
     1e-5). ``QRS_MINILM_BACKEND=torch`` forces PyTorch. ``onnx-int8`` (opt-in) runs ONNX Runtime's
-    dynamic int8 quantization (per-channel weights) of that export: ~1.4x faster again, embeddings with
-    cosine 0.994 on average to fp32's, dev MAP@20 0.9506 vs 0.9498, but test MAP@100 0.7918 vs 0.7935
-    (−0.0017, outside the 0.001 tolerance for a faster backend, so it stays opt-in; BENCHMARKS.md); it has its own
+    dynamic int8 quantization (per-channel weights) of that export: faster again, but its MAP moves by more
+    than the tolerance allowed a faster backend, so it stays opt-in (the figures: BENCHMARKS.md "Choices
+    re-decided on dev", bench/reports/dev_decisions.json); it has its own
     ``encoder_id`` so its vectors never mix with fp32 ones in the embedding cache.
     """
 

@@ -10,16 +10,15 @@ stopping with patience on dev Recall@100, learning curve in ``metrics.json["trai
 ``paper`` = the paper's recipe (d = 300, batch 32, τ = 1 i.e. raw cosine in Eq. (6), PyTorch's default
 init, dev = every non-test question; GPU-sized, runs on CUDA via ``core.training.device()``);
 ``quick`` = the default build: d = 60, batches of 128 queries, τ = 0.05, position embeddings
-N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (dev R@100
-0.9900 vs 0.9877, test 0.9513 vs 0.9402), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
+N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (both chosen
+over the paper's on dev R@100: bench/reports/first_stage.md), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
 600 steps (no wall-clock budget: a commit and a seed give the same model on an idle or a busy machine);
 ``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``).
 Recipes (variants with their own folder, ``registry.Recipe``; each named beside the paper's): ``paper-objective`` = the
 paper's objective ([CLS] pooling, τ = 1, dropout 0.1, PyTorch's default position init) at the default build's
 CPU size (d = 60, batches of 128, lr 2e-3, 600-step cap, the same dev early stopping) in
 ``densetrans@paper-objective/``: built beside the default, never over it. A 3,000-step schedule (warm-up 300, slow decay) was measured
-worse: it stopped by patience at step 800 with best dev R@100 0.9766 (step 500) and test R@100 0.9240, against
-the 600-step schedule's 0.9842 / 0.9376 (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
+worse than the 600-step one on dev and test (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
 bench/reports/first_stage.md.
 """
 from __future__ import annotations

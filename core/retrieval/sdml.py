@@ -72,10 +72,10 @@ class SDMLConfig:
 
 
 # CPU recipe (quick/full), measured in bench/reports/first_stage.md "SDML-CNN convergence": with the
-# paper's random 300-d embeddings and only 7,894 training pairs (the paper: 219k) dev H@1 peaks at 0.577
-# (test 0.392) after 3 epochs, below the untrained mean-GloVe baseline (dev 0.657, test 0.449); GloVe-50d
-# input embeddings (e_dim = 50) over a vocabulary of every collection word (min_count 1, so held-out
-# questions' words keep their GloVe rows instead of a hash bin) start at dev 0.629 and keep learning.
+# paper's random 300-d embeddings and only 7,894 training pairs (the paper: 219k) dev H@1 peaks early,
+# below the untrained mean-GloVe baseline; GloVe-50d input embeddings (e_dim = 50) over a vocabulary of
+# every collection word (min_count 1, so held-out questions' words keep their GloVe rows instead of a
+# hash bin) start near that baseline and keep learning.
 _CPU = {"init": "glove", "emb_dim": 50, "vocab_from": "collection", "min_count": 1}
 PROFILES = {"paper": {},
             "quick": {**_CPU, "max_steps": 450, "eval_every": 15, "patience": 4},
