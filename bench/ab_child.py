@@ -107,7 +107,7 @@ def main() -> int:
             np.save(args["save"], vectors)
             json.dump(pick, open(args["save"] + ".texts.json", "w"))
     elif task == "first_view":
-        from core.analysis.error_analysis import DEFAULT_METRICS, analyze, label_set
+        from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, label_set
         from core.analysis.runs import default_split, load_runs
 
         t_import = time.perf_counter() - t_start
@@ -123,7 +123,7 @@ def main() -> int:
         t0 = time.perf_counter()
         runs = load_runs(ds, names, labels.queries, k=100)
         t_runs = time.perf_counter() - t0
-        res = analyze(labels, runs, names[0], list(DEFAULT_METRICS), "student")
+        res = analyze(labels, runs, names[0], list(ANALYSIS_METRICS), "student")
         now = time.perf_counter()
         out = {"split": split, "queries": res.queries, "systems": names, "import_and_data_s": t_import,
                "warm_up_s": t_warm, "runs_s": t_runs, "view_s": now - t_view, "total_s": now - t_start,

@@ -15,7 +15,7 @@ report says what the rule picks and whether it is what the code serves:
 Every margin here is below .01, so each choice is reported over three seeds (mean ± sd;
 the seed is k-means' for the tree and the training seed for FRM; int8 has no random part, so one run) with a
 paired two-sided randomization test over the dev queries (per-query metric averaged over the seeds;
-``core.analysis.error_analysis.randomization_test``, 10,000 sign flips) and a paired t-test beside it.
+``core.analysis.significance.randomization_test``, 10,000 sign flips) and a paired t-test beside it.
 
     .venv/bin/python -m bench.dev_decisions [--parts tree-k int8 frm-keyword-loss] [--seeds 13 14 15]
 """

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import torch
 
-    from bench.seed_stats import paired_bootstrap_auc
+    from core.analysis.significance import paired_bootstrap_auc
     from core.artifacts import load_json
     from core.data.datasets import load_dataset
     from core.registry import system_path

@@ -19,6 +19,7 @@ import numpy as np
 
 from bench.experiments import Experiment, system_entry
 from bench.reporting import REPORTS, head_commit, write_report
+from core.analysis.significance import holm
 from core.evaluation import TIE_RULES, evaluate_contract
 from core.data.datasets import Dataset, load_dataset
 from core.registry import get_spec, parse_name, system_dir
@@ -29,16 +30,6 @@ TIES = "trec_eval"
 RANDOMIZATION_PERMUTATIONS = 10_000
 
 
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given)."""
-    order = np.argsort(pvalues)
-    m, running, out = len(pvalues), 0.0, [0.0] * len(pvalues)
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        out[i] = running
-    return out
-
-
 def paired_p(control: list[float], treatment: list[float], test: str) -> float:
     """Two-sided p of a paired test over queries: seeded randomization (10,000 sign flips) or Student's t."""
     if test == "student":
@@ -46,7 +37,7 @@ def paired_p(control: list[float], treatment: list[float], test: str) -> float:
 
         p = ttest_rel(treatment, control).pvalue
         return float(p) if np.isfinite(p) else 1.0
-    from core.analysis.error_analysis import randomization_test
+    from core.analysis.significance import randomization_test
 
     return float(randomization_test(control, treatment, n_permutations=RANDOMIZATION_PERMUTATIONS))
 

@@ -1,6 +1,6 @@
 """Seed spread and paired tests for comparisons whose margin is below .01: mean ± sd over
 training or k-means seeds, each query's metric averaged over the seeds, and a paired randomization test
-(``core.analysis.error_analysis.randomization_test``) with Student's t beside it."""
+(``core.analysis.significance.randomization_test``) with Student's t beside it."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +22,7 @@ def paired(control: dict[str, float], treatment: dict[str, float], label: str) -
     """Paired tests over the queries both score: randomization (10,000 sign flips, seed 42) and Student's t."""
     from scipy.stats import ttest_rel
 
-    from core.analysis.error_analysis import randomization_test
+    from core.analysis.significance import randomization_test
 
     qids = sorted(set(control) & set(treatment))
     a = np.array([control[q] for q in qids])
@@ -38,20 +38,3 @@ def seed_mean(per_seed: list[dict[str, float]]) -> dict[str, float]:
     """Each query's metric averaged over the seeds' runs."""
     qids = set().union(*per_seed)
     return {q: float(np.mean([run.get(q, 0.0) for run in per_seed])) for q in qids}
-
-
-def paired_bootstrap_auc(labels: np.ndarray, a: np.ndarray, b: np.ndarray, n: int = 2000, seed: int = 0) -> dict:
-    """Paired bootstrap over test pairs (the same resample for both models) of AUC(a) − AUC(b); two-sided p."""
-    from sklearn.metrics import roc_auc_score
-
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(n):
-        idx = rng.integers(0, len(labels), len(labels))
-        if 0 < labels[idx].sum() < len(idx):
-            diffs.append(roc_auc_score(labels[idx], a[idx]) - roc_auc_score(labels[idx], b[idx]))
-    diffs = np.asarray(diffs)
-    p = 2 * min((diffs <= 0).mean(), (diffs >= 0).mean())
-    return {"auc_diff": float(roc_auc_score(labels, a) - roc_auc_score(labels, b)),
-            "ci95": [float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))], "p": float(min(1.0, p)),
-            "resamples": int(len(diffs))}

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from bench.reporting import REPORTS, head_commit, write_report
-from bench.runner import holm
+from core.analysis.significance import holm
 from bench.seed_stats import p_value
 
 MIN_SEEDS_ASKED = 5  # what a claim about a training recipe needs (fewer: said in the report)

@@ -1,9 +1,10 @@
 """BENCHMARKS.md's generated tables, rendered from bench/reports/*.json only.
 
-Every number in the section between the ``generated`` markers of BENCHMARKS.md comes from a committed
-report (with the command, commit and machine that made it); ``python -m bench.tables`` rewrites the
-section, ``--check`` fails when the file and the reports disagree (tests/test_benchmarks_tables.py runs it).
-``make reproduce`` re-runs the reports on a clean default build, then this.
+Every number in the sections between the ``generated`` markers comes from a committed report (with the
+command, commit and machine that made it): BENCHMARKS.md's opening claims table (``bench.claims``), its
+tables section, and the account of ``make reproduce`` in docs/reproduce_run.md. ``python -m bench.tables``
+rewrites them, ``--check`` fails when a file and the reports disagree (tests/test_benchmarks_tables.py runs
+it). ``make reproduce`` re-runs the reports on a clean default build, then this.
 """
 from __future__ import annotations
 
@@ -12,13 +13,17 @@ import json
 import sys
 from pathlib import Path
 
+from bench.claims import claims_table
 from bench.paper_rows import paper_rows_table
 from bench.reporting import build_commit, measured_before_build
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "bench" / "reports"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
+REPRODUCE_RUN = ROOT / "docs" / "reproduce_run.md"
 BEGIN, END = "<!-- generated:begin (python -m bench.tables; edit the reports, not this section) -->", "<!-- generated:end -->"
+CLAIMS_BEGIN = "<!-- claims:begin (python -m bench.tables; edit bench/claims.json and the reports, not this table) -->"
+CLAIMS_END = "<!-- claims:end -->"
 
 
 def _report(name: str) -> dict | None:
@@ -417,31 +422,58 @@ def render() -> str:
     lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
     lines += recipe_seeds_table("densetrans_ablations.json", "DenseTrans ablations (Table 3) over seeds")
     lines += recipe_seeds_table("sdml_losses.json", "SDML against its triplet-loss baselines (Table 4) over seeds")
-    lines += layers_table() + milvus_parity_table() + text_pipeline_table() + reproduce_table()
+    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 
 
+def render_claims() -> str:
+    """BENCHMARKS.md's opening claims table (markers included)."""
+    return "\n".join([CLAIMS_BEGIN, *claims_table(), CLAIMS_END])
+
+
+def render_reproduce() -> str:
+    """docs/reproduce_run.md's generated section (markers included)."""
+    return "\n".join([BEGIN, *reproduce_table(), END])
+
+
+def sections() -> list[tuple[Path, str, str, str]]:
+    """Every generated section: (file, begin marker, end marker, its text now)."""
+    return [(BENCHMARKS, CLAIMS_BEGIN, CLAIMS_END, render_claims()), (BENCHMARKS, BEGIN, END, render()),
+            (REPRODUCE_RUN, BEGIN, END, render_reproduce())]
+
+
+def rewritten(text: str, begin: str, end: str, section: str) -> str | None:
+    """``text`` with the part between ``begin`` and ``end`` replaced by ``section``; None without the markers."""
+    if begin not in text or end not in text.split(begin, 1)[1]:
+        return None
+    head, rest = text.split(begin, 1)
+    return head + section + rest.split(end, 1)[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="fail if BENCHMARKS.md's section differs from the reports")
+    ap.add_argument("--check", action="store_true", help="fail if a generated section differs from the reports")
     args = ap.parse_args(argv)
-    text = BENCHMARKS.read_text(encoding="utf-8")
-    section = render()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        new = head + section + rest.split(END, 1)[1]
-    else:
-        first_section = text.find("\n## ")
-        new = text[:first_section + 1] + section + "\n\n" + text[first_section + 1:] if first_section >= 0 else text + section
+    texts = {path: path.read_text(encoding="utf-8") for path, *_ in sections()}
+    new = dict(texts)
+    for path, begin, end, section in sections():
+        out = rewritten(new[path], begin, end, section)
+        if out is None:
+            print(f"{path.relative_to(ROOT)} lacks the markers {begin} ... {end}", file=sys.stderr)
+            return 2
+        new[path] = out
+    stale = [path for path in texts if new[path] != texts[path]]
+    names = ", ".join(str(path.relative_to(ROOT)) for path in stale)
     if args.check:
-        if new != text:
-            print("BENCHMARKS.md's generated section is not what bench/reports gives: run python -m bench.tables",
+        if stale:
+            print(f"{names}: a generated section is not what bench/reports gives: run python -m bench.tables",
                   file=sys.stderr)
             return 1
         return 0
-    BENCHMARKS.write_text(new, encoding="utf-8")
-    print("BENCHMARKS.md: generated section rewritten")
+    for path in stale:
+        path.write_text(new[path], encoding="utf-8")
+    print(f"generated sections rewritten: {names or 'none changed'}")
     return 0
 
 

@@ -32,7 +32,7 @@ from core.paths import REPO_ROOT, artifact_dir
 from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _locked, _raw_status,  # noqa: F401
                                _status_dir, _status_path, build_lock, build_running, pending_note, percent,
                                write_status)
-from core.progress import ProgressFn, _no_progress
+from core.progress import ProgressFn, no_progress
 from core.errors import StudioError
 from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
                            system_module, system_path)
@@ -362,7 +362,7 @@ def build_log_tail(dataset_name: str, lines: int = 40) -> str:
 
 
 def train_system(dataset: Dataset, system: str, variant: str | None = None, profile: str = "quick",
-                 force: bool = False, progress: ProgressFn = _no_progress) -> BuildStatus:
+                 force: bool = False, progress: ProgressFn = no_progress) -> BuildStatus:
     """Train ``system`` on ``dataset``'s labels (``core.training_data``: labelled pairs with a deterministic split)
     with the system's own trainer and convergence rule.
 

@@ -71,7 +71,7 @@ def _raw_status(dataset_name: str, system: str, variant: str | None) -> BuildSta
 
 
 def percent(fraction: float) -> int:
-    """A build progress (0–1) as the whole percent the pages show (rounded down: 99.6 % is not done)."""
+    """A build progress (0–1) as the whole percent the pages show (rounded down: an unfinished build never shows 100)."""
     return int(max(0.0, min(1.0, float(fraction))) * 100)
 
 

@@ -2,11 +2,10 @@
 
 torch picks its vectorised ATen kernels (softmax, layer norm, activations, reductions...) by the CPU it loads on:
 AVX-512 where the host has it, AVX2 otherwise. Their sums round differently in the last bits, and a 600-step
-training carries that elsewhere: DenseTrans's dev Recall@100 at step 100 was .9724 on the AVX2 hosts of the
-committed builds and .9741 on an AVX-512 host, .9724 again there with the AVX2 kernels; oneDNN, which runs the
-CNNs' convolutions, likewise chooses its instructions by host (the TrecQA CNN's best dev MAP .767664 with
-AVX-512, the committed .767653 with ``ONEDNN_MAX_CPU_ISA=AVX2``; BENCHMARKS.md, "What ``make reproduce``
-costs"). ``core`` therefore asks both for AVX2, the widest every current x86 host has; torch reads the choice
+training carries that elsewhere: DenseTrans's dev curve on an AVX-512 host left the committed builds' (made on
+AVX2 hosts) and came back to it with the AVX2 kernels; oneDNN, which runs the CNNs' convolutions, likewise
+chooses its instructions by host (the TrecQA CNN's best dev MAP moved in the fifth decimal until
+``ONEDNN_MAX_CPU_ISA=AVX2``; the figures: docs/reproduce_run.md). ``core`` therefore asks both for AVX2, the widest every current x86 host has; torch reads the choice
 when it is imported, so ``core`` is imported first (every entry point does). MKL's own GEMM dispatch is left
 alone: pinning it (``MKL_CBWR=AVX2``) changed even an AVX2-class result.
 """

@@ -56,7 +56,8 @@ def _start_numba_keeping_torch_threads() -> None:
 
 _start_numba_keeping_torch_threads()
 
-from core.errors import DataFormatError, StudioError, UnknownNameError
+from core.errors import StudioError, UnknownNameError
+from core.data import trec
 from core.data.datasets import Pair
 from core.retrieval.base import Ranking, Reranker, to_run
 
@@ -188,43 +189,19 @@ def warm_up(example_ids: Sequence[str] = (), stat_test: str = "student") -> floa
 
 
 def read_trec_run(path: str | Path, name: str | None = None) -> Run:
-    """Read a TREC run file (``qid Q0 docid rank score tag``), naming the line of any malformed row."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, None, "file not found")
-    data: dict[str, dict[str, float]] = {}
-    tag = None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        cols = line.split()
-        if len(cols) != 6:
-            raise DataFormatError(path, lineno, f"expected 6 columns 'qid Q0 docid rank score tag', got {len(cols)}")
-        qid, _, did, rank, score, tag = cols
-        try:
-            int(rank)
-            value = float(score)
-        except ValueError:
-            raise DataFormatError(path, lineno, f"rank must be an integer and score a number: {rank!r} {score!r}") from None
-        data.setdefault(qid, {})[did] = value
-    if not data:
-        raise DataFormatError(path, None, "no run lines found")
-    run = Run.from_dict(data, name=name or tag or path.stem)
-    run.name = name or tag or path.stem
+    """A TREC run file (``core.data.trec.read_run``) as a ranx ``Run`` named ``name``, else its tag or file stem."""
+    data, tag = trec.read_run(path)
+    run = Run.from_dict(data, name=name or tag or Path(path).stem)
+    run.name = name or tag or Path(path).stem
     return run
 
 
 def write_trec_run(run: Mapping[str, Ranking] | Run, path: str | Path, name: str | None = None) -> Path:
-    """Write a TREC run file (ranx's writer)."""
+    """Write a run as a TREC run file (``core.data.trec``), each query's documents in ranx's order."""
     run = as_run(run, name)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run.save(str(path), kind="trec")
-    return path
+    if not run.sorted:
+        run.sort()
+    return trec.write_text(path, trec.ranked_text({q: list(run.run[q].items()) for q in run.run}, run.name, None))
 
 
 def short(metric: str) -> str:
@@ -429,14 +406,21 @@ def evaluate_contract(
 
 
 # ----------------------------------------------------------------------------- pair classification
-def pair_auc(scores: np.ndarray, pairs: list[Pair]) -> float:
-    """ROC AUC of pair scores against the pairs' 0/1 labels (sklearn); NaN when one class is missing."""
+def roc_auc(labels, scores) -> float:  # noqa: ANN001
+    """ROC AUC of scores against labels (> 0 is positive; sklearn, ties count ½); NaN when one class is missing.
+
+    The one pair-AUC of the project: the trainers' dev metric (SDML §4.2, FRM Table 4) and ``pair_auc``."""
     from sklearn.metrics import roc_auc_score
 
-    labels = np.array([int(p.label > 0) for p in pairs])
-    if len(labels) == 0 or labels.min() == labels.max():
+    positive = np.asarray(labels) > 0
+    if positive.size == 0 or positive.all() or not positive.any():
         return float("nan")
-    return float(roc_auc_score(labels, np.asarray(scores, dtype=np.float64)))
+    return float(roc_auc_score(positive, np.asarray(scores, dtype=np.float64)))
+
+
+def pair_auc(scores: np.ndarray, pairs: list[Pair]) -> float:
+    """ROC AUC of pair scores against the pairs' 0/1 labels (``roc_auc``); NaN when one class is missing."""
+    return roc_auc([p.label for p in pairs], scores)
 
 
 def score_pairs_of(reranker: Reranker, pairs: list[Pair], corpus: dict[str, str]) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Progress reporting shared by every layer: a callback ``(fraction in [0, 1], message) -> None``.
 
 Long jobs (indexing, training, encoding, imports) take a ``ProgressFn``; the CLI passes a tqdm bar and the
-pages a Streamlit progress bar. ``_no_progress`` is the silent default.
+pages a Streamlit progress bar. ``no_progress`` is the silent default.
 """
 from __future__ import annotations
 
@@ -10,5 +10,5 @@ from collections.abc import Callable
 ProgressFn = Callable[[float, str], None]
 
 
-def _no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
+def no_progress(fraction: float, message: str) -> None:  # noqa: ARG001
     return None

@@ -33,8 +33,8 @@ class SegmentPoolCrossEncoder(nn.Module):
 
     **Deviations**: the paper classifies the [CLS] output with a fresh softmax layer. Here the head
     reads the two segments' mean token outputs (the pooling all-MiniLM-L6-v2 was trained with) and
-    starts as a scaled cosine (w = 0), so the untrained model already ranks pairs (dev pair ROC AUC
-    0.778 on QQP against 0.5 for a fresh [CLS] head; measured in bench/reports/tree_bert.md). One logit
+    starts as a scaled cosine (w = 0), so the untrained model already ranks pairs, where a fresh [CLS]
+    head starts at chance (measured in bench/reports/tree_bert.md). One logit
     with binary cross-entropy = the paper's two-class softmax on the margin z_1 - z_0.
 
     Example::

@@ -12,7 +12,7 @@ import streamlit as st
 
 from core.judging.agreement import agreement
 from core.analysis.error_analysis import (
-    DEFAULT_METRICS,
+    ANALYSIS_METRICS,
     RunData,
     run_from_dict,
     analysis_from_values,
@@ -27,13 +27,12 @@ from core.analysis.error_analysis import (
     most_unjudged,
     pair_bucket_counts,
     per_query_rows,
-    qrels_to_trec,
     query_buckets,
     query_deltas,
     rows_to_csv,
-    run_to_trec,
     unjudged_rate,
 )
+from core.data.trec import qrels_text, run_text
 from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
@@ -107,7 +106,7 @@ if identity.is_owner:  # a judging campaign's qrels, rescored at once (judge -> 
 stat_test = c3.radio("Significance test", ["student", "fisher"], key="ea.test", horizontal=True,
                      format_func={"student": "paired t-test", "fisher": "randomization"}.get)
 c4, c5, c6 = st.columns(3)
-metrics = c4.multiselect("Metrics", sorted(set(ALL_METRICS) | set(DEFAULT_METRICS)), default=list(DEFAULT_METRICS),
+metrics = c4.multiselect("Metrics", sorted(set(ALL_METRICS) | set(ANALYSIS_METRICS)), default=list(ANALYSIS_METRICS),
                          key="ea.metrics")
 splits = ["all", *ds.query_splits]
 split = c5.selectbox("Query split", splits, index=splits.index(default_split(ds)), key="ea.split",
@@ -329,7 +328,7 @@ with tab_a:
 with tab_x:
     if tab_x.open:
         # files are written when their button is clicked (callables), never on a rerun that does not download them
-        st.download_button("User judgments (TREC qrels)", lambda: qrels_to_trec(store.qrels(ds.name)),
+        st.download_button("User judgments (TREC qrels)", lambda: qrels_text(store.qrels(ds.name)),
                            file_name="judgments.qrels", key="ea.dl_qrels")
         metric_x = res.metrics[0]
         st.download_button(f"Per-query {metric_x} (CSV)",
@@ -338,6 +337,6 @@ with tab_x:
         st.download_button("Metrics table (CSV)", lambda: rows_to_csv(res.table()), file_name="metrics.csv",
                            key="ea.dl_table")
         for run in runs:
-            st.download_button(f"Run {run.name} (TREC)", lambda run=run: run_to_trec(run),
+            st.download_button(f"Run {run.name} (TREC)", lambda run=run: run_text(run.to_dict(), run.name),
                                file_name=f"{run.name.replace(':', '_')}.trec", key=f"ea.dl_run.{run.name}")
 

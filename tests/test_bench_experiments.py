@@ -109,7 +109,7 @@ def test_smoke_profile_caps_the_learned_systems_and_an_unknown_profile_is_refuse
 
 
 def test_holm_adjustment():
-    from bench.runner import holm
+    from core.analysis.significance import holm
 
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert holm([0.5]) == [0.5]

@@ -35,19 +35,27 @@ def _generated_section() -> str:
     return text.split(BEGIN, 1)[1].split(END, 1)[0]
 
 
+def _claims_section() -> str:
+    from bench.tables import CLAIMS_BEGIN, CLAIMS_END
+
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    return text.split(CLAIMS_BEGIN, 1)[1].split(CLAIMS_END, 1)[0]
+
+
 def test_generated_section_matches_the_reports():
     from bench.tables import main
 
     assert main(["--check"]) == 0
 
 
-def test_every_number_of_the_generated_section_is_in_a_report():
+@pytest.mark.parametrize("section_of", [_generated_section, _claims_section], ids=["tables", "claims"])
+def test_every_number_of_the_generated_section_is_in_a_report(section_of):
     """Every number is a report's (the base tables' reports and every report a paper row points at), or the
     paper-rows manifest's own text: the papers' values as printed and its protocol descriptions (the values
     here are checked against their reports one by one in the next test)."""
     from bench.paper_rows import MANIFEST, referenced_reports
 
-    section = _generated_section()
+    section = section_of()
     reports_dir = ROOT / "bench" / "reports"
     names = list(BASE_REPORTS) + [n for n in (*OPTIONAL_REPORTS, *referenced_reports()) if n not in BASE_REPORTS]
     texts = [(reports_dir / name).read_text(encoding="utf-8") for name in BASE_REPORTS]  # these must exist
@@ -66,6 +74,61 @@ def test_every_number_of_the_generated_section_is_in_a_report():
     missing = [n for n in numbers if not in_reports(n)]
     assert not missing, f"numbers not found in any report: {missing[:10]}"
     json.loads((reports_dir / "query_forms.json").read_text(encoding="utf-8"))
+
+
+def test_the_first_screen_is_the_claims_table():
+    """BENCHMARKS.md opens with its answer: the generated claims table ends within the first 40 lines, one row
+    per claim of bench/claims.json, every bundled paper among them."""
+    from bench.claims import load_claims
+    from bench.tables import CLAIMS_BEGIN, CLAIMS_END
+
+    lines = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# ") and CLAIMS_BEGIN in lines[:12] and CLAIMS_END in lines[:40]
+    table = lines[lines.index(CLAIMS_BEGIN) + 1:lines.index(CLAIMS_END)]
+    assert table[0].startswith("| paper | headline claim | paper | here | verdict | reproduce |")
+    claims = load_claims()
+    assert len(table) == 2 + len(claims)
+    assert {c["paper"] for c in claims} >= {"densetrans-cai2021.md", "sdml-bonadiman2019.md", "tree-search-bert-guo.md",
+                                           "frm-multiview-chong.md", "cnn-rerank-severyn2015.md"}
+    headings = {line[3:] for line in lines if line.startswith("## ")}
+    assert {c["section"] for c in claims} <= headings
+
+
+def test_check_catches_a_stale_claims_table_and_a_stale_reproduce_account(tmp_path, monkeypatch):
+    """A number edited in the claims table, or in docs/reproduce_run.md's generated part, fails --check."""
+    from bench import tables
+
+    (tmp_path / "docs").mkdir()
+    monkeypatch.setattr(tables, "ROOT", tmp_path)
+    monkeypatch.setattr(tables, "BENCHMARKS", tmp_path / "BENCHMARKS.md")
+    monkeypatch.setattr(tables, "REPRODUCE_RUN", tmp_path / "docs" / "reproduce_run.md")
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    reproduce = (ROOT / "docs" / "reproduce_run.md").read_text(encoding="utf-8")
+    tables.BENCHMARKS.write_text(benchmarks, encoding="utf-8")
+    tables.REPRODUCE_RUN.write_text(reproduce, encoding="utf-8")
+    assert tables.main(["--check"]) == 0
+    claims = _claims_section()
+    tables.BENCHMARKS.write_text(benchmarks.replace(claims, claims.replace("R@100 0.9511", "R@100 0.9611")), encoding="utf-8")
+    assert tables.main(["--check"]) == 1
+    assert tables.main([]) == 0 and tables.main(["--check"]) == 0  # regenerated
+    assert tables.BENCHMARKS.read_text(encoding="utf-8") == benchmarks
+    tables.REPRODUCE_RUN.write_text(reproduce.replace("| 2,712 |", "| 2,713 |").replace("| 702 |", "| 703 |"), encoding="utf-8")
+    assert tables.main(["--check"]) == 1
+
+
+def test_a_claim_without_a_report_or_with_an_unknown_row_fails_or_reads_not_measured(tmp_path):
+    from bench.claims import claims_table
+    from bench.paper_rows import ManifestError
+
+    claim = {"paper": "frm-multiview-chong.md", "claim": "c", "measure": "AUC", "verdict": "partly", "section": "FRM"}
+    path = tmp_path / "claims.json"
+    path.write_text(json.dumps({"claims": [{**claim, "here": {"report": "absent.json", "path": ["a"]}}]}), encoding="utf-8")
+    assert "| not measured |" in claims_table(path)[-1]
+    for bad in ({**claim}, {**claim, "row": {"where": "nowhere", "system": "FRM", "metric": "AUC"}},
+                {**claim, "verdict": " "}, {**claim, "value": 0.9, "not_measured": "x"}):
+        path.write_text(json.dumps({"claims": [bad]}), encoding="utf-8")
+        with pytest.raises(ManifestError):
+            claims_table(path)
 
 
 def test_each_paper_rows_value_here_is_read_from_its_report():

@@ -12,7 +12,7 @@ import pytest
 
 from core.judging.campaigns import (CampaignAuthError, CampaignError, CampaignSpec, CampaignStore, ItemSpec, QuerySet,
                                     aggregate, export_filename)
-from core.judging.judgments import read_trec_qrels
+from core.data.trec import read_qrels as read_trec_qrels
 from tests.panel_driver import label_op, panel_data, send, undo_op
 
 PANEL = "campaign.panel.team"

@@ -10,9 +10,8 @@ from ranx import Qrels, Run, compare
 
 from core.data.datasets import load_dataset
 from core.analysis.error_analysis import (
-    DEFAULT_METRICS,
+    ANALYSIS_METRICS,
     analyze,
-    holm,
     import_run,
     imported_runs,
     jaccard,
@@ -25,13 +24,13 @@ from core.analysis.error_analysis import (
     pair_bucket_counts,
     query_buckets,
     query_deltas,
-    randomization_test,
     rows_to_csv,
     run_from_dict,
-    run_to_trec,
     system_runs,
     unjudged_rate,
 )
+from core.analysis.significance import holm, randomization_test
+from core.data.trec import run_text
 from core.errors import DataFormatError, StudioError
 from core.evaluation import evaluate_run
 from core.judging.judgments import JudgmentStore, query_key
@@ -207,7 +206,7 @@ def test_import_run_round_trip(env, tmp_path):
     labels = label_set(ds, None, "dataset")
     (bm25,) = system_runs(["bm25"], ds, labels.queries, k=10)
     path = tmp_path / "outside.trec"
-    path.write_text(run_to_trec(_reversed_run(bm25, "outside sys")).replace("outside sys", "outside"))
+    path.write_text(run_text(_reversed_run(bm25, "outside sys").to_dict(), "outside sys").replace("outside sys", "outside"))
     name, stored = import_run(path, ds)
     assert name == "outside" and imported_runs(ds.name) == {"outside": stored}
     back = load_run_file(stored, "outside")
@@ -240,7 +239,7 @@ def test_cli_compare_equals_core(env, capsys, tmp_path):
     labels = label_set(ds, None, "dataset")
     (bm25,) = system_runs(["bm25"], ds, labels.queries, k=100)
     path = tmp_path / "rev.trec"
-    path.write_text(run_to_trec(_reversed_run(bm25, "rev")))
+    path.write_text(run_text(_reversed_run(bm25, "rev").to_dict(), "rev"))
     name = f"pairs:{FIXTURE}"  # loadable name; ds.name ("pairs:judg_pairs.tsv") keys runs and judgments
     assert _cli(["judgments", "import-run", str(path), "--dataset", name]) == 0
     capsys.readouterr()
@@ -314,9 +313,9 @@ def test_the_build_stores_per_query_metrics_the_page_reads(built):
     write_per_query(ds, "bm25")
     labels = label_set(ds, None, "dataset", runs.default_split(ds))
     saved = runs.stored_per_query(ds, "bm25", labels.qrels, runs.STORED_DEPTH)
-    assert saved is not None and set(saved) == set(DEFAULT_METRICS)
+    assert saved is not None and set(saved) == set(ANALYSIS_METRICS)
     (run,) = runs.load_runs(ds, ["bm25"], labels.queries, runs.STORED_DEPTH)
-    for m in DEFAULT_METRICS:
+    for m in ANALYSIS_METRICS:
         assert saved[m] == pytest.approx(per_query(labels.qrels, run, m))
     other = {q: dict(v) for q, v in list(labels.qrels.items())[1:]}
     assert runs.stored_per_query(ds, "bm25", other, runs.STORED_DEPTH) is None

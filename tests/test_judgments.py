@@ -25,10 +25,10 @@ from core.judging.judgments import (
     JudgmentStore,
     default_url,
     query_key,
-    read_trec_qrels,
     text_hash,
 )
 from core.judging.judgments import StoreBusyError, StoreError
+from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.migrations import current_version
 from core.judging.schema import SCHEMA_VERSION
 

@@ -111,7 +111,8 @@ def _cli_compare(argv: list[str]) -> dict:
 
 
 def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
-    from core.analysis.error_analysis import format_p, import_run, label_set, run_to_trec, system_runs
+    from core.analysis.error_analysis import format_p, import_run, label_set, system_runs
+    from core.data.trec import run_text
 
     ds = env
     store = JudgmentStore()
@@ -119,7 +120,7 @@ def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
         store.set_label("ann", ds.name, ds.queries["q00000"], doc, ds.corpus[doc], label, query_id="q00000")
     (bm25,) = system_runs(["bm25"], ds, label_set(ds, None).queries, k=100)
     rev = tmp_path / "rev.trec"
-    rev.write_text("".join(line.replace(" bm25\n", " rev\n") for line in run_to_trec(bm25).splitlines(True)))
+    rev.write_text("".join(line.replace(" bm25\n", " rev\n") for line in run_text(bm25.to_dict(), bm25.name).splitlines(True)))
     text = rev.read_text().splitlines()
     rev.write_text("".join(f"{' '.join(c[:4])} {-float(c[4])} rev\n" for c in (line.split() for line in text)))
     import_run(rev, ds, "rev")

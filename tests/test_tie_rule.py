@@ -39,9 +39,15 @@ def ds(tmp_path, monkeypatch):
     return data
 
 
-def test_a_run_against_its_own_trec_file_is_all_ties_and_the_rule_is_stated(ds, tmp_path):
-    from core.analysis.runs import write_trec
+def write_trec(rankings: dict, path, tag: str):
+    """A stored run's TREC file, written as ``core.analysis.runs.write_run`` writes it (exact scores)."""
+    from core.data import trec
 
+    return trec.write_text(path, trec.ranked_text({q: zip(r.doc_ids, map(float, r.scores))
+                                                   for q, r in rankings.items()}, tag, score_format=None))
+
+
+def test_a_run_against_its_own_trec_file_is_all_ties_and_the_rule_is_stated(ds, tmp_path):
     labels = label_set(ds, None, "dataset")
     (bm25,) = system_runs(["bm25"], ds, labels.queries, k=10)
     # scores that 8 significant digits would merge or reorder (BM25 scores of 10-16 are such)
@@ -61,7 +67,6 @@ def test_a_run_against_its_own_trec_file_is_all_ties_and_the_rule_is_stated(ds, 
 
 def test_cli_eval_and_error_analysis_report_one_p_at_1(ds, tmp_path, capsys):
     """The same run file: ``core eval --run`` and the analysis (``core compare``) print the same P@1 and the rule."""
-    from core.analysis.runs import write_trec
     from core.cli.main import main
 
     labels = label_set(ds, None, "dataset")

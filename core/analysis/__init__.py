@@ -3,3 +3,8 @@
 # Where Error Analysis takes its relevance labels from (``core.analysis.error_analysis``); kept here, free of
 # heavy imports, so that the CLI can offer the choices without loading ranx.
 LABEL_SOURCES = ("dataset", "judgments", "both")
+
+__all__ = [  # what other packages may import (tests/test_package_surface.py)
+    "LABEL_SOURCES", "budget", "compare", "error_analysis", "held_out", "keyword_quality", "keywords", "layers", "ppi", "runs",
+    "significance"
+]

@@ -139,7 +139,8 @@ def compare(
     if query_id is not None and query_id not in dataset.queries and query_id not in dataset.corpus:
         query_id = None
     # a dataset query shown in its display form ranks with its stored text, exactly as the CLI and the
-    # evaluation rank it (the one text pipeline gives both forms the same tokens for 99.6 % of QQP)
+    # evaluation rank it (the one text pipeline gives both forms the same tokens for nearly every QQP question:
+    # bench/reports/text_pipeline.json)
     text = dataset.queries[query_id] if query_id in dataset.queries and query == dataset.display_query(query_id) else query
     results: list[SystemResult] = []
     for choice in choices:

@@ -26,25 +26,26 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from ranx import Run
 
+from core.analysis.significance import holm, randomization_test
 from core.data.datasets import Dataset
 from core.errors import DataFormatError, StudioError, UnknownNameError
 from core.analysis import LABEL_SOURCES
 from core.evaluation import DEFAULT_TIES, TIE_RULES, check_metrics, per_query_metrics, read_trec_run, to_run
 from core.paths import artifact_dir
 from core.registry import default_first_stage, get_spec, rerank_depth
-from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, no_progress
 from core.serving.runner import Loader, SystemChoice, loader_for, rank_many
 from core.data.pipeline import terms
 
 PRECEDENCE = "user judgments win over dataset qrels for the same (query, doc)"
-DEFAULT_METRICS = ("ndcg@10", "mrr@100", "map@100", "precision@1", "hit_rate@10")
+ANALYSIS_METRICS = ("ndcg@10", "mrr@100", "map@100", "precision@1", "hit_rate@10")  # what Error Analysis opens with:
+# five of core.evaluation.DEFAULT_METRICS (the CLI's eval and Compare report all of those)
 LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 10**9))
 TIE_TOLERANCE = 1e-9
 
@@ -168,49 +169,6 @@ def load_run_file(path: str | Path, name: str | None = None) -> Run:
     return rename(read_trec_run(path), name or Path(path).stem)
 
 
-# ----------------------------------------------------------------------------- statistics
-def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
-    """Holm–Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
-    items = sorted(pvalues.items(), key=lambda kv: kv[1])
-    m = len(items)
-    out: dict[str, float] = {}
-    running = 0.0
-    for i, (name, p) in enumerate(items):
-        running = max(running, min(1.0, (m - i) * p))
-        out[name] = running
-    return out
-
-
-def randomization_test(control: Sequence[float], treatment: Sequence[float], n_permutations: int = 1000,
-                       seed: int = 42) -> float:
-    """Paired two-sided Fisher randomization test (Smucker et al., CIKM'07), as ranx computes it.
-
-    Each permutation swaps the two systems' scores of a query with probability 1/2 (a sign flip of the
-    per-query difference); p = (b + 1) / (m + 1) with b of the m permutations whose |mean difference|
-    reaches the observed one: the observed assignment counts as one of them (Phipson & Smyth 2010), so a
-    Monte Carlo p is never 0 and never below 1 / (m + 1) (ranx reports b / m, which can be 0).
-    ranx's ``fisher_randomization_test`` runs this loop in numba ``prange`` threads whose random streams
-    ignore the seed, so its p-value changes from call to call; this version draws from a seeded
-    ``numpy.random.Generator`` so the page and the CLI report the same number.
-    """
-    a, b = np.asarray(control, dtype=float), np.asarray(treatment, dtype=float)
-    if a.shape != b.shape or a.size == 0:
-        raise ValueError("two equally long, non-empty score lists are needed")
-    diff = b - a
-    observed = abs(diff.mean())
-    permuted = np.abs(_sign_flips(n_permutations, diff.size, seed) @ diff) / diff.size
-    return float((np.count_nonzero(permuted >= observed - 1e-12) + 1) / (n_permutations + 1))
-
-
-@lru_cache(maxsize=4)
-def _sign_flips(n_permutations: int, size: int, seed: int) -> np.ndarray:
-    """The seeded ±1 matrix (permutations × queries) of ``randomization_test``: drawn once per shape and seed,
-    shared by every system and metric of an analysis (the same draws, a tenth of the time)."""
-    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(n_permutations, size))
-    signs.flags.writeable = False
-    return signs
-
-
 @dataclass
 class Analysis:
     """Everything the Error Analysis page and ``python -m core compare`` show."""
@@ -281,7 +239,7 @@ def analyze(
     labels: LabelSet,
     runs: Sequence[Run],
     baseline: str | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] = ANALYSIS_METRICS,
     stat_test: str = "student",
     max_p: float = 0.05,
     ties: str = DEFAULT_TIES,
@@ -303,7 +261,7 @@ def analysis_from_values(
     names: Sequence[str],
     values: Mapping[str, Mapping[str, Mapping[str, float]]],
     baseline: str | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
+    metrics: Sequence[str] = ANALYSIS_METRICS,
     stat_test: str = "student",
     max_p: float = 0.05,
     ties: str = DEFAULT_TIES,
@@ -496,20 +454,6 @@ def metric_by_group(analysis: Analysis, metric: str, groups: Mapping[str, str],
 
 
 # ----------------------------------------------------------------------------- export
-def qrels_to_trec(qrels: Mapping[str, Mapping[str, int]]) -> str:
-    """TREC qrels text (``qid 0 docid label``), sorted."""
-    return "".join(f"{q} 0 {d} {qrels[q][d]}\n" for q in sorted(qrels) for d in sorted(qrels[q]))
-
-
-def run_to_trec(run: Run) -> str:
-    """TREC run text (``qid Q0 docid rank score tag``), best first."""
-    lines = []
-    for q, docs in sorted(run.to_dict().items()):
-        for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda kv: (-kv[1], kv[0])), start=1):
-            lines.append(f"{q} Q0 {d} {rank} {s:.6f} {run.name}\n")
-    return "".join(lines)
-
-
 def rows_to_csv(rows: Sequence[Mapping]) -> str:
     """CSV text of a list of dicts (columns in first-seen order)."""
     cols: list[str] = []
@@ -554,7 +498,7 @@ def system_runs(
     """
     from core.analysis import runs as stored
 
-    progress = progress or _no_progress
+    progress = progress or no_progress
     if first_stage == stored.FIRST_STAGE and depth == stored.RERANK_DEPTH:
         return stored.load_runs(dataset, list(names), queries, k, progress, loader)
     load = loader or loader_for(dataset)
@@ -589,7 +533,7 @@ def run_from_dict(data: Mapping[str, Mapping[str, float]], name: str) -> Run:
 
 
 def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -> Path | None:
-    """Per-query values of ``DEFAULT_METRICS`` for a fresh stored run on the labels Error Analysis opens with (the
+    """Per-query values of ``ANALYSIS_METRICS`` for a fresh stored run on the labels Error Analysis opens with (the
     dataset's qrels on ``default_split``), through ``core.evaluation.per_query`` (ranx), stamped with the
     run's fingerprint and the labels' digest, so opening the page reads them instead of evaluating."""
     from core.analysis.runs import (STORED_DEPTH, _leaf, _to_run, default_split, fingerprint, labels_digest,
@@ -602,7 +546,7 @@ def write_per_query(dataset: Dataset, system: str, variant: str | None = None) -
         return None
     data = read_run_dict(run_path(dataset.name, system, variant), list(labels.queries), STORED_DEPTH)
     run = _to_run(data, _leaf(system, variant))
-    values = per_query_metrics(labels.qrels, run, DEFAULT_METRICS, DEFAULT_TIES)
+    values = per_query_metrics(labels.qrels, run, ANALYSIS_METRICS, DEFAULT_TIES)
     path = per_query_path(dataset.name, system, variant)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"fingerprint": fingerprint(dataset, system, variant), "labels": labels_digest(labels.qrels),

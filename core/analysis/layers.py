@@ -36,7 +36,7 @@ from core.data.datasets import Dataset
 from core.errors import StudioError, UnknownNameError
 from core.evaluation import evaluate_run
 from core.registry import default_first_stage
-from core.retrieval.base import ProgressFn, Retriever, _no_progress
+from core.retrieval.base import ProgressFn, Retriever, no_progress
 
 LayerFn = Callable[[list[str]], list[np.ndarray]]
 HARD_NEGATIVES = default_first_stage()  # the sampler named after the first stage whose top non-relevant hit it takes
@@ -282,7 +282,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def discriminativeness(label: str, layer_fn: LayerFn, triples: list[Triple],
-                       progress: ProgressFn = _no_progress, batch: int = 256) -> LayerCurve:
+                       progress: ProgressFn = no_progress, batch: int = 256) -> LayerCurve:
     """Per-layer cos(q, q⁺) and cos(q, q⁻) of every triple (Figures 1 and 3 of densetrans-cai2021.md); the
     returned curve gives the paper's measure with exclusions (``.paper``) and the AUC (``.auc``)."""
     pos_parts: list[list[np.ndarray]] = []

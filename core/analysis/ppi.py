@@ -132,7 +132,7 @@ class MetricEstimates:
 
 
 @functools.lru_cache(maxsize=4096)
-def _quantile(level: float, n: int, prior_df: float = 0.0) -> float:
+def t_quantile(level: float, n: int, prior_df: float = 0.0) -> float:
     """Student t's two-sided ``level`` quantile at n − 1 + d₀ degrees of freedom (the normal one at d₀ = ∞)."""
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
@@ -142,7 +142,7 @@ def _quantile(level: float, n: int, prior_df: float = 0.0) -> float:
 
 
 def _interval(estimate: float, var: float, level: float, n: int, total: int, prior_df: float = 0.0) -> Interval:
-    half = _quantile(level, n, prior_df) * float(np.sqrt(max(var, 0.0)))
+    half = t_quantile(level, n, prior_df) * float(np.sqrt(max(var, 0.0)))
     return Interval(float(estimate), float(estimate - half), float(estimate + half), level, n, total)
 
 

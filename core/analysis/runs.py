@@ -4,7 +4,7 @@ The build (``core.build``) writes, after each system builds (or when an already 
 fresh run), ``var/stored-runs/<dataset>/<system>[@variant].trec`` (``qid Q0 docid rank score tag``,
 depth ``STORED_DEPTH`` = 100), its ``.npz`` twin (the same run as arrays: reading it is ~50x faster
 than parsing 1.7M TREC lines) and a ``.json`` beside it with the fingerprint of the model it came
-from, and a ``.perquery.json`` with its per-query metrics (``DEFAULT_METRICS`` on the dataset's qrels of
+from, and a ``.perquery.json`` with its per-query metrics (``error_analysis.ANALYSIS_METRICS`` on the dataset's qrels of
 ``default_split``: what Error Analysis opens on, read instead of evaluated). The fingerprint hashes the
 system's ``config.json`` and ``metrics.json`` (content) and the name, size and modification time of every
 other file in ``registry.system_dir`` (weights, indexes); a fusion adds its parts' fingerprints, a reranker
@@ -43,11 +43,12 @@ from pathlib import Path
 import numpy as np
 from ranx import Run
 
+from core.data import trec
 from core.data.datasets import Dataset
 from core.evaluation import DEFAULT_TIES
 from core.paths import artifact_dir
 from core.registry import SystemName, get_spec, parse_name, slug, system_module
-from core.retrieval.base import ProgressFn, Ranking, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, no_progress
 from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.runner import Loader, SystemChoice, rank_many
 
@@ -142,7 +143,7 @@ def run_status(dataset: Dataset, system: str, variant: str | None = None) -> str
 
 # ----------------------------------------------------------------------------- computing
 def compute_rankings(name: str, dataset: Dataset, queries: Mapping[str, str], k: int = STORED_DEPTH,
-                     progress: ProgressFn = _no_progress, loader: Loader | None = None) -> dict[str, Ranking]:
+                     progress: ProgressFn = no_progress, loader: Loader | None = None) -> dict[str, Ranking]:
     """Rankings of system ``name`` over ``queries`` through the one runner (rerankers rescore bm25's top 20
     or the candidates)."""
     parsed = parse_name(name)
@@ -181,19 +182,7 @@ def _read_npz(path: Path, queries: Sequence[str] | None, k: int | None) -> dict[
     return out
 
 
-def write_trec(rankings: Mapping[str, Ranking], path: Path, tag: str) -> Path:
-    """TREC run text (``qid Q0 docid rank score tag``), written atomically."""
-    tag = slug(tag)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for q in sorted(rankings):
-            r = rankings[q]
-            fh.writelines(f"{q} Q0 {d} {i} {float(s)!r} {tag}\n" for i, (d, s) in enumerate(zip(r.doc_ids, r.scores), 1))
-    os.replace(tmp, path)
-    return path
-
-
-def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = _no_progress,
+def write_run(dataset: Dataset, system: str, variant: str | None = None, progress: ProgressFn = no_progress,
               loader=None) -> Path | None:  # noqa: ANN001
     """Compute and store one system's run (what the build calls); ``None`` for systems not stored."""
     spec = get_spec(system)
@@ -206,7 +195,8 @@ def write_run(dataset: Dataset, system: str, variant: str | None = None, progres
         rankings = compute_rankings(f"{system}@{variant}" if variant else system, dataset, queries, STORED_DEPTH,
                                     progress, loader)
     path = run_path(dataset.name, system, variant)
-    write_trec(rankings, path, _leaf(system, variant))
+    trec.write_text(path, trec.ranked_text({q: zip(r.doc_ids, map(float, r.scores)) for q, r in rankings.items()},
+                                           slug(_leaf(system, variant)), score_format=None))  # exact: ties kept
     write_npz(rankings, path)
     meta = {"system": system, "variant": variant, "fingerprint": fingerprint(dataset, system, variant),
             "depth": STORED_DEPTH, "queries": len(queries), "seconds": round(time.perf_counter() - start, 1),
@@ -329,7 +319,7 @@ def _parse(name: str, dataset_name: str = "") -> _Name:
 
 
 def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
-              progress: ProgressFn = _no_progress, loader: Loader | None = None,
+              progress: ProgressFn = no_progress, loader: Loader | None = None,
               query_form: str = "tokenized") -> list[Run]:
     """``load_run_dicts`` as ranx ``Run``s named as in ``names``."""
     return [_to_run(data, name) for name, data in
@@ -337,7 +327,7 @@ def load_runs(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str]
 
 
 def load_run_dicts(dataset: Dataset, names: Sequence[str], queries: Mapping[str, str], k: int = STORED_DEPTH,
-                   progress: ProgressFn = _no_progress, loader: Loader | None = None,
+                   progress: ProgressFn = no_progress, loader: Loader | None = None,
                    query_form: str = "tokenized") -> list[dict[str, dict[str, float]]]:
     """Runs of systems by name (``SYSTEM`` or ``SYSTEM@VARIANT``) over ``queries``: stored where fresh,
     computed (with ``progress`` reporting query counts) for the queries a stored run lacks.

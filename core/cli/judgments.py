@@ -41,7 +41,7 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def cmd_export_qrels(args: argparse.Namespace) -> int:
     """Write the user judgments of a dataset as TREC qrels."""
-    from core.analysis.error_analysis import qrels_to_trec
+    from core.data.trec import qrels_text
 
     store = _store(args)
     qrels = store.qrels(args.dataset, args.annotator, args.resolve)
@@ -49,7 +49,7 @@ def cmd_export_qrels(args: argparse.Namespace) -> int:
         path = store.export_qrels(args.out, args.dataset, args.annotator, args.resolve)
         print(f"{sum(len(v) for v in qrels.values()):,} labels on {len(qrels):,} queries written to {path}")
     else:
-        sys.stdout.write(qrels_to_trec(qrels))
+        sys.stdout.write(qrels_text(qrels))
     return 0
 
 
@@ -99,7 +99,7 @@ def cmd_import_run(args: argparse.Namespace) -> int:
 def compare_from_args(args: argparse.Namespace):
     """The ``Analysis`` behind ``compare`` (also used by tests)."""
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import DEFAULT_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
+    from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
     from core.judging.judgments import JudgmentStore
 
     ds = load_dataset(args.dataset)
@@ -112,7 +112,7 @@ def compare_from_args(args: argparse.Namespace):
     stored = imported_runs(ds.name)
     for item in args.runs or []:
         runs.append(load_run_file(stored[item], item) if item in stored else load_run_file(item))
-    metrics = args.metrics.split(",") if args.metrics else list(DEFAULT_METRICS)
+    metrics = args.metrics.split(",") if args.metrics else list(ANALYSIS_METRICS)
     return analyze(labels, runs, args.baseline, metrics, args.stat_test)
 
 

@@ -241,7 +241,7 @@ def max_text_chars() -> int:
         raise DataFormatError(MAX_TEXT_ENV, None, str(exc).removeprefix(f"{MAX_TEXT_ENV}: ")) from None
 
 
-def _check_text(text: str, path: Path, lineno: int, what: str, limit: int | None = None) -> str:
+def check_text(text: str, path: Path, lineno: int, what: str, limit: int | None = None) -> str:
     """A text within ``limit`` (default ``max_text_chars()``; a file's reader reads it once, not once per text:
     the settings are read from the environment) or ``DataFormatError`` (file, line, what)."""
     if "\x00" in text:
@@ -318,8 +318,8 @@ def read_pairs_tsv(path: str | Path, require_pair_id: bool = False) -> list[tupl
         t1, t2 = cols[1].strip(), cols[2].strip()
         if not t1 or not t2:
             raise DataFormatError(path, lineno, "empty question text")
-        _check_text(t1, path, lineno, "first question", limit)
-        _check_text(t2, path, lineno, "second question", limit)
+        check_text(t1, path, lineno, "first question", limit)
+        check_text(t2, path, lineno, "second question", limit)
         rows.append((label, t1, t2, cols[3].strip() if len(cols) > 3 else str(lineno)))
     if not rows:
         raise DataFormatError(path, None, "no pairs found")
@@ -478,8 +478,8 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
         qid, query, did, doc, label = (c.strip() for c in cols)
         if not qid or not did or not query or not doc:
             raise DataFormatError(path, lineno, "empty qid, query, docid or doc")
-        _check_text(query, path, lineno, "query", limit)
-        _check_text(doc, path, lineno, "document", limit)
+        check_text(query, path, lineno, "query", limit)
+        check_text(doc, path, lineno, "document", limit)
         if did in qrels.get(qid, {}):
             raise DataFormatError(path, lineno, f"duplicate row: query {qid!r} already has candidate {did!r}")
         if queries.setdefault(qid, query) != query:
@@ -525,7 +525,7 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return [(lineno, obj) for lineno, obj in enumerate(parsed, start=1) if obj is not None]
 
 
-def _beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:
+def beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:
     """The ``_id`` of a BEIR line as a string; a repeated id is refused (the last copy would win)."""
     raw = obj["_id"]
     if not isinstance(raw, (str, int)) or isinstance(raw, bool) or not str(raw).strip():
@@ -546,7 +546,7 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
     corpus: dict[str, str] = {}
     limit = max_text_chars()
     for lineno, obj in _read_jsonl(root / "corpus.jsonl"):
-        doc_id = _beir_id(obj, root / "corpus.jsonl", lineno, corpus)
+        doc_id = beir_id(obj, root / "corpus.jsonl", lineno, corpus)
         parts = []
         for key in ("title", "text"):
             value = obj.get(key)
@@ -558,14 +558,14 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
         text = " ".join(parts).strip()
         if not text:
             raise DataFormatError(root / "corpus.jsonl", lineno, f"document {doc_id!r} has no title or text")
-        corpus[doc_id] = _check_text(text, root / "corpus.jsonl", lineno, "document", limit)
+        corpus[doc_id] = check_text(text, root / "corpus.jsonl", lineno, "document", limit)
     queries: dict[str, str] = {}
     for lineno, obj in _read_jsonl(root / "queries.jsonl"):
-        qid = _beir_id(obj, root / "queries.jsonl", lineno, queries)
+        qid = beir_id(obj, root / "queries.jsonl", lineno, queries)
         value = obj.get("text")
         if not isinstance(value, str) or not value.strip():
             raise DataFormatError(root / "queries.jsonl", lineno, f'query {qid!r} needs a non-empty "text" string')
-        queries[qid] = _check_text(value.strip(), root / "queries.jsonl", lineno, "query", limit)
+        queries[qid] = check_text(value.strip(), root / "queries.jsonl", lineno, "query", limit)
     qrels_path = root / "qrels" / f"{split}.tsv"
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     for lineno, line in enumerate(_read_lines(qrels_path), start=1):

@@ -13,10 +13,9 @@ white space, since the Treebank rules split only a text's final period). PTB con
 split off, clitics ``n't``, ``'s``, ``'re``…; CoreNLP's bracket escapes (``-LRB-``) and the three quote
 forms (``` `` ```, ``''``, ``"``) are mapped to one form each. Chosen by measurement on the 36,737 QQP
 questions (bench/reports/text_pipeline.json, ``python -m bench.text_pipeline``): on the display form
-people type, 98.9 % of questions get exactly the CoreNLP tokens (token F1 0.998), and raw and tokenized
-input agree on 99.6 %; the same tokenizer on the whole text (no sentence split) 96.2 % / 96.5 %, spaCy's
-tokenizer 94.0 % / 96.6 %, sacremoses 94.5 % / 89.6 %, whitespace splitting 0.1 %. About 12k questions/s
-on one idle core, cached per text.
+people type it gives the CoreNLP tokens, and raw and tokenized input agree, for more questions than the same
+tokenizer on the whole text (no sentence split), spaCy's tokenizer, sacremoses or whitespace splitting (the
+figures and the speed: that report, BENCHMARKS.md "The text pipeline"); results are cached per text.
 
 :data:`PIPELINE_VERSION` is stamped into every artifact built on these tokens; an artifact built with
 another version is refused with one line naming the rebuild command (:func:`check_stamp`).

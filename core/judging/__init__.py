@@ -1,1 +1,6 @@
 """Relevance judgments (SQLAlchemy store, Alembic migrations), pooling, agreement, case studies."""
+
+__all__ = [  # the modules other packages may import (tests/test_package_surface.py)
+    "agreement", "auto_judge", "budget_plan", "calibration", "campaign_pool", "campaigns", "casestudy",
+    "casestudy_store", "identity", "judgments", "pooling"
+]

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from core.analysis.budget import budget_order, inclusion_probabilities, metric_uncertainty
-from core.analysis.ppi import (PRIOR_DF, _quantile, calibration_kappa, moderated_variance, per_query_values,
+from core.analysis.ppi import (PRIOR_DF, t_quantile, calibration_kappa, moderated_variance, per_query_values,
                                posterior_samples, ppi_mean)
 from core.judging.auto_judge import ORDER_METRIC, _runs, judges, pool_items, soft_judge
 from core.judging.campaigns import CampaignError, CampaignStore
@@ -92,7 +92,7 @@ def budget_plan(store: CampaignStore, actor: str, name: str, budget: int, *, jud
             # the same estimator at n_b labelled queries: today's rectifier variance, floored by the judge's
             var_b = moderated_variance((1 - n_b / big_n) * r.var(ddof=1) / n_b,
                                        (1 - n_b / big_n) * float(sigma2.mean()) / n_b, n_b)
-            at_budget = 2 * _quantile(LEVEL, n_b, PRIOR_DF) * float(np.sqrt(max(0.0, var_b)))
+            at_budget = 2 * t_quantile(LEVEL, n_b, PRIOR_DF) * float(np.sqrt(max(0.0, var_b)))
             row.update(estimate=iv.estimate, low=iv.low, high=iv.high, width_now=iv.width, width_at_budget=at_budget)
         comparisons.append(row)
     return BudgetPlan(identity, metric, budget, done, len(queries), order, probs, comparisons)

@@ -37,6 +37,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.data.trec import qrels_text
 from core.judging.agreement import CampaignLabel
 from core.judging.identity import canonical_identity
 from core.judging.judgments import MAX_NOTE_CHARS, JudgmentError, JudgmentStore, LabelResult, query_key
@@ -922,6 +923,3 @@ def export_filename(campaign: str, rule: str, threshold: float = 1.0) -> str:
     return f"{safe}.{rule_name(rule, threshold)}.qrels"
 
 
-def qrels_text(qrels: Mapping[str, Mapping[str, int]]) -> str:
-    """TREC qrels lines, sorted (what ``judgments.read_trec_qrels`` and trec_eval read)."""
-    return "".join(f"{q} 0 {d} {qrels[q][d]}\n" for q in sorted(qrels) for d in sorted(qrels[q]))

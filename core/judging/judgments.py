@@ -795,14 +795,9 @@ class JudgmentStore:
     def export_qrels(self, path: str | Path, dataset: str, annotators: Iterable[str] | None = None,
                      resolve: str = "majority") -> Path:
         """Write ``qid 0 docid label`` lines (TREC qrels), sorted."""
-        path = Path(path)
-        qrels = self.qrels(dataset, annotators, resolve)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as f:
-            for qid in sorted(qrels):
-                for doc in sorted(qrels[qid]):
-                    f.write(f"{qid} 0 {doc} {qrels[qid][doc]}\n")
-        return path
+        from core.data.trec import qrels_text, write_text
+
+        return write_text(path, qrels_text(self.qrels(dataset, annotators, resolve)))
 
 
 def resolve_labels(judgments: Iterable[Judgment], resolve: str = "majority") -> dict[str, dict[str, int]]:
@@ -827,19 +822,3 @@ def resolve_labels(judgments: Iterable[Judgment], resolve: str = "majority") -> 
     return out
 
 
-def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """Read ``qid 0 docid label`` lines (the format ``export_qrels`` writes)."""
-    from core.errors import DataFormatError
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, None, "file not found")
-    out: dict[str, dict[str, int]] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        cols = line.split()
-        if len(cols) != 4 or not cols[3].lstrip("-").isdigit():
-            raise DataFormatError(path, lineno, "expected 'qid 0 docid label'")
-        out.setdefault(cols[0], {})[cols[2]] = int(cols[3])
-    return out

@@ -17,7 +17,7 @@ from core.data.pipeline import check_stamp, is_current, stamped
 from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, no_progress
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 
@@ -66,12 +66,12 @@ class _CacheOnly:
     def __init__(self, encoder_id: str) -> None:
         self.encoder_id = encoder_id
 
-    def encode(self, texts, batch_size: int = 128, progress: ProgressFn = _no_progress):
+    def encode(self, texts, batch_size: int = 128, progress: ProgressFn = no_progress):
         raise _NotCached
 
 
 def pair_reranker(dataset: Dataset, encode_collection: bool = False,
-                  progress: ProgressFn = _no_progress) -> BiEncoderPairReranker:
+                  progress: ProgressFn = no_progress) -> BiEncoderPairReranker:
     """The zero-shot pair scorer for ``dataset``: collection vectors from the ``minilm`` (mean) cache when
     present (or encoded now with ``encode_collection``); otherwise texts are encoded when first scored."""
     from core.retrieval import bert
@@ -96,7 +96,7 @@ class _LazyPretrained:
     def __init__(self) -> None:
         self._encoder = None
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         if self._encoder is None:
             from core.retrieval.bert import MiniLMEncoder
 
@@ -104,7 +104,7 @@ class _LazyPretrained:
         return self._encoder.encode(texts, batch_size=batch_size, progress=progress)
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None) -> dict:
     """No training: caches the collection embeddings; measures pair ROC AUC on held-out dev/test pairs."""
     from core.evaluation import pair_auc, score_pairs_of

@@ -39,7 +39,7 @@ from core.evaluation import evaluate_run
 from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from core.data.pipeline import check_stamp, is_current, stamp
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, Reranker, no_progress
 from core.training import EarlyStopping, check_profile, device, set_seed
 from core.training_data import training_data
 from models.cnn_reranker import CNNConfig, CNNPairReranker, cnn_loss
@@ -230,7 +230,7 @@ def _check_variant(variant: str | None) -> None:
         raise UnknownNameError("variant of cnn-rerank", variant, list(VARIANTS))
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress, variant: str | None = None,
           train_config: CNNTrainConfig | None = None) -> dict:
     """Train the CNN on the dataset's training split with early stopping on dev MAP; save artifacts."""
     _check_variant(variant)

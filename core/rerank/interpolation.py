@@ -11,8 +11,8 @@ with both scores min-max normalised over the query's candidate list (a constant 
 The partner is the reranker's held-out reference in its registration (``SystemSpec.reference``): BM25 for
 the CNN (the first stage itself, whose scores come with the candidates), the zero-shot MiniLM pair scorer
 for FRM and the cross-encoder (scored on the same candidates through the one loader). Interpolating with
-BM25 alone did not lift FRM or the cross-encoder to their reference (dev: α = 0 and .1 chosen; test H@1
-.7063 and .7215 vs .7434).
+BM25 alone did not lift FRM or the cross-encoder to their reference (BENCHMARKS.md, "Trained rerankers
+interpolated with their reference").
 α is chosen once per build on the dev split by a rule fixed before looking at any result (``RULE``):
 the α of ``GRID`` with the highest dev MRR@100 over BM25's top 20 (each dev query removed from its own
 ranking); ties within ``TIE`` go to the smaller α (the reranker's own score). α is stored beside the

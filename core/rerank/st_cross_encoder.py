@@ -15,7 +15,7 @@ import numpy as np
 from core.data.datasets import Dataset
 from core.data.pipeline import subword_text
 from core.errors import MissingArtifactError
-from core.retrieval.base import ProgressFn, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, no_progress
 
 
 class FolderCrossEncoder(Reranker):
@@ -57,7 +57,7 @@ class CrossEncoderFolder:
             raise MissingArtifactError(f"the model folder {self.spec.source}",
                                        f"python -m core systems remove {self.spec.name}", "missing")
 
-    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
               variant: str | None = None) -> dict:
         """Nothing to train or index: load the model once to check it."""
         self.load(dataset)

@@ -24,7 +24,7 @@ from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
 from core.retrieval.tree_search import KMeansTree
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
@@ -114,7 +114,7 @@ def _folder(dataset: Dataset):
     return system_dir(dataset.name, "tree-bert-cross")
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: TreeCrossConfig | None = None) -> dict:
     """No training: makes sure ``tree-bert`` and ``cross-encoder`` are built, then saves the search config."""
     from core.rerank import cross_encoder

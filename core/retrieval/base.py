@@ -21,7 +21,7 @@ import numpy as np
 from core.errors import QueryError
 from core.data.pipeline import terms
 from core.data.text import strip_control
-from core.progress import ProgressFn, _no_progress
+from core.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
     from ranx import Run
@@ -140,7 +140,7 @@ class Retriever(ABC):
         queries: Mapping[str, str],
         k: int = 100,
         ignore_identical_ids: bool = True,
-        progress: ProgressFn = _no_progress,
+        progress: ProgressFn = no_progress,
     ) -> dict[str, Ranking]:
         """Rank for many queries in batches; with ``ignore_identical_ids`` a query id never ranks itself."""
         qids = list(queries)
@@ -219,7 +219,7 @@ class Reranker(ABC):
         corpus: Mapping[str, str],
         k: int | None = None,
         batch_pairs: int = 2048,
-        progress: ProgressFn = _no_progress,
+        progress: ProgressFn = no_progress,
     ) -> dict[str, Ranking]:
         """Rerank many queries, batching pairs across queries for throughput."""
         qids = [q for q in queries if q in candidates]

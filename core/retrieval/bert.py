@@ -30,7 +30,7 @@ from core.data.datasets import Dataset, Pair
 from core.errors import MissingArtifactError, UnknownNameError
 from core.retrieval.indexing import IndexSpec, build_index, load_index, save_index
 from core.registry import build_command, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
 from core.retrieval.encoding import EncoderRecipe
 from core.settings import settings
@@ -46,7 +46,7 @@ class MiniLMConfig:
     """Bi-encoder settings; training defaults from tree-search-bert-guo.md §4.2 (paper profile)."""
 
     pooling: str = "mean"
-    max_length: int = 64  # §4.2; 99.8% of QQP questions are ≤ 64 WordPiece tokens (77 of 36,737 longer)
+    max_length: int = 64  # §4.2; nearly every QQP question is ≤ 64 WordPiece tokens
     encode_batch: int = 128
     finetune: bool = False
     lr: float = 2e-5  # §4.2
@@ -148,9 +148,9 @@ class MiniLMEncoder:
     Runtime: the model is exported once, offline, from the loaded weights to
     ``var/cache/onnx/<encoder id hash>.onnx`` (``torch.onnx``; embeddings equal to torch's within
     1e-5). ``QRS_MINILM_BACKEND=torch`` forces PyTorch. ``onnx-int8`` (opt-in) runs ONNX Runtime's
-    dynamic int8 quantization (per-channel weights) of that export: ~1.4x faster again, embeddings with
-    cosine 0.994 on average to fp32's, dev MAP@20 0.9506 vs 0.9498, but test MAP@100 0.7918 vs 0.7935
-    (−0.0017, outside the 0.001 tolerance for a faster backend, so it stays opt-in; BENCHMARKS.md); it has its own
+    dynamic int8 quantization (per-channel weights) of that export: faster again, but its MAP moves by more
+    than the tolerance allowed a faster backend, so it stays opt-in (the figures: BENCHMARKS.md "Choices
+    re-decided on dev", bench/reports/dev_decisions.json); it has its own
     ``encoder_id`` so its vectors never mix with fp32 ones in the embedding cache.
     """
 
@@ -220,7 +220,7 @@ class MiniLMEncoder:
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return self._session
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         """Same-length batches (no padding), ``inference_mode`` or ONNX Runtime; rows in the order of ``texts``."""
         out = np.empty((len(texts), self.model.backbone.config.hidden_size), dtype=np.float32)
         token_ids = self._token_ids(texts)
@@ -350,11 +350,11 @@ class _LazyEncoder:
     def __init__(self, encoder_id: str, factory) -> None:
         self.encoder_id, self._factory = encoder_id, factory
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         return self._factory().encode(texts, batch_size=batch_size, progress=progress)
 
 
-def collection_embeddings(dataset: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress) -> np.ndarray:
+def collection_embeddings(dataset: Dataset, variant: str | None = None, progress: ProgressFn = no_progress) -> np.ndarray:
     """Cached embeddings of the whole collection for a built (or pretrained) variant."""
     variant = _variant(variant)
     if variant == "finetuned":
@@ -387,7 +387,7 @@ def load_encoder(dataset: Dataset, variant: str | None = None) -> MiniLMEncoder:
     return MiniLMEncoder(model, tokenizer, config.pooling, config.max_length, _finetuned_id(config, dataset.name))
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None) -> dict:
     """Encode the collection (cached) and save a Flat index; ``finetuned`` fine-tunes first."""
     variant = _variant(variant)
@@ -477,7 +477,7 @@ def dev_map(encoder: MiniLMEncoder, dataset: Dataset, max_queries: int = 0, seed
     return evaluate_run({q: qrels[q] for q in qids}, run, ["map@20"])["map@20"]
 
 
-def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: ProgressFn = _no_progress) -> dict:
+def finetune(dataset: Dataset, config: MiniLMConfig, folder: Path, progress: ProgressFn = no_progress) -> dict:
     """Cosine-MSE fine-tuning (§3.2, §4.2); best dev-MAP@20 weights saved to ``folder/model.pt``.
 
     Resumable: after each epoch the weights, optimizer, scheduler and early-stopping state are saved to

@@ -20,7 +20,7 @@ from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, QueryError
 from core.registry import build_command, system_dir
-from core.retrieval.base import Hits, ProgressFn, Reranker, Retriever, _no_progress, order_ties, tie_depth
+from core.retrieval.base import Hits, ProgressFn, Reranker, Retriever, no_progress, order_ties, tie_depth
 from core.data.pipeline import check_stamp, is_current, stamped, terms
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
@@ -89,7 +89,7 @@ def _folder(dataset: Dataset, variant: str | None = None):
     return system_dir(dataset.name, "bm25", variant)
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: BM25Config | None = None) -> dict:
     """Index the collection and save it with its config (seconds, not minutes)."""
     config = config or (BM25Config(*PRESETS[variant]) if variant in PRESETS else BM25Config())

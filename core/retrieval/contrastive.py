@@ -30,7 +30,7 @@ from core.artifacts import save_torch
 from core.data.datasets import Dataset
 from core.evaluation import evaluate_run
 from core.retrieval.indexing import IndexSpec
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.training import TrainLog, device, linear_warmup_decay, load_train_state, save_train_state
 
 
@@ -170,7 +170,7 @@ def encode_by_length(model: torch.nn.Module, to_ids: Callable[[list[str]], torch
 
 def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], encoder, dataset: Dataset,
         plan: TrainPlan, folder, config_key: str, reference: dict | None = None,
-        progress: ProgressFn = _no_progress, resume: bool = True, label: str = "encoder") -> tuple[TrainLog, dict]:
+        progress: ProgressFn = no_progress, resume: bool = True, label: str = "encoder") -> tuple[TrainLog, dict]:
     """Train ``model`` (ids -> L2-normalised vectors) with Eq. (6)-(7); best dev checkpoint in
     ``folder/model.pt``. Returns the TrainLog and run facts (queries, seconds, steps)."""
     from core.retrieval.negatives import bm25_negatives

@@ -21,7 +21,7 @@ import numpy as np
 from core.artifacts import save_json
 from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params
 from core.paths import artifact_dir
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
 
 
 class Encoder(Protocol):
@@ -29,7 +29,7 @@ class Encoder(Protocol):
 
     encoder_id: str  # names model + weights version; part of the embedding cache key
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray: ...
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray: ...
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -51,7 +51,7 @@ def corpus_fingerprint(corpus: dict[str, str]) -> str:
 def cached_embeddings(
     encoder: Encoder,
     corpus: dict[str, str],
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
     batch_size: int = 128,
     normalize: bool = True,
 ) -> np.ndarray:
@@ -163,7 +163,7 @@ def stored_vectors_and_index(
     what: str,
     command: str,
     fresh: bool = False,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
     batch_size: int = 256,
     normalize: bool = True,
 ):

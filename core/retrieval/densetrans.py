@@ -10,16 +10,15 @@ stopping with patience on dev Recall@100, learning curve in ``metrics.json["trai
 ``paper`` = the paper's recipe (d = 300, batch 32, τ = 1 i.e. raw cosine in Eq. (6), PyTorch's default
 init, dev = every non-test question; GPU-sized, runs on CUDA via ``core.training.device()``);
 ``quick`` = the default build: d = 60, batches of 128 queries, τ = 0.05, position embeddings
-N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (dev R@100
-0.9900 vs 0.9877, test 0.9513 vs 0.9402), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
+N(0, 0.02²), φ(q) = the mean of the words of E^N (not the paper's ``[CLS]`` row) with dropout 0.2 (both chosen
+over the paper's on dev R@100: bench/reports/first_stage.md), lr 2e-3, dev every 50 steps (dev questions + 5,000 distractors), patience 4, capped at
 600 steps (no wall-clock budget: a commit and a seed give the same model on an idle or a busy machine);
 ``full`` = ``quick`` with patience 6: the same 600-step schedule (resumable from ``last.pt``).
 Recipes (variants with their own folder, ``registry.Recipe``; each named beside the paper's): ``paper-objective`` = the
 paper's objective ([CLS] pooling, τ = 1, dropout 0.1, PyTorch's default position init) at the default build's
 CPU size (d = 60, batches of 128, lr 2e-3, 600-step cap, the same dev early stopping) in
 ``densetrans@paper-objective/``: built beside the default, never over it. A 3,000-step schedule (warm-up 300, slow decay) was measured
-worse: it stopped by patience at step 800 with best dev R@100 0.9766 (step 500) and test R@100 0.9240, against
-the 600-step schedule's 0.9842 / 0.9376 (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
+worse than the 600-step one on dev and test (both with ``[CLS]`` pooling; BENCHMARKS.md). Numbers and the measurements behind each choice:
 bench/reports/first_stage.md.
 """
 from __future__ import annotations
@@ -37,7 +36,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir, system_path
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
@@ -165,7 +164,7 @@ def _encoder(model, vocab, cfg: DenseTransConfig, encoder_id: str) -> IdsEncoder
 
 
 # ----------------------------------------------------------------------------- training
-def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = _no_progress,
+def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn = no_progress,
           resume: bool = True, label: str | None = None) -> dict:
     """Train with Eq. (6)-(7) until dev Recall@100 stops improving (``core.retrieval.contrastive``);
     the best dev checkpoint is ``folder/model.pt`` (resumes from ``last.pt`` when the config matches).
@@ -186,7 +185,7 @@ def train(dataset: Dataset, cfg: DenseTransConfig, folder, progress: ProgressFn 
 
 
 # ----------------------------------------------------------------------------- build / load
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: DenseTransConfig | None = None, tag: str | None = None,
           resume: bool = True) -> dict:
     """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over), encode
@@ -252,7 +251,7 @@ def _load_model(folder, command: str):
 
 
 def _serve(dataset: Dataset, folder, variant: str | None, command: str, index: str = DEFAULT_INDEX,
-           fresh: bool = False, progress: ProgressFn = _no_progress, search_params: str | None = None):
+           fresh: bool = False, progress: ProgressFn = no_progress, search_params: str | None = None):
     """Collection vectors (cached) + the requested faiss index (saved for the default preset)."""
     _cfg, encoder = _load_model(folder, command)
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(

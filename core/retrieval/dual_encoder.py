@@ -6,9 +6,9 @@ with Eq. (6)-(7) exactly like DenseTrans (``core.retrieval.contrastive``: batche
 train queries, one paraphrase each, in-batch softmax + BM25 hard negatives, early stopping with
 patience on dev Recall@100). Its untrained reference is ``glove-mean``.
 
-Temperature τ = 0.2, chosen on dev R@100 (a sweep with the same early-stopping rule, one seed; test R@100 in brackets):
-0.02 → 0.9907 (0.9367), 0.05 → 0.9924 (0.9406), 0.1 → 0.9937 (0.9538), **0.2 → 0.9958 (0.9533)**,
-1.0 (the raw cosine of Eq. 6) → 0.9821 (0.9027); ``bench/first_stage_train.py dual-encoder --set temperature=T``.
+Temperature τ = 0.2, the best dev R@100 of a sweep over 0.02, 0.05, 0.1, 0.2 and 1.0 (the raw cosine of
+Eq. 6) with the same early-stopping rule, one seed (``bench/first_stage_train.py dual-encoder --set
+temperature=T``; the figures: bench/reports/first_stage.md).
 
 Artifacts (``registry.system_dir(dataset, "dual-encoder")``): ``config.json``, ``vocab.json``,
 ``model.pt`` (best dev checkpoint), ``last.pt`` (resume state), ``embeddings.npy``, ``metrics.json``
@@ -25,7 +25,7 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, check_variant, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, fit
 from core.retrieval.dense import DenseRetriever
 from core.retrieval.wordmean import collection_vocab, glove_matrix, reference, serve, test_scores
@@ -72,7 +72,7 @@ def _model(vocab_size: int, pretrained=None):
     return DualEncoder(vocab_size, emb_dim=50, pad_id=0, pretrained=pretrained, linear=True, ignore_ids=(1,))
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress, variant: str | None = None,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress, variant: str | None = None,
           config: DualEncoderConfig | None = None, tag: str | None = None, resume: bool = True) -> dict:
     """Train to convergence (or the profile's cap), encode the collection, exact index; test numbers."""
     check_profile(profile)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from core.executor import cluster_cpus, executor, in_job, job_environment, worker_setup
-from core.progress import ProgressFn, _no_progress
+from core.progress import ProgressFn, no_progress
 from core.settings import settings
 
 __all__ = ["EncoderRecipe", "RAY_MIN_TEXTS", "encode_collection", "shards"]
@@ -89,7 +89,7 @@ def _use_ray(encoder: Any, n: int) -> bool:
 
 
 def encode_collection(encoder: Any, texts: list[str], batch_size: int = 128,
-                      progress: ProgressFn = _no_progress) -> np.ndarray:
+                      progress: ProgressFn = no_progress) -> np.ndarray:
     """``encoder.encode(texts)`` (rows in the order of ``texts``), on Ray Data's actor pool when it pays
     (module docstring); ``progress`` counts the texts encoded, with the time left."""
     if not _use_ray(encoder, len(texts)):

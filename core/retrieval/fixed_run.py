@@ -16,7 +16,7 @@ from pathlib import Path
 
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, NotReadyError, QueryError, StudioError
-from core.retrieval.base import Hits, ProgressFn, Ranking, Reranker, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Ranking, Reranker, Retriever, no_progress
 
 _PARSED: dict[tuple[str, int, int], dict[str, list[tuple[str, float]]]] = {}  # (path, size, mtime) -> rankings
 
@@ -96,7 +96,7 @@ class FixedRunRetriever(Retriever):
         return ranking
 
     def search_many(self, queries: Mapping[str, str], k: int = 100, ignore_identical_ids: bool = True,
-                    progress: ProgressFn = _no_progress) -> dict[str, Ranking]:
+                    progress: ProgressFn = no_progress) -> dict[str, Ranking]:
         """The run's rankings of the covered queries among ``queries`` (the others are left out)."""
         out = {q: self.lookup.ranking(q, k, {q} if ignore_identical_ids else set())
                for q in queries if q in self.lookup.rankings}
@@ -121,7 +121,7 @@ class FixedRunReranker(Reranker):
         return Ranking(self.name, kept, [scores[d] for d in kept], 0.0, {})
 
     def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Ranking], corpus: Mapping[str, str],
-                    k: int | None = None, batch_pairs: int = 2048, progress: ProgressFn = _no_progress) -> dict[str, Ranking]:
+                    k: int | None = None, batch_pairs: int = 2048, progress: ProgressFn = no_progress) -> dict[str, Ranking]:
         return {q: self.rerank(queries[q], candidates[q], corpus, k) for q in queries
                 if q in candidates and q in self.lookup.rankings}
 
@@ -144,7 +144,7 @@ class FixedRun:
             raise StudioError(f"{self.spec.name} is a fixed run of {self.spec.datasets[0]}: it has no rankings for "
                               f"{dataset.name}")
 
-    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
               variant: str | None = None) -> dict:
         """Nothing to build: read the file once (a malformed one says which line) and count what it covers."""
         from core.artifacts import save_json

@@ -55,7 +55,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, StudioError
 from core.paths import artifact_dir
 from core.registry import build_command, slug, system_dir
-from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, _no_progress, validate_query
+from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, no_progress, validate_query
 
 FUSION_METHODS = ("rrf", "combsum", "wsum")
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "wsum": "wsum"}
@@ -133,7 +133,7 @@ def parts(variant: str | None) -> list[tuple[str, str | None]]:
 
 
 def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, str | None], Mapping | None],
-                depth: int, progress: ProgressFn = _no_progress) -> dict[str, list[tuple[str, float]]] | None:
+                depth: int, progress: ProgressFn = no_progress) -> dict[str, list[tuple[str, float]]] | None:
     """A fusion's run from its parts' stored runs (``part_run(system, variant)``: ``{qid: {doc: score}}`` of a
     fresh stored run, else None), fused with the built variant's tuned parameters: exactly what
     ``FusionRetriever.search_many`` fuses when the parts' runs are their top ``DEPTH``; None when a part has no
@@ -297,7 +297,7 @@ class FusionRetriever(Retriever):
         return Ranking(self.name, [d for d, _ in fused], [s for _, s in fused], time.perf_counter() - start, stats)
 
     def search_many(self, queries: Mapping[str, str], k: int = 100, ignore_identical_ids: bool = True,
-                    progress: ProgressFn = _no_progress) -> dict[str, Ranking]:
+                    progress: ProgressFn = no_progress) -> dict[str, Ranking]:
         """Every part's ``search_many`` (self-matches dropped there), then one ranx fusion of all queries."""
         n = len(self.parts)
         per_part = []
@@ -355,7 +355,7 @@ def _retriever(dataset: Dataset, spec: FusionSpec, parts: list, params: Mapping,
     return FusionRetriever(spec, parts, params, depth)
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, *, loader: Loader) -> dict:
     """Tune the method's parameters on the dev split (ranx ``optimize_fusion``) and save them.
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from core.errors import StudioError
-from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress, validate_query
+from core.retrieval.base import ProgressFn, Ranking, Reranker, no_progress, validate_query
 
 
 class CandidateFusion(Reranker):
@@ -50,7 +50,7 @@ class CandidateFusion(Reranker):
 
     def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Ranking], corpus: Mapping[str, str],
                     k: int | None = None, batch_pairs: int = 2048,
-                    progress: ProgressFn = _no_progress) -> dict[str, Ranking]:
+                    progress: ProgressFn = no_progress) -> dict[str, Ranking]:
         """Every part's ``rerank_many`` over the full candidate lists, then one fusion of all queries."""
         n = len(self.parts)
         t0 = time.perf_counter()

@@ -14,10 +14,9 @@ preset              factory                         search params  paper
 ==================  ==============================  =============  ==============================
 
 ``auto`` is the serving default of the trained first-stage encoders: exact search below
-``EXACT_BELOW`` (1M) vectors — on the 36.7k QQP collection a batched exact search costs ~14 ms/query
-and keeps 100% of the exact top-100, while the paper's IVFPQ kept 65% of it (bench/reports/
-first_stage.md) — and HNSW above (HNSW32 efSearch 64 kept 99.8% of DenseTrans's exact top-100 on
-36.7k; not measured at 1M). The other presets stay available (Compare's index knob, ``load(index=…)``)
+``EXACT_BELOW`` (1M) vectors — on the QQP collection a batched exact search is fast and keeps the
+exact top-100, which the paper's IVFPQ does not (bench/reports/first_stage.md) — and HNSW above
+(HNSW32 efSearch 64 keeps nearly all of DenseTrans's exact top-100 on QQP; not measured at 1M). The other presets stay available (Compare's index knob, ``load(index=…)``)
 to show the ANN trade-off.
 
 Metric: inner product by default; ``IndexSpec(metric="l2")`` ranks by squared Euclidean distance

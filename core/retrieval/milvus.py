@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.errors import StudioError
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress, order_ties, tie_depth
+from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress, order_ties, tie_depth
 from core.settings import DEFAULT_MILVUS_TIMEOUT, settings
 
 DEFAULT_TIMEOUT = DEFAULT_MILVUS_TIMEOUT
@@ -296,7 +296,7 @@ def write_collection(
     index: MilvusIndex,
     batches: Iterable[list[dict]],
     expected_rows: int,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> str:
     """Write a new collection from row batches, then switch ``alias`` to it in one call; returns its name.
 
@@ -615,7 +615,7 @@ def milvus_retriever(
     index: str = "flat",
     rebuild: bool = False,
     name: str | None = None,
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> MilvusRetriever:
     """Serve a loaded first stage from Milvus: copy its collection (unless the alias already points at a
     collection with the same fingerprint, or ``rebuild``), then return a retriever over the alias.

@@ -10,7 +10,7 @@ from core.artifacts import save_json
 from core.data.datasets import Dataset
 from core.paths import artifact_dir
 from core.registry import slug
-from core.progress import ProgressFn, _no_progress
+from core.progress import ProgressFn, no_progress
 
 
 def _bm25(dataset: Dataset):
@@ -25,7 +25,7 @@ def _bm25(dataset: Dataset):
 
 
 def bm25_negatives(
-    dataset: Dataset, split: str = "train", depth: int = 100, progress: ProgressFn = _no_progress
+    dataset: Dataset, split: str = "train", depth: int = 100, progress: ProgressFn = no_progress
 ) -> dict[str, list[str]]:
     """Query id -> BM25 top-``depth`` ids minus the query and its relevant questions (best first).
 

@@ -34,7 +34,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import PRESETS, IndexSpec
 from core.registry import build_command, check_variant, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
 from core.training import (TrainLog, check_profile, device, load_train_state, profile_settings, save_train_state,
@@ -72,10 +72,10 @@ class SDMLConfig:
 
 
 # CPU recipe (quick/full), measured in bench/reports/first_stage.md "SDML-CNN convergence": with the
-# paper's random 300-d embeddings and only 7,894 training pairs (the paper: 219k) dev H@1 peaks at 0.577
-# (test 0.392) after 3 epochs, below the untrained mean-GloVe baseline (dev 0.657, test 0.449); GloVe-50d
-# input embeddings (e_dim = 50) over a vocabulary of every collection word (min_count 1, so held-out
-# questions' words keep their GloVe rows instead of a hash bin) start at dev 0.629 and keep learning.
+# paper's random 300-d embeddings and only 7,894 training pairs (the paper: 219k) dev H@1 peaks early,
+# below the untrained mean-GloVe baseline; GloVe-50d input embeddings (e_dim = 50) over a vocabulary of
+# every collection word (min_count 1, so held-out questions' words keep their GloVe rows instead of a
+# hash bin) start near that baseline and keep learning.
 _CPU = {"init": "glove", "emb_dim": 50, "vocab_from": "collection", "min_count": 1}
 PROFILES = {"paper": {},
             "quick": {**_CPU, "max_steps": 450, "eval_every": 15, "patience": 4},
@@ -240,7 +240,7 @@ def glove_mean_encode(texts: list[str]) -> np.ndarray:
 def dev_auc(encoder: IdsEncoder, dataset: Dataset, split: str = "dev") -> float:
     """ROC AUC of −‖φ(q1) − φ(q2)‖² on the labelled pairs of a split (the paper's §4.2 stopping metric;
     reported, no longer used for stopping)."""
-    from sklearn.metrics import roc_auc_score
+    from core.evaluation import roc_auc
 
     pairs = dataset.pairs[split]
     ids = sorted({q for p in pairs for q in (p.id1, p.id2)})
@@ -248,7 +248,7 @@ def dev_auc(encoder: IdsEncoder, dataset: Dataset, split: str = "dev") -> float:
     vec = encoder.encode([dataset.corpus[q] for q in ids])
     a = vec[[row[p.id1] for p in pairs]]
     b = vec[[row[p.id2] for p in pairs]]
-    return float(roc_auc_score([int(p.label > 0) for p in pairs], -((a - b) ** 2).sum(1)))
+    return roc_auc([p.label for p in pairs], -((a - b) ** 2).sum(1))
 
 
 def stopping_split(dataset: Dataset) -> str:
@@ -259,7 +259,7 @@ def stopping_split(dataset: Dataset) -> str:
     return "dev" if has_dev else "train"
 
 
-def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = _no_progress,
+def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = no_progress,
           resume: bool = True) -> dict:
     """Train with SDML (§3.1 Eq. (3)-(4)) or TL(Rand) (§3 Eq. (2)) until dev H@1 stops improving.
 
@@ -342,7 +342,7 @@ def reference_scores(dataset: Dataset) -> dict:
 TEST_METRICS = ("hit_rate@1", "hit_rate@10", "recall@100", "mrr@100")
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: SDMLConfig | None = None, tag: str | None = None,
           resume: bool = True) -> dict:
     """Train (or resume from ``last.pt`` when its config matches; ``resume=False`` starts over) until dev
@@ -404,7 +404,7 @@ def _load_model(folder, command: str):
 
 
 def _serve(dataset: Dataset, folder, command: str, index: str = DEFAULT_INDEX, fresh: bool = False,
-           progress: ProgressFn = _no_progress, search_params: str | None = None):
+           progress: ProgressFn = no_progress, search_params: str | None = None):
     cfg, encoder = _load_model(folder, command)
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(
         folder, encoder, dataset.corpus, lambda n, d: IndexSpec.from_preset(index, n, d, metric="l2"), index,

@@ -25,7 +25,7 @@ from core.data.datasets import Dataset
 from core.data.pipeline import PIPELINE_VERSION, check_stamp, is_current, stamped, subword_text
 from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, system_dir, system_path
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
 from core.retrieval.indexing import IndexSpec, build_index, load_index, save_index
 
@@ -129,7 +129,7 @@ class FolderEncoder:
         """Tokens per text on the fast path (the executor shards by length); None on sentence-transformers'."""
         return self.fast_encoder.token_lengths(texts) if self.fast else None
 
-    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = _no_progress) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         """Batched (the fast path's same-length batches, or the library's length-sorted ones), ``progress`` as it
         goes."""
         if self.fast:
@@ -162,7 +162,7 @@ class BiEncoderFolder:
         """The encoder alone (candidate-list datasets score pairs with it; no index needed)."""
         return self._encoder()
 
-    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+    def build(self, dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
               variant: str | None = None) -> dict:
         """Encode the collection (cached per model fingerprint) and save an exact index."""
         folder = system_dir(dataset.name, self.spec.name)

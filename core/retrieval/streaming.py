@@ -27,7 +27,7 @@ import numpy as np
 
 from core.data.datasets import parse_jsonl_line
 from core.errors import DataFormatError, StudioError
-from core.progress import ProgressFn, _no_progress
+from core.progress import ProgressFn, no_progress
 
 DEFAULT_CHUNK = 10_000
 
@@ -70,7 +70,7 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
 
     ``DataFormatError`` names the file and line of the first malformed document.
     """
-    from core.data.datasets import _beir_id, _check_text
+    from core.data.datasets import beir_id, check_text
 
     path = Path(folder) / "corpus.jsonl"
     if not path.is_file():
@@ -87,7 +87,7 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
             obj = parse_jsonl_line(path, lineno, line)
             if obj is None:
                 continue
-            doc_id = _beir_id(obj, path, lineno, seen)
+            doc_id = beir_id(obj, path, lineno, seen)
             seen.add(doc_id)
             parts = []
             for key in ("title", "text"):
@@ -100,7 +100,7 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
             text = " ".join(parts).strip()
             if not text:
                 raise DataFormatError(path, lineno, f"document {doc_id!r} has no title or text")
-            yield doc_id, _check_text(text, path, lineno, "document"), consumed
+            yield doc_id, check_text(text, path, lineno, "document"), consumed
 
 
 def _chunks(folder: str | Path, size: int) -> Iterator[tuple[list[str], list[str], int]]:
@@ -157,7 +157,7 @@ def encode_beir_corpus(
     encoder,
     work_dir: str | Path | None = None,
     config: StreamConfig = StreamConfig(),
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ) -> EncodedCorpus:
     """Encode ``folder/corpus.jsonl`` chunk by chunk into ``work_dir`` (resumable); see the module doc.
 
@@ -229,7 +229,7 @@ def import_beir_to_milvus(
     index: str = "flat",
     work_dir: str | Path | None = None,
     config: StreamConfig = StreamConfig(),
-    progress: ProgressFn = _no_progress,
+    progress: ProgressFn = no_progress,
 ):
     """Encode ``folder``'s corpus (resumable) and serve it from Milvus as ``<system>:milvus-<index>``.
 

@@ -21,7 +21,7 @@ from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, system_dir
-from core.retrieval.base import Hits, ProgressFn, Retriever, _no_progress
+from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
 from core.retrieval.tree_search import KMeansTree, TreeConfig
 
 
@@ -99,7 +99,7 @@ def _folder(dataset: Dataset):
     return system_dir(dataset.name, "tree-bert")
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: TreeBertConfig | None = None) -> dict:
     """k-means tree over the (cached) MiniLM collection embeddings; the same recipe in both profiles."""
     from core.retrieval import bert

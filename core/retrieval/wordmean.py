@@ -20,7 +20,7 @@ from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
 from core.registry import build_command, check_variant, system_dir
-from core.retrieval.base import ProgressFn, _no_progress
+from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.pipeline import PIPELINE_VERSION
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
@@ -65,7 +65,7 @@ def test_scores(retriever: DenseRetriever, dataset: Dataset, split: str = "test"
 
 
 def serve(name: str, folder, encoder: IdsEncoder, dataset: Dataset, what: str, command: str,
-          index: str = DEFAULT_INDEX, fresh: bool = False, progress: ProgressFn = _no_progress,
+          index: str = DEFAULT_INDEX, fresh: bool = False, progress: ProgressFn = no_progress,
           search_params: str | None = None, retriever_cls=DenseRetriever):
     """Collection vectors (stored beside the checkpoint) + the requested faiss index -> retriever."""
     vectors, faiss_index, spec, encode_seconds = stored_vectors_and_index(
@@ -125,7 +125,7 @@ def reference(dataset: Dataset, dev_distractors: int = DEV_DISTRACTORS, seed: in
     return out
 
 
-def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = _no_progress,
+def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None) -> dict:
     """Vocabulary + frozen GloVe matrix, collection vectors, exact index; dev and test numbers."""
     check_profile(profile)

@@ -22,7 +22,7 @@ import numpy as np
 
 from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
-from core.retrieval.base import ProgressFn, Ranking, Reranker, _no_progress
+from core.retrieval.base import ProgressFn, Ranking, Reranker, no_progress
 
 
 def candidate_rankings(dataset: Dataset, qids: list[str] | None = None) -> dict[str, Ranking]:
@@ -36,7 +36,7 @@ class EncoderPairScorer(Reranker):
     """A bi-encoder as a pair scorer: cosine (``metric="ip"``) or −‖q − d‖² (``metric="l2"``)."""
 
     def __init__(self, encoder, corpus: Mapping[str, str], name: str, metric: str = "ip",
-                 progress: ProgressFn = _no_progress) -> None:
+                 progress: ProgressFn = no_progress) -> None:
         from core.retrieval.dense import cached_embeddings
 
         self.name, self.encoder, self.metric = name, encoder, metric
@@ -79,7 +79,7 @@ class EncoderPairScorer(Reranker):
         return (q * d).sum(axis=1).astype(np.float64)
 
 
-def pair_scorer(system, dataset: Dataset, name: str, progress: ProgressFn = _no_progress) -> Reranker:
+def pair_scorer(system, dataset: Dataset, name: str, progress: ProgressFn = no_progress) -> Reranker:
     """A loaded system as a ranker of candidate lists: rerankers as they are, retrievers as pair scorers."""
     if isinstance(system, Reranker):
         return system

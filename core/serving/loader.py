@@ -25,7 +25,7 @@ from core.errors import BuildPendingError, MissingArtifactError, StudioError
 from core.transfer import FLAT_BELOW, check_source, portable_folder, prepare_command
 from core.registry import (SystemName, default_first_stage, get_spec, needs_training, parse_name, rerank_depth,
                            supports, system_module)
-from core.retrieval.base import ProgressFn, Reranker, Retriever, _no_progress
+from core.retrieval.base import ProgressFn, Reranker, Retriever, no_progress
 from core.settings import settings
 
 BACKENDS = ("faiss", "milvus")  # where a first stage's index is served: in process, or a Milvus server/cluster
@@ -56,7 +56,7 @@ def serving_defaults(name: str, dataset: Dataset | None = None) -> ServingDefaul
     return ServingDefaults(index=getattr(module, "DEFAULT_INDEX", None))
 
 
-def load(name: str, dataset: Dataset, variant: str | None = None, progress: ProgressFn = _no_progress,
+def load(name: str, dataset: Dataset, variant: str | None = None, progress: ProgressFn = no_progress,
          notice: Callable[[str], None] | None = None, **options) -> Retriever | Reranker:
     """Load ``name`` (``SYSTEM[@VARIANT][@TRAINED_ON]``) for ``dataset`` (see the module docstring).
 
@@ -137,7 +137,7 @@ def _interpolate(system, trained_on: str, name: SystemName, dataset: Dataset | N
 
 
 def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], None] | None, options: dict,
-                 progress: ProgressFn = _no_progress) -> None:
+                 progress: ProgressFn = no_progress) -> None:
     """Build a missing untrained system on first use (``SystemSpec.cheap``: BM25's or glove-mean's index in seconds,
     minilm-pairs' zero-shot encoding of the collection) with a one-line notice and ``progress``."""
     spec = get_spec(name.system)
@@ -164,7 +164,7 @@ def _untrained_on_candidates(name: SystemName, target: Dataset, progress: Progre
     return pair_scorer(module.load(target, variant=name.variant, **options), target, str(name), progress)
 
 
-def _portable_retriever(name: SystemName, base, target: Dataset, progress: ProgressFn = _no_progress) -> Retriever:
+def _portable_retriever(name: SystemName, base, target: Dataset, progress: ProgressFn = no_progress) -> Retriever:
     """``base``'s encoder over the target collection: vectors + index built once, then cached."""
     from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
     from core.retrieval.indexing import IndexSpec
@@ -191,7 +191,7 @@ def _portable_retriever(name: SystemName, base, target: Dataset, progress: Progr
     return cls(str(name), encoder, list(target.corpus), index, spec, vectors, list(target.corpus.values()))
 
 
-def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> dict:
+def prepare(name: str, target: Dataset, progress: ProgressFn = no_progress) -> dict:
     """Build (or reuse) what ``name`` needs on ``target``: the portable vectors and index, with progress."""
     start = time.perf_counter()
     system = load(name, target, progress=progress)
@@ -201,6 +201,6 @@ def prepare(name: str, target: Dataset, progress: ProgressFn = _no_progress) -> 
 
 
 def part_loader(dataset: Dataset,
-                progress: ProgressFn = _no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
+                progress: ProgressFn = no_progress) -> Callable[[str, str | None], Retriever | Reranker]:
     """``(system, variant) -> system`` through this loader: how a composite system (fusion) gets its parts."""
     return lambda name, variant: load(name, dataset, variant=variant, progress=progress)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from core.serving.candidates import candidate_rankings, pair_scorer, rank_candidates
 from core.data.datasets import Dataset
 from core.errors import QueryError, StudioError
-from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, _no_progress, validate_query
+from core.retrieval.base import ProgressFn, Ranking, Reranker, Retriever, no_progress, validate_query
 from core.serving.loader import FIRST_STAGE, RERANK_DEPTH
 from core.serving.loader import load as default_load
 
@@ -53,7 +53,7 @@ def loader_for(dataset: Dataset, notice: Callable[[str], None] | None = None,
                progress: ProgressFn | None = None) -> Loader:
     """The default ``(name, variant, options) -> system`` of ``dataset`` (``core.serving.loader.load``); ``progress``
     reports what loading does first (a first-use build or encoding: counts and fractions)."""
-    return lambda name, variant=None, options=(): default_load(name, dataset, variant, progress or _no_progress,
+    return lambda name, variant=None, options=(): default_load(name, dataset, variant, progress or no_progress,
                                                                 notice=notice, **dict(options))
 
 
@@ -82,7 +82,7 @@ def rank_one(run: SystemChoice, dataset: Dataset, query: str, k: int = 10, query
 
 
 def rank_many(run: SystemChoice, dataset: Dataset, queries: Mapping[str, str], k: int = 100,
-              progress: ProgressFn = _no_progress, load: Loader | None = None,
+              progress: ProgressFn = no_progress, load: Loader | None = None,
               first_stage: Mapping[str, Ranking] | None = None) -> dict[str, Ranking]:
     """Rankings of dataset queries ``{qid: text}`` (``progress`` reports query counts).
 
