@@ -165,3 +165,21 @@ def test_cli_explains_a_user_bi_encoder_and_refuses_a_fixed_run(built, capsys, t
         assert len(err.strip().splitlines()) == 1
     finally:
         registry.refresh()
+
+
+def test_top_words_of_the_model_beat_random_and_a_wrong_explanation_does_not():
+    from core.analysis.explanation_quality import pairwise_faithfulness
+
+    model = CountingModel()
+    pairs = [("How can I stop my depression ?", f"How do I overcome depression {i} ?") for i in range(40)]
+    pairs += [("What can I do to stop my depression now ?", "Is depression curable ?")] * 10
+    right = pairwise_faithfulness(pairs, lambda q, d: [(w, 1.0 if w == "depression" else .5 if w == "stop" else 0.)
+                                                       for w in q.split()], model.score_pairs)
+    wrong = pairwise_faithfulness(pairs, lambda q, d: [(w, 0.0 if w in ("depression", "stop") else 1.0)
+                                                       for w in q.split()], model.score_pairs)
+    assert right.summary["more_faithful_than_random"] and right.summary["verdict"].startswith("more faithful")
+    assert not wrong.summary["more_faithful_than_random"]
+    assert wrong.summary["verdict"].startswith("NOT more faithful than random")
+    comp = right.summary["comprehensiveness"]["top_minus_random"]
+    assert comp[1] > 0 and comp[1] <= comp[0] <= comp[2] and right.pairs == 50
+    assert right.summary["gain"] > wrong.summary["gain"]
