@@ -183,3 +183,18 @@ def test_top_words_of_the_model_beat_random_and_a_wrong_explanation_does_not():
     comp = right.summary["comprehensiveness"]["top_minus_random"]
     assert comp[1] > 0 and comp[1] <= comp[0] <= comp[2] and right.pairs == 50
     assert right.summary["gain"] > wrong.summary["gain"]
+
+
+def test_a_case_study_keeps_its_explanations_through_save_and_export():
+    from core.analysis.keywords import word_importance
+    from core.judging.case_explanations import CaseExplanation
+    from core.judging.casestudy import CaseTable, escape_markdown, to_markdown
+
+    why = word_importance(CountingModel(), "How can I stop my depression?", "How do I overcome depression?")
+    kept = CaseExplanation.of("toy-pairs", 2, "q7", why)
+    table = CaseTable("qqp-bimpm", "How can I stop my depression?", None, 3, (), explanations=(kept,))
+    again = CaseTable.from_dict(table.to_dict())
+    assert again.explanations == (kept,)
+    md = to_markdown(again)
+    assert kept.line().startswith("toy-pairs #2 (occlusion, score 0.900): query depression +0.600, stop +0.200")
+    assert escape_markdown(kept.line()) in md

@@ -57,3 +57,47 @@ def measure_caption(method: str) -> str:
     """What the colours show."""
     return (f"Colours: {METHODS[method]}. Scale per pair: white = 0, full colour = this pair's largest |importance| "
             "(red raises the score, blue lowers it); exact values on hover.")
+
+
+def render_why(result, ds, query: str, loader, key: str = "compare.why"):
+    """Compare's "why": pick a system's row, see which words of the query and of that question drove its score
+    (the system's first offered measure: occlusion wherever it scores pairs). One line when it cannot. Returns
+    the row's ``CaseExplanation`` (what a saved case study keeps), or None."""
+    import streamlit as st
+
+    from core.analysis.keywords import offered_methods, word_importance
+    from core.errors import StudioError
+    from core.registry import get_spec, parse_name
+    from ui.render import error
+
+    ok = [r for r in result.results if r.ok and r.ranking.doc_ids]
+    if not ok:
+        return None
+    labels = [r.choice.label for r in ok]
+    c1, c2 = st.columns([1, 2])
+    label = c1.selectbox("System", labels, key=f"{key}.system")
+    res = ok[labels.index(label)]
+    ids = res.ranking.doc_ids
+    rank = c2.selectbox("Row", range(len(ids)), key=f"{key}.rank.{label}",
+                        format_func=lambda i: f"#{i + 1}: {ds.display(ids[i])[:90]}")
+    if not st.checkbox("Explain this row", key=f"{key}.on"):
+        return None
+    choice = res.choice
+    spec = get_spec(parse_name(choice.name).system)
+    try:
+        loaded = loader(choice.name, choice.variant, choice.options)
+        offered = offered_methods(loaded, spec)
+        explained = word_importance(loaded, query, ds.corpus[ids[rank]], offered[0] if offered else "occlusion",
+                                    corpus=ds.corpus, spec=spec)
+    except StudioError as exc:
+        error(exc)
+        return None
+    st.text(why_line(explained))
+    st.plotly_chart(heatmap(explained), key=f"{key}.heat")
+    st.caption(measure_caption(explained.method) + " Scored on the system's own pair score (a reranker's served "
+               "ranking may also mix in its first stage's).")
+    for note in explained.notes:
+        st.caption(f"Note: {note}")
+    from core.judging.case_explanations import CaseExplanation
+
+    return CaseExplanation.of(label, rank + 1, ids[rank], explained)
