@@ -77,13 +77,17 @@ def latency(system, spec, method: str, pairs, corpus) -> dict:
 
 
 def probes(system, spec, method: str, dataset, first_stage) -> dict:
-    """The issue's two probes on an explanation: the candidate is the first stage's top hit."""
+    """The two probes of the Keywords page on an explanation: the candidate is the first stage's top hit that is
+    not the query itself."""
     from core.analysis.keywords import word_importance
+
+    from core.data.pipeline import terms
 
     out = {}
     for query, want in PROBES.items():
-        hits = first_stage.search(query, k=1)
-        cand = dataset.corpus[hits.doc_ids[0]] if hits.doc_ids else query
+        hits = first_stage.search(query, k=5)  # its top hit that is not the query itself (as `core explain`)
+        others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
+        cand = dataset.corpus[others[0]] if others else query
         w = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
         if "top2" in want:
             ok = {x.lower() for x in w.top(2)} == want["top2"]
@@ -145,12 +149,42 @@ def write(args, argv, dataset, dev, test, rows_dev, rows_test, lat, skipped, loa
     if final and decision["default"]:
         system, spec = loaded[decision["default"]["system"]]
         probe = probes(system, spec, decision["default"]["method"], dataset, load(default_first_stage(), dataset))
-    report = {"command": "python -m bench.explain_faithfulness " + " ".join(argv or []), "commit": head_commit(),
+    import sys
+
+    report = {"command": "python -m bench.explain_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv),
+              "commit": head_commit(),
               "dataset": dataset.name, "test_pairs": len(test), "dev_pairs": len(dev), "complete": final,
               "decision_rule": DECISION_RULE, **decision, "probes": probe, "test": rows_test, "dev": rows_dev,
               "latency": lat, "skipped": skipped, "seconds": round(time.time() - t0, 1)}
     write_report(args.out, report)
     Path(args.out).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+
+
+def finish(path: Path, dataset) -> int:
+    """Complete an interrupted run's report: the decision on its dev rows and the probes on that default; the
+    systems it never reached are listed as not measured."""
+    import json
+
+    from bench.reporting import write_report
+    from core.registry import default_first_stage, get_spec, list_systems, parse_name
+    from core.serving.loader import load
+
+    report = json.loads(path.read_text(encoding="utf-8"))
+    report.update(decide(report["dev"]))
+    measured = {r["system"] for r in report["dev"]} | set(report["skipped"])
+    for name in [s.name for s in list_systems() if s.pair_scoring]:
+        if name not in measured:
+            report["skipped"][name] = ("not measured: still building when the run started, or not reached before "
+                                       "it was stopped (CPU budget)")
+    if report["default"]:
+        name = report["default"]["system"]
+        spec = get_spec(parse_name(name).system)
+        report["probes"] = probes(load(name, dataset), spec, report["default"]["method"], dataset,
+                                  load(default_first_stage(), dataset))
+    report["complete"] = False
+    write_report(path, report)
+    path.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,8 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-pairs", type=int, default=20)
     ap.add_argument("--systems", default="", help="comma-separated (default: every system that scores pairs)")
     ap.add_argument("--out", default=str(REPORT))
+    ap.add_argument("--finish", action="store_true",
+                    help="an interrupted run: decide on the report's own dev rows and check the probes on the default")
     args = ap.parse_args(argv)
     dataset = load_dataset(args.dataset)
+    if args.finish:
+        return finish(Path(args.out), dataset)
     names = [s for s in args.systems.split(",") if s] or [s.name for s in list_systems() if s.pair_scoring]
     dev, test = _pairs(dataset, "dev", args.dev_pairs), _pairs(dataset, "test", args.test_pairs)
     stats = LexicalStats.from_texts(dataset.corpus.values())
