@@ -177,7 +177,7 @@ def redecide(path: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from bench.dev_decisions import frm_seed_path
     from bench.reporting import head_commit, write_report
-    from core.analysis.keyword_quality import PASS_RULE, REPORT
+    from core.analysis.keyword_quality import FRM_REPORT, PASS_RULE
     from core.analysis.keywords import METHODS
     from core.artifacts import load_json
     from core.data.datasets import load_dataset
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--pairs", type=int, default=150)
     ap.add_argument("--seeds", default="13,14")
-    ap.add_argument("--out", default=str(REPORT))
+    ap.add_argument("--out", default=str(FRM_REPORT))
     ap.add_argument("--redecide", action="store_true",
                     help="recompute the means and the decision of the report at --out from its per-seed rows")
     ap.add_argument("--reduced-train", type=int, default=0,

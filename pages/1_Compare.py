@@ -27,6 +27,7 @@ from core.analysis.compare import SystemChoice, compare, pooled_ids
 from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
 from core.errors import StudioError
+from core.retrieval.base import validate_query
 from core.judging.judgments import default_url
 from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
@@ -36,6 +37,7 @@ from core.settings import settings
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
 from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
                              summary_rows)
+from ui.explain_view import render_why
 from ui.nav import ensure_navigation
 from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
@@ -258,6 +260,19 @@ if ok:
                                             "score": st.column_config.NumberColumn(format="%.3f", width="small"),
                                             "question": st.column_config.TextColumn(width="large")})
 
+# ----------------------------------------------------------------------------- why did it rank that?
+if ok:
+    with st.expander("Why did it rank that? Word importance for any row of any system"):
+        try:
+            why_query = validate_query(typed)
+        except StudioError as exc:
+            error(exc)
+        else:
+            why = render_why(result, ds, why_query, cached_loader(ds_name))
+            if why is not None:  # kept for this query's case study (saved and exported with it)
+                kept = st.session_state.setdefault("compare.why.kept", {})
+                kept[(ds_name, typed, why.system, why.rank, why.doc_id)] = why
+
 # ----------------------------------------------------------------------------- agreement
 if len(result.rbo) >= 1:
     st.subheader("Agreement")
@@ -288,6 +303,11 @@ if len(result.rbo) >= 1:
 # ----------------------------------------------------------------------------- case study: save, export
 st.subheader("Case study")
 table = case_table(result, ds_name)
+explained = tuple(e for (d, q, *_), e in st.session_state.get("compare.why.kept", {}).items()
+                  if (d, q) == (ds_name, typed))
+if explained:
+    table = replace(table, explanations=explained)
+    st.caption(f"This case study keeps {len(explained)} explained row(s) (“why”) in its save and exports.")
 slug = (qid or "query").replace("/", "_")
 with st.expander("Export this comparison (Markdown, LaTeX, CSV)"):
     cut = st.number_input("Cut questions at (characters; 0 = never)", 0, 1000, 80, step=10, key="compare.export_cut")

@@ -1,8 +1,8 @@
-"""Keywords: FRM keyword importance, multi-level keyword sets, comparable pairs and view contributions
-for a query and two candidates side by side (layout only; everything is computed by core.rerank.frm)."""
+"""Keywords: why a system scores a (query, candidate) pair as it does, word by word, for two candidates side by
+side: any system that scores pairs (occlusion; BM25's exact terms; FRM's own w(k, q) and its keyword sets, pairs
+and views). Layout only: the weights come from core.analysis.keywords."""
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 
 import pandas as pd
@@ -10,34 +10,32 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from core.analysis.keyword_quality import keywords_default
-from core.analysis.keywords import METHODS, word_importance
+from core.analysis.keywords import METHODS, offered_methods, word_importance
 from core.errors import MissingArtifactError, StudioError
-from core.registry import (build_command, default_first_stage, display_name, get_spec, list_systems, parse_name,
-                           supports, system_module)
+from core.registry import build_command, default_first_stage, display_name, get_spec, parse_name
 from core.data.text import display_form
 from core.retrieval.base import validate_query
+from core.user_systems import source_key
 from ui.cache import system
+from ui.explain_view import explainable_systems, heatmap, measure_caption, why_line
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
 
-KEYWORDS = next(s.name for s in list_systems("reranker") if s.explains_keywords)  # FRM: keyword importance
 FIRST_STAGE = default_first_stage()  # where the candidates come from
 
 ensure_navigation()  # through app.py's grouped navigation, also on a first deep link
 st.set_page_config(page_title="Keywords · Question Retrieval Studio", page_icon="🔑", layout="wide")
 st.title("Keywords")
-st.caption("FRM (frm-multiview-chong.md §3): keyword importance w(k, q) (Eq. 7), multi-level keyword sets, "
-           "comparable keyword-set pairs with weights (Eq. 9), and each matching view's share of the score.")
+st.caption("Which words made a system score this pair as it did: occlusion (the score minus the score with the "
+           "word left out) for every system that scores pairs, BM25's exact per-term contributions, and FRM's own "
+           "keyword importance w(k, q) (frm-multiview-chong.md §3, Eq. 7) with its keyword sets, pairs and views.")
 
 params = st.query_params.to_dict()
 if params.get("dataset") and "keywords.seeded" not in st.session_state:
     st.session_state["dataset"] = params["dataset"]
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
-if not supports(get_spec(KEYWORDS), ds):
-    st.info(f"FRM is trained for question-question data (QQP); {ds_name} is not supported. Pick QQP on the home page.")
-    st.stop()
 
 # ----------------------------------------------------------------------------- query
 if "keywords.seeded" not in st.session_state:
@@ -70,53 +68,59 @@ except StudioError as exc:
     error(exc)
     st.stop()
 
-# ----------------------------------------------------------------------------- which explanation
-shown = keywords_default()  # measured on held-out pairs (bench/reports/keyword_faithfulness.json)
-VIEWS = [(f"{KEYWORDS}@{r}" if r else KEYWORDS, m) for r in (None, *[x.variant for x in get_spec(KEYWORDS).recipes])
-         for m in METHODS]
-built_views = [v for v in VIEWS if system_module(KEYWORDS).is_built(ds, variant=parse_name(v[0]).variant)]
-views = built_views or [(shown.system, shown.method)]
-default_view = (shown.system, shown.method) if (shown.system, shown.method) in views else views[0]
-if default_view != (shown.system, shown.method):  # never silently another explanation than the measured default
+# ----------------------------------------------------------------------------- which system, which measure
+shown = keywords_default()  # chosen on dev pairs, figures on held-out pairs (bench/reports/explain_faithfulness.json)
+choices = explainable_systems(ds)
+if shown.system not in choices:  # never silently another explanation than the measured default
+    base = parse_name(shown.system)
     st.warning(f"The default explanation, {display_name(shown.system)}: {METHODS[shown.method]}, is not built for "
-               f"{ds_name}; showing {display_name(default_view[0])}: {METHODS[default_view[1]]}. Build it with "
-               f"`{build_command(parse_name(shown.system).system, ds_name, parse_name(shown.system).variant)}`.")
-view = st.selectbox("Explanation", views, index=views.index(default_view), key="keywords.view",
-                    format_func=lambda v: f"{display_name(v[0])}: {METHODS[v[1]]}"
-                    + (" (default: passes the held-out checks)" if v == (shown.system, shown.method)
-                       and shown.faithful and shown.plausible else " (default)" if v == (shown.system, shown.method)
-                       else ""))
-if view == (shown.system, shown.method) and shown.comprehensiveness:
+               f"{ds_name}" + (f"; showing {display_name(choices[0])} instead" if choices else "")
+               + f". Build it with `{build_command(base.system, ds_name, base.variant)}`.")
+if not choices:
+    st.stop()
+picked_system = st.selectbox("System", choices, index=choices.index(shown.system) if shown.system in choices else 0,
+                             key="keywords.system",
+                             format_func=lambda n: display_name(n) + (" (default)" if n == shown.system else ""))
+name = parse_name(picked_system)
+spec = get_spec(name.system)
+try:
+    explainer = system(name.system, ds_name, name.variant, source=source_key(name.system))
+    offered = offered_methods(explainer, spec)
+except Exception as exc:  # noqa: BLE001 - shown, not raised (a missing artifact names its build command)
+    error(exc)
+    st.stop()
+if not offered:
+    st.info(f"{display_name(picked_system)} cannot score a (query, candidate) pair, so it has no word importance.")
+    st.stop()
+start = shown.method if picked_system == shown.system and shown.method in offered else offered[0]
+method = st.selectbox("Measure", offered, index=offered.index(start), key=f"keywords.method.{picked_system}",
+                      format_func=lambda m: METHODS[m])
+if (picked_system, method) == (shown.system, shown.method) and shown.comprehensiveness:
+    ci = shown.comprehensiveness_ci or {}
     st.caption(
-        f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. On held-out QQP pairs ({shown.report}): "
-        f"faithfulness: deleting its top-k words lowers the model's score by {shown.comprehensiveness['top']:.3f} "
-        f"(random k: {shown.comprehensiveness['random']:.3f}, bottom-k: {shown.comprehensiveness['bottom']:.3f}; "
-        f"{'passes' if shown.faithful else 'fails'}); plausibility: Spearman with IDF {shown.spearman_idf:+.2f}, "
-        f"stop words among the top 2: {shown.stop_share_top2:.0%} ({'passes' if shown.plausible else 'fails'})."
+        f"Shown: {display_name(picked_system)}, {METHODS[method]}. The default: chosen on dev pairs by a rule fixed "
+        f"in advance ({shown.report}). On held-out QQP pairs: deleting its top-k query words lowers the score by "
+        f"{shown.comprehensiveness['top']:.3f} (random k: {shown.comprehensiveness['random']:.3f}"
+        + (f", bottom-k: {shown.comprehensiveness['bottom']:.3f}" if "bottom" in shown.comprehensiveness else "")
+        + ("; difference CI " + "[{:.3f}, {:.3f}]".format(*ci["top_minus_random"][1:]) if ci else "")
+        + f"); {shown.verdict or ('passes' if shown.faithful else 'fails')}; plausibility: Spearman with IDF "
+        f"{shown.spearman_idf:+.2f}, stop words among the top 2: {shown.stop_share_top2:.0%} "
+        f"({'passes' if shown.plausible else 'fails'})."
         + (f" Measured on reduced FRM trainings ({shown.reduced}), not on this build's model." if shown.reduced else "")
-        + ("" if shown.dev_passes is None else " Chosen on dev pairs by a rule fixed in advance; on dev it "
+        + ("" if shown.dev_passes is None else " On dev it "
            + ("passes both checks for every seed." if shown.dev_passes else
               "does not pass for every seed (" + "; ".join(shown.dev_failures) + ").")))
-elif view != (shown.system, shown.method):
-    st.caption(f"Shown: {display_name(view[0])}, {METHODS[view[1]]}. Not the default view "
+else:
+    st.caption(f"Shown: {display_name(picked_system)}, {METHODS[method]}. Not the default view "
                f"({display_name(shown.system)}, {METHODS[shown.method]}); see {shown.report or 'bench/reports'} "
-               "for each view's held-out figures.")
-if shown.paper_loss_note and view[0] == KEYWORDS and view[1] == "w":
+               "for each system's held-out faithfulness figures.")
+if shown.paper_loss_note and method == "w" and spec.recipes and name.variant is None:
     st.warning(f"{shown.paper_loss_note} Pick “{display_name(shown.system)}: {METHODS[shown.method]}” above.")
-
-try:
-    frm = system(KEYWORDS, ds_name, parse_name(view[0]).variant, progress=True)
-except MissingArtifactError as exc:
-    error(exc)
-    st.stop()
-except Exception as exc:  # noqa: BLE001 - shown, not raised
-    error(exc)
-    st.stop()
 
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
 try:
-    ranking = system(FIRST_STAGE, ds_name, progress=True).search(query, k=get_spec(KEYWORDS).rerank_depth, exclude=[qid] if qid else [])
+    ranking = system(FIRST_STAGE, ds_name, progress=True).search(query, k=20, exclude=[qid] if qid else [])
     candidates = list(ranking.doc_ids)
 except MissingArtifactError as exc:
     st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
@@ -147,35 +151,6 @@ def pick_candidate(slot: str, default: int) -> str | None:
         return None
 
 
-def importance_range(weights: list[float]) -> tuple[float, float]:
-    """The heatmap's colour range: anchored at 0 (no importance) up to the largest weight, or ±the largest
-    magnitude when a weight is negative (never the shown minimum to maximum, where 0.49 and 0.63 look opposite)."""
-    top = max((abs(w) for w in weights), default=0.0) or 1.0
-    return (-top, top) if any(w < 0 for w in weights) else (0.0, top)
-
-
-def token_heatmap(e) -> go.Figure:
-    """Tokens coloured by importance (query row, candidate row) on a scale anchored at 0, no importance: from 0 to
-    the largest weight shown (weights ≥ 0, as w(k, q)), or symmetric around 0 when some are negative (a gradient
-    attribution), so two similar weights get similar colours; importance, IDF, POS on hover."""
-    width = max(len(e.query_keywords), len(e.candidate_keywords), 1)
-    z, txt, hover = [], [], []
-    for kws, imp, idf, pos in ((e.candidate_keywords, e.candidate_importance, e.candidate_idf, e.candidate_pos),
-                               (e.query_keywords, e.query_importance, e.query_idf, e.query_pos)):
-        pad = width - len(kws)
-        z.append(list(imp) + [None] * pad)
-        txt.append(list(kws) + [""] * pad)
-        hover.append([f"importance {w:.3f}, IDF {i:.2f}, POS {p}" for w, i, p in zip(imp, idf, pos)] + [""] * pad)
-    lo, hi = importance_range([w for row in z for w in row if w is not None])
-    fig = go.Figure(go.Heatmap(z=z, text=txt, texttemplate="%{text}", customdata=hover, zmin=lo, zmax=hi,
-                               colorscale="RdBu_r" if lo < 0 else "YlOrRd",
-                               hovertemplate="%{text}: %{customdata}<extra></extra>",
-                               colorbar={"title": {"text": "w(k)"}}))
-    fig.update_layout(height=190, margin={"l": 10, "r": 10, "t": 10, "b": 10},
-                      yaxis={"tickvals": [0, 1], "ticktext": ["candidate", "query"]}, xaxis={"showticklabels": False})
-    return fig
-
-
 def pair_matrix(e) -> go.Figure:
     """Comparable keyword-set pairs: q level × d level, cell = pair weight (Eq. 9)."""
     z = [[None] * len(e.candidate_levels) for _ in e.query_levels]
@@ -190,10 +165,7 @@ def pair_matrix(e) -> go.Figure:
 
 
 def show(slot: str, e) -> None:
-    st.metric(f"sim(q, d), candidate {slot}", f"{e.score:.3f}")
-    st.plotly_chart(token_heatmap(e), key=f"keywords.heat.{slot}")
-    st.caption("Colour: 0 (no importance) to the largest weight shown; symmetric around 0 when a weight is "
-               "negative. Exact values on hover and in the table below.")
+    """FRM's own parts of the score: view contributions, keyword-set pairs and levels, EFNN features."""
     st.caption("View contributions: score minus the score with that view's vector zeroed.")
     views = go.Figure(go.Bar(x=list(e.view_contributions), y=list(e.view_contributions.values())))
     views.update_layout(height=220, margin={"l": 10, "r": 10, "t": 10, "b": 10})
@@ -228,12 +200,22 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             continue
         st.text(display_form(cand) if ds.tokenized else cand)  # as people write it, not "depression ?"
         try:
-            e = frm.explain(query, cand)
-            if view[1] != "w":  # the same FRM, another attribution of its score: the heatmap shows it
-                weights = word_importance(frm, query, cand, view[1])
-                e = dataclasses.replace(e, query_importance=[x for _, x in weights.query],
-                                        candidate_importance=[x for _, x in weights.candidate])
-            show(slot, e)
+            result = word_importance(explainer, query, cand, method, corpus=ds.corpus, spec=spec)
         except StudioError as exc:
             error(exc)
-st.caption(f"Rebuild FRM with: {build_command(KEYWORDS, ds_name, parse_name(view[0]).variant)}")
+            continue
+        st.metric(f"score(q, d), candidate {slot}", f"{result.score:.3f}")
+        st.plotly_chart(heatmap(result), key=f"keywords.heat.{slot}")
+        st.caption(measure_caption(method))
+        st.text(why_line(result))
+        for note in result.notes:
+            st.caption(f"Note: {note}")
+        if result.agreement is not None:
+            st.caption(f"Spearman ρ between occlusion and the model's own w(k, q) over the query words: "
+                       f"{result.agreement:+.2f}")
+        if callable(getattr(explainer, "explain", None)):  # a keyword model (FRM): its own sets, pairs and views
+            try:
+                show(slot, explainer.explain(query, cand))
+            except StudioError as exc:
+                error(exc)
+st.caption(f"Rebuild it with: {build_command(name.system, ds_name, name.variant)}")

@@ -457,3 +457,19 @@ def test_ppi_cells_on_the_executor_give_the_numbers_of_one_loop():
     one_loop = {f"{b:.2f}": {d: simulate_cell(human, soft, model_var, uncertainty, b, d, 7, 3, systems, n_labels,
                                               PRIOR_DF) for d in DESIGNS} for b in budgets}
     assert on_executor == one_loop
+
+
+def test_explain_decision_rule_on_dev_rows():
+    """bench.explain_faithfulness.decide: only explanations more faithful than random compete; plausible ones first;
+    then the largest gain; none faithful: no default (the page keeps its earlier one)."""
+    from bench.explain_faithfulness import decide
+
+    def row(system, method, faithful, plausible, gain):
+        return {"system": system, "method": method, "more_faithful_than_random": faithful, "plausible": plausible,
+                "gain": gain, "median_ms": 1.0}
+
+    rows = [row("a", "occlusion", True, False, 3.0), row("b", "occlusion", True, True, 1.0),
+            row("c", "occlusion", False, True, 9.0)]
+    assert decide(rows)["default"] == {"system": "b", "method": "occlusion"}
+    assert decide(rows[:1])["default"] == {"system": "a", "method": "occlusion"}
+    assert decide(rows[2:])["default"] is None

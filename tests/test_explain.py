@@ -52,9 +52,25 @@ def test_explain_bad_query_is_one_line_and_exit_2(tiny_data, fresh_var, capsys, 
     assert len(err.strip().splitlines()) == 1 and err.startswith("error:")
 
 
-def test_explain_a_system_without_word_importance_says_so(built_frm, capsys):
-    code, _, err = _cli(["explain", "--system", "bm25", "How can I stop my depression?"], capsys)
-    assert code == 2 and "no per-word importance" in err and len(err.strip().splitlines()) == 1
+def test_explain_a_method_a_system_does_not_offer_says_so(built_frm, capsys):
+    code, _, err = _cli(["explain", "--system", "bm25", "--method", "w", "How can I stop my depression?"], capsys)
+    assert code == 2 and "no per-word importance by 'w'" in err and "occlusion" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_frm_shows_occlusion_beside_its_own_w_with_their_rank_agreement(built_frm, capsys):
+    from core.analysis.occlusion import spearman
+
+    query, cand = "How can I stop my depression?", "How do I overcome depression?"
+    code, out, err = _cli(["explain", "--system", "frm", "--method", "occlusion", query, "--candidate", cand,
+                           "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["method"] == "occlusion" and [w for w, _ in got["query"]] == ["How", "can", "I", "stop", "my",
+                                                                             "depression"]
+    _, out, _ = _cli(["explain", "--system", "frm", "--method", "w", query, "--candidate", cand, "--json"], capsys)
+    w = json.loads(out)["query"]
+    assert got["spearman_with_w"] == pytest.approx(spearman(got["query"], w), abs=1e-4)
 
 
 # ----------------------------------------------------------------------------- the measures

@@ -1,4 +1,5 @@
-"""AppTest: the Keywords page on a tiny trained FRM (tmp QRS_VAR), and the message when FRM is missing."""
+"""AppTest: the Keywords page on a tiny trained FRM (tmp QRS_VAR): a system picker over every system that can
+explain, its measures, a per-pair diverging heatmap, the measured default and what it says when that is missing."""
 from __future__ import annotations
 
 import pytest
@@ -28,12 +29,40 @@ def test_keywords_page_draws_heatmap(built_frm):
     assert not at.error
 
 
-def test_keywords_page_missing_frm(tiny_data, fresh_var):
+def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeypatch):
+    """Every system that can explain is offered (BM25, glove-mean and the fixture's FRM here; never a tree search);
+    BM25's exact terms sum to its score; the heatmap's scale is this pair's largest |importance|, diverging at 0."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    report = tmp_path / "explain_faithfulness.json"
+    report.write_text(json.dumps({"default": {"system": "frm", "method": "occlusion"}, "test": []}))
+    monkeypatch.setattr(keyword_quality, "REPORT", report)
     at = _app()
-    at.query_params["q"] = "How do I learn Python ?"
+    at.query_params["q"] = "How can I stop my depression?"
     at.run()
-    assert not at.exception
-    assert any("python -m core train --system frm" in e.value for e in at.error)
+    assert not at.exception, at.exception
+    from core.registry import display_name
+
+    systems = at.selectbox(key="keywords.system")
+    assert systems.value == "frm"
+    labels = list(systems.options)
+    assert all(any(label.startswith(display_name(n)) for label in labels) for n in ("bm25", "glove-mean", "frm"))
+    assert not any(label.startswith(display_name("tree-bert")) for label in labels)
+    assert at.selectbox(key="keywords.method.frm").value == "occlusion"
+    assert any("Spearman ρ between occlusion and the model's own w(k, q)" in c.value for c in at.caption)
+    systems.set_value("bm25").run()
+    assert not at.exception, at.exception
+    at.selectbox(key="keywords.method.bm25").set_value("terms").run()
+    assert not at.exception, at.exception
+    spec = json.loads(next(c for c in at.get("plotly_chart")).proto.spec)
+    trace = spec["data"][0]
+    values = [x for row in trace["z"] for x in row if x is not None]
+    assert trace["zmid"] == 0 and trace["zmax"] == pytest.approx(max(abs(x) for x in values))
+    assert trace["zmin"] == pytest.approx(-trace["zmax"])
+    assert any("exact per-term contributions" in c.value for c in at.caption)
+    assert any(t.value.startswith("bm25 (terms, score") for t in at.text)
 
 
 def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp_path, monkeypatch):
@@ -58,12 +87,13 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
     at.query_params["q"] = "How can I stop my depression?"
     at.run()
     assert not at.exception, at.exception
-    assert at.selectbox(key="keywords.view").value == ("frm", "gradient")
+    assert at.selectbox(key="keywords.system").value == "frm"
+    assert at.selectbox(key="keywords.method.frm").value == "gradient"
     caption = " ".join(c.value for c in at.caption)
     assert "Spearman with IDF +0.41" in caption and "0.300" in caption and "12%" in caption
     assert "does not pass for every seed (frm gradient seed 14: stop words in top-2 30%)" in caption, caption
     assert "reduced FRM trainings (2,000 training pairs, 2 epochs), not on this build's model" in caption
-    at.selectbox(key="keywords.view").set_value(("frm", "w")).run()
+    at.selectbox(key="keywords.method.frm").set_value("w").run()
     assert any("fails on held-out pairs" in w.value for w in at.warning)
     assert not at.exception
 
@@ -82,7 +112,7 @@ def test_keywords_page_warns_when_the_measured_default_is_not_built(built_frm, t
     at.query_params["q"] = "How can I stop my depression?"
     at.run()
     assert not at.exception, at.exception
-    assert at.selectbox(key="keywords.view").value[0] == "frm"
+    assert at.selectbox(key="keywords.system").value == "bm25"  # the first system that can explain
     warning = " ".join(w.value for w in at.warning)
     assert "is not built" in warning and "--variant=kw-loss" in warning, warning
 
@@ -94,7 +124,7 @@ def _box(at: AppTest, label: str):
 def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_zero(built_frm):
     """A new query starts the candidate boxes afresh (BM25 #1 and #2 of the new query, never the previous picks);
     the query is written to the URL, so a reload (a new session on that URL) shows it again; the heatmap's
-    colours start at 0, no importance, not at the smallest weight shown."""
+    colours are anchored at 0, no importance (white), not at the smallest weight shown."""
     import json
 
     first, second = list(built_frm.queries)[:2]
@@ -125,5 +155,6 @@ def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_ze
     assert tokens
     for fig in tokens:
         weights = [w for row in fig["data"][0]["z"] for w in row if w is not None]
-        assert fig["data"][0]["zmin"] == (0.0 if min(weights) >= 0 else -fig["data"][0]["zmax"])
+        # diverging around 0 (white: no importance), normalised per pair: never the shown minimum to maximum
+        assert fig["data"][0]["zmin"] == -fig["data"][0]["zmax"] and fig["data"][0].get("zmid") == 0.0
         assert fig["data"][0]["zmax"] == pytest.approx(max(abs(w) for w in weights))

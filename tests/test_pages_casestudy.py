@@ -86,3 +86,34 @@ def test_save_then_reopen_after_restart_with_exports(built):
     page.button(key="cases.delete.1").click().run()
     assert not page.exception
     assert any("No saved case studies" in i.value for i in page.info)
+
+
+def test_compare_why_explains_a_row_and_the_saved_case_keeps_it(built):
+    """Compare's "why": any row of any system, a heatmap and the top words in one line; the saved case study and
+    its Markdown export keep the explanation."""
+    from core.judging.casestudy import escape_markdown, to_markdown
+    from core.judging.judgments import default_url
+    from ui.cache import case_store
+
+    at = _app("pages/1_Compare.py")
+    at.query_params["qid"] = "q00000"
+    at.query_params["k"] = "3"
+    at.run()
+    assert not at.exception
+    at.selectbox(key="compare.why.system").set_value("bm25").run()
+    at.selectbox(key="compare.why.rank.bm25").set_value(1).run()
+    at.checkbox(key="compare.why.on").check().run()
+    assert not at.exception, at.exception
+    line = next(t.value for t in at.text if t.value.startswith("bm25 (occlusion, score"))
+    assert "query words" in line and "candidate words" in line
+    assert any("per pair" in c.value and "exact values on hover" in c.value for c in at.caption)
+    assert any("keeps 1 explained row" in c.value for c in at.caption)
+    at.text_input(key="compare.save_title").input("why")
+    at.text_input(key="compare.save_author").input("Ada")
+    at.button[[b.label for b in at.button].index("💾 Save this comparison")].click().run()
+    assert not at.exception
+    saved = case_store(default_url()).list()[0]
+    kept = saved.table.explanations
+    assert len(kept) == 1 and kept[0].system == "bm25" and kept[0].rank == 2 and kept[0].method == "occlusion"
+    md = to_markdown(saved.table)
+    assert "Why (word importance" in md and escape_markdown(kept[0].line()) in md

@@ -18,8 +18,9 @@ IDF, ``LexicalStats``), averaged over questions; and the share of stop words (sp
 features use) among each question's top-2 words.
 
 ``PASS_RULE`` (fixed before any result was seen) says which explanations pass; ``bench/keyword_faithfulness.py``
-measures every FRM recipe and seed and writes ``bench/reports/keyword_faithfulness.json``, whose ``default``
-(the Keywords page's default view) :func:`keywords_default` reads.
+measures every FRM recipe and seed (``FRM_REPORT``); ``bench/explain_faithfulness.py`` measures every system's
+explanations with bootstrap CIs (``REPORT``), whose ``default`` (the Keywords page's default view, chosen on dev
+pairs) :func:`keywords_default` reads; without it, the FRM report's.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from core.paths import REPO_ROOT
 KS = (1, 2, 3)
 MIN_WORDS = 4
 RANDOM_DRAWS = 2
-REPORT = REPO_ROOT / "bench" / "reports" / "keyword_faithfulness.json"
+REPORT = REPO_ROOT / "bench" / "reports" / "explain_faithfulness.json"  # every system (the page's default)
+FRM_REPORT = REPO_ROOT / "bench" / "reports" / "keyword_faithfulness.json"  # FRM's recipes and seeds
 PASS_RULE = {
     "faithful": "comprehensiveness(top-k) > comprehensiveness(random k) and > comprehensiveness(bottom-k), and "
                 "sufficiency(top-k) < sufficiency(random k), averaged over k = 1, 2, 3 on the held-out pairs",
@@ -177,6 +179,9 @@ class KeywordsDefault:
     reduced: str = ""  # set when the figures come from reduced trainings, not the default build's models
     dev_passes: bool | None = None  # the decision split: faithful and plausible for every seed measured there
     dev_failures: tuple[str, ...] = ()  # this view's failing (seed, figure) on dev, as the report states them
+    verdict: str = ""  # "more faithful than random ..." or "NOT more faithful than random: ..." (every-system report)
+    comprehensiveness_ci: dict | None = None  # {"top": [mean, low, high], ...} (every-system report)
+    sufficiency_ci: dict | None = None
 
 
 def read_report(path: Path | None = None) -> dict | None:
@@ -187,18 +192,33 @@ def read_report(path: Path | None = None) -> dict | None:
         return None
 
 
+def _means(figures: dict | None) -> dict | None:
+    """``{"top": [mean, low, high]}`` (every-system report) or ``{"top": mean}`` (FRM report) -> ``{"top": mean}``."""
+    if not figures:
+        return None
+    return {g: (v[0] if isinstance(v, list) else v) for g, v in figures.items()}
+
+
 def keywords_default(path: Path | None = None) -> KeywordsDefault:
-    """The report's ``default`` (system, method) with its held-out figures; :func:`fallback` without a report."""
-    path = Path(REPORT if path is None else path)
+    """The report's ``default`` (system, method) with its held-out figures: the every-system report's, else the
+    FRM report's; :func:`fallback` without either (or when the every-system report chose none)."""
+    if path is None:
+        path = next((p for p in (REPORT, FRM_REPORT) if (read_report(p) or {}).get("default")), REPORT)
+    path = Path(path)
     report = read_report(path)
-    if not report or "default" not in report:
+    if not report or not report.get("default"):
         return KeywordsDefault(*fallback())
     chosen = report["default"]
-    row = next((r for r in report.get("held_out", []) if r.get("system") == chosen["system"]
+    row = next((r for r in report.get("held_out") or report.get("test") or [] if r.get("system") == chosen["system"]
                 and r.get("method") == chosen["method"]), {})
-    return KeywordsDefault(system=chosen["system"], method=chosen["method"], faithful=row.get("faithful"),
-                           plausible=row.get("plausible"), comprehensiveness=row.get("comprehensiveness"),
-                           sufficiency=row.get("sufficiency"), spearman_idf=row.get("spearman_idf"),
+    ci = isinstance((row.get("comprehensiveness") or {}).get("top"), list)
+    return KeywordsDefault(system=chosen["system"], method=chosen["method"],
+                           faithful=row.get("faithful", row.get("more_faithful_than_random")),
+                           plausible=row.get("plausible"), comprehensiveness=_means(row.get("comprehensiveness")),
+                           sufficiency=_means(row.get("sufficiency")), verdict=row.get("verdict", ""),
+                           comprehensiveness_ci=row.get("comprehensiveness") if ci else None,
+                           sufficiency_ci=row.get("sufficiency") if ci else None,
+                           spearman_idf=row.get("spearman_idf"),
                            stop_share_top2=row.get("stop_share_top2"),
                            paper_loss_note=report.get("paper_loss_note", ""),
                            dev_passes=report.get("default_passes_dev"),

@@ -1,11 +1,13 @@
 """``python -m core explain --system SYSTEM QUERY [--candidate TEXT] [--method M] [--json]``.
 
 The per-word importance the Keywords page shows, from the same function
-(``core.analysis.keywords.word_importance``) over the system loaded through the one loader. Without
-``--candidate`` the candidate is BM25's top hit for the query that is not the query itself. Without
-``--system``/``--method``: the Keywords page's default (``core.analysis.keyword_quality.keywords_default``).
-``--json`` prints ``{"query": [[word, weight], ...], "candidate": [...]}``; a query with no words prints one
-line and exits 2.
+(``core.analysis.keywords.word_importance``) over any system loaded through the one loader (occlusion for every
+system that scores a pair). Without ``--candidate`` the candidate is BM25's top hit for the query that is not
+the query itself. Without ``--system``: the Keywords page's default
+(``core.analysis.keyword_quality.keywords_default``); without ``--method``: the page's method for that system,
+else the system's first offered one. ``--json`` prints ``{"query": [[word, weight], ...], "candidate": [...],
+"score": ..., ...}``; a query with no words, a candidate over ``MAX_CANDIDATE_CHARS`` or a system that cannot
+score a pair prints one line and exits 2.
 """
 from __future__ import annotations
 
@@ -15,11 +17,17 @@ import json
 from core.errors import QueryError, StudioError
 
 
+MAX_CANDIDATE_CHARS = 10_000  # a candidate may be longer than a typed query (its first 32 words are weighed)
+
+
 def _checked(text: str, what: str) -> str:
     from core.data.keywords import keyword_candidates
-    from core.retrieval.base import validate_query
+    from core.retrieval.base import MAX_QUERY_CHARS, validate_query
 
-    cleaned = validate_query(text)
+    try:
+        cleaned = validate_query(text, MAX_QUERY_CHARS if what == "query" else MAX_CANDIDATE_CHARS)
+    except QueryError as exc:
+        raise QueryError(str(exc).replace("the query", f"the {what}", 1)) from None
     if not keyword_candidates(cleaned)[0]:
         raise QueryError(f"the {what} has no words to weigh: {cleaned[:60]!r}")
     return cleaned
@@ -27,15 +35,18 @@ def _checked(text: str, what: str) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from core.analysis.keyword_quality import keywords_default
-    from core.analysis.keywords import METHODS, word_importance
+    from core.analysis.keywords import METHODS, offered_methods, word_importance
     from core.data.datasets import load_dataset
+    from core.registry import get_spec, parse_name
     from core.serving.loader import load
+    from core.serving.pair_scoring import check_spec
 
     default = keywords_default()
     system = args.system or default.system
-    method = args.method or (default.method if system == default.system else "w")
-    if method not in METHODS:
-        raise StudioError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    if args.method is not None and args.method not in METHODS:
+        raise StudioError(f"unknown method {args.method!r}; choose one of: {', '.join(METHODS)}")
+    spec = get_spec(parse_name(system).system)
+    check_spec(spec)  # a tree search or a fusion: one line before anything is loaded
     query = _checked(args.query, "query")
     dataset = load_dataset(args.dataset)
     if args.candidate is not None:
@@ -47,11 +58,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
         hits = load(default_first_stage(), dataset).search(query, k=5)  # its top hit that is not the query itself
         others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
         candidate = dataset.corpus[others[0]] if others else query
-    result = word_importance(load(system, dataset), query, candidate, method)
+    loaded = load(system, dataset)
+    offered = offered_methods(loaded, spec)
+    method = args.method or (default.method if system == default.system and default.method in offered
+                             else offered[0] if offered else "occlusion")
+    result = word_importance(loaded, query, candidate, method, corpus=dataset.corpus, spec=spec)
     if args.json:
         print(json.dumps(result.as_json(), ensure_ascii=False))
         return 0
-    print(f"{result.system}: {METHODS[method]}; sim(q, d) = {result.score:.4f}")
+    print(f"{result.system}: {METHODS[method]}; score(q, d) = {result.score:.4f}")
+    for note in result.notes:
+        print(f"note: {note}")
+    if result.agreement is not None:
+        print(f"Spearman ρ(occlusion, w(k, q)) over the query words: {result.agreement:+.3f}")
     for side, pairs, text in (("query", result.query, query), ("candidate", result.candidate, candidate)):
         print(f"{side}: {text}")
         for word, weight in sorted(pairs, key=lambda p: -p[1]):
@@ -66,7 +85,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="per-word importance of a query (and a candidate), as the Keywords page shows")
     p.add_argument("--dataset", default=DEFAULT_DATASET)
     p.add_argument("--system", help="a system that shows per-word importance (default: the Keywords page's default)")
-    p.add_argument("--method", help="w (FRM's w(k, q)) or gradient (input × gradient); default: the page's")
+    p.add_argument("--method", help="occlusion (any system that scores a pair), terms (exact, BM25), w (FRM's "
+                                    "w(k, q)) or gradient (input × gradient); default: the page's")
     p.add_argument("--candidate", help="candidate question (default: BM25's top hit for the query)")
     p.add_argument("--json", action="store_true", help='print {"query": [[word, weight], ...], "candidate": [...]}')
     p.add_argument("query")

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from core.analysis.compare import Comparison, SystemChoice, rank_biased_overlap
+from core.judging.case_explanations import CaseExplanation
 from core.evaluation import check_metrics, per_query
 from core.data.text import strip_control
 from core.errors import StudioError
@@ -335,6 +336,7 @@ class CaseTable:
     columns: tuple[CaseColumn, ...]
     ground_truth: tuple[str, ...] = ()
     baseline: str | None = None
+    explanations: tuple[CaseExplanation, ...] = ()  # "why" of rows (core.judging.case_explanations)
 
     def to_dict(self) -> dict:
         """JSON-ready form (what the case store keeps)."""
@@ -353,7 +355,8 @@ class CaseTable:
             for c in data.get("columns", ())
         )
         return cls(data["dataset"], data["query"], data.get("query_id"), int(data["k"]), cols,
-                   tuple(data.get("ground_truth", ())), data.get("baseline"))
+                   tuple(data.get("ground_truth", ())), data.get("baseline"),
+                   tuple(CaseExplanation.from_dict(e) for e in data.get("explanations", ())))
 
 
 def case_table(comparison: Comparison, dataset: str) -> CaseTable:
@@ -441,6 +444,9 @@ def to_markdown(source: CaseTable | Comparison, *, max_chars: int | None = 80, t
         for h in col.hits:
             text = escape_markdown(truncate(h.text, max_chars))
             lines.append(f"| #{h.rank} | {'**' + text + '** ✓' if h.relevant else text} |")
+    if t.explanations:  # the rows explained in Compare's "why": the words that drove each score
+        lines += ["", "Why (word importance, top words by weight):", ""]
+        lines += [f"- {escape_markdown(e.line())}" for e in t.explanations]
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ stemming, no stop-word removal; the pipeline's version is stamped into the index
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from core.artifacts import config_from_dict, load_json, save_json
 from core.data.datasets import Dataset
+from core.data.keywords import LexicalStats
 from core.errors import MissingArtifactError, QueryError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Reranker, Retriever, no_progress, order_ties, tie_depth
@@ -42,16 +44,65 @@ def tokenize(texts: list[str]) -> list[list[str]]:
 class BM25Retriever(Retriever):
     """BM25 over a collection; ``retrieve`` scores all queries of a batch with bm25s."""
 
-    def __init__(self, model: bm25s.BM25, doc_ids: list[str], config: BM25Config, name: str = "bm25") -> None:
+    def __init__(self, model: bm25s.BM25, doc_ids: list[str], config: BM25Config, name: str = "bm25",
+                 avgdl: float | None = None) -> None:
         self.model, self.doc_ids, self.config, self.name = model, np.asarray(doc_ids), config, name
         self.batch_size = 2048
+        self.avgdl = avgdl  # mean collection length in terms (saved at build; older builds: counted on first use)
+        self._stats: LexicalStats | None = None
 
     @classmethod
     def index(cls, corpus: dict[str, str], config: BM25Config = BM25Config(), name: str = "bm25") -> BM25Retriever:
         ids = list(corpus)
         model = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
-        model.index(tokenize([corpus[i] for i in ids]), show_progress=False)
-        return cls(model, ids, config, name)
+        tokenized = tokenize([corpus[i] for i in ids])
+        model.index(tokenized, show_progress=False)
+        return cls(model, ids, config, name, avgdl=float(np.mean([len(t) for t in tokenized])) if ids else 1.0)
+
+    # ------------------------------------------------------------------------- any (query, text) pair
+    def lexical_stats(self, corpus: Mapping[str, str] | None = None) -> LexicalStats:
+        """The index's own statistics as ``LexicalStats``: document frequencies and N read from the bm25s matrix,
+        the mean length saved at build (an index saved without it counts it once over ``corpus``)."""
+        if self._stats is None:
+            if self.avgdl is None:
+                if corpus is None:
+                    raise QueryError(f"{self.name}: this index was saved without its mean document length; "
+                                     "rebuild it (python -m core build --systems bm25 --force)")
+                self.avgdl = float(np.mean([len(terms(t)) for t in corpus.values()])) if corpus else 1.0
+            counts = np.diff(np.asarray(self.model.scores["indptr"]))
+            df = {token: int(counts[i]) for token, i in self.model.vocab_dict.items() if token}
+            self._stats = LexicalStats(df, int(self.model.scores["num_docs"]), float(self.avgdl),
+                                       self.config.k1, self.config.b)
+        return self._stats
+
+    def term_contributions(self, query: str, text: str,
+                           corpus: Mapping[str, str] | None = None) -> tuple[list[float], list[float]]:
+        """Exact BM25 contribution of each query term and each text term (``terms`` order, repeats included).
+
+        BM25(q, d) = Σ_{t ∈ q} idf(t) · tf(t, d)(…)/(tf(t, d) + k1(1 − b + b·|d|/avgdl)) is a sum over the query's
+        terms (a repeated query term counts each time, as bm25s scores it): a query term gets its summand; a text
+        term gets the summands of the query terms equal to it, shared equally by its occurrences. Each side sums
+        to the score."""
+        stats = self.lexical_stats(corpus)
+        q_terms, d_terms = terms(query), terms(text)
+        if not q_terms or not d_terms:
+            return [0.0] * len(q_terms), [0.0] * len(d_terms)
+        counts = Counter(d_terms)
+        unique = list(dict.fromkeys(q_terms))
+        weights = stats.bm25_weights(text, unique, counts=(np.asarray([counts.get(t, 0) for t in unique],
+                                                                     dtype=np.float32), len(d_terms)))
+        per_term = {t: float(w) for t, w in zip(unique, weights)}
+        q_count = Counter(q_terms)
+        q_side = [per_term[t] for t in q_terms]
+        d_side = [per_term.get(t, 0.0) * q_count.get(t, 0) / counts[t] for t in d_terms]
+        return q_side, d_side
+
+    def score_text_pairs(self, queries: list[str], texts: list[str],
+                         corpus: Mapping[str, str] | None = None) -> np.ndarray:
+        """BM25 of each (query, text) pair with this index's statistics, for texts inside the collection or not
+        (equal to ``retrieve``'s scores on collection texts up to float32 rounding)."""
+        return np.asarray([sum(self.term_contributions(q, d, corpus)[0]) for q, d in zip(queries, texts)],
+                          dtype=np.float64)
 
     def retrieve(self, texts: list[str], k: int) -> Hits:
         k = min(k, len(self.doc_ids))
@@ -101,7 +152,8 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
     save_json(folder / "doc_ids.json", retriever.doc_ids.tolist())
     save_json(folder / "config.json", stamped(config))
     seconds = time.perf_counter() - start
-    save_json(folder / "metrics.json", {"index_seconds": seconds, "documents": len(dataset.corpus)})
+    save_json(folder / "metrics.json", {"index_seconds": seconds, "documents": len(dataset.corpus),
+                                        "avgdl": retriever.avgdl})
     progress(1.0, f"BM25: indexed in {seconds:.1f}s")
     return {"index_seconds": seconds}
 
@@ -128,7 +180,11 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
         raise MissingArtifactError("the BM25 index", command, f"corrupt ({type(exc).__name__})") from None
     if len(doc_ids) != len(dataset.corpus):
         raise MissingArtifactError("the BM25 index", command + " --force", "stale (collection changed)")
-    return BM25Retriever(model, doc_ids, config)
+    try:
+        avgdl = (load_json(folder / "metrics.json", "the BM25 index", command) or {}).get("avgdl")
+    except MissingArtifactError:
+        avgdl = None
+    return BM25Retriever(model, doc_ids, config, avgdl=None if avgdl is None else float(avgdl))
 
 
 class BM25PairScorer(Reranker):

@@ -251,26 +251,50 @@ def test_layers_page_draws_its_charts(browser, app_server):
     shot(browser, "2_layers")
 
 
-@pytest.mark.xfail(not (ROOT / "pages" / "3_Keywords.py").exists(), strict=False, run=False,
-                   reason="pages/3_Keywords.py is not written yet (FRM engineer)")
-def test_keywords_page_charts_or_clear_not_built_message(browser, app_server):
-    """FRM trains for minutes, so it is not built on the fixture: the page must say so and how to build it.
+def _click_text(driver, selector: str, text: str) -> None:
+    """Click the first element matching ``selector`` whose text contains ``text`` (an expander, a checkbox)."""
+    el = wait_for(driver, lambda d: next((e for e in css(d, selector) if text in e.text), None), what=repr(text))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", el)
+    el.click()
+    idle(driver)
 
-    If FRM is ever part of E2E_SYSTEMS, the same query must draw the keyword charts instead.
-    """
-    from tests.e2e.conftest import E2E_SYSTEMS
 
+def _no_exception(driver, who: str) -> None:
+    time.sleep(0.5)
+    crashed = css(driver, '[data-testid="stException"]')
+    if crashed:
+        shot(driver, f"exception-{who}")
+    assert not crashed, f"{who}: " + crashed[0].text[:1500]
+
+
+def test_keywords_picker_and_compare_why_from_two_sessions_and_a_reload(browser, second_browser, app_server):
+    """The Keywords page explains with a system it can load (its system picker; the measured default or, when that
+    is not built here, a clear note naming it and its build command), and Compare's "why" explains a row of BM25:
+    heatmap and top words in one line. Two visitors at once, then a reload: no exception box."""
     open_page(browser, app_server, "Keywords?q=How%20can%20I%20learn%20Python%20quickly%20%3F")
-    wait_for(browser, lambda d: css(d, '[data-testid="stPlotlyChart"] .main-svg')
-             or any("FRM" in a.text for a in css(d, '[data-testid="stAlert"]')), what="keyword charts or a message")
-    idle(browser)
+    wait_for(browser, lambda d: css(d, '[data-testid="stPlotlyChart"] .main-svg'), what="the word heatmap")
+    assert any("System" in s.text for s in css(browser, '[data-testid="stSelectbox"]'))
+    captions = " ".join(c.text for c in css(browser, '[data-testid="stCaptionContainer"]'))
+    assert "exact values on hover" in captions and "Shown:" in captions, captions
+    alerts = " ".join(a.text for a in css(browser, '[data-testid="stAlert"]'))
+    assert not alerts or "not built" in alerts and "python -m core" in alerts, alerts
     shot(browser, "3_keywords")
-    if "frm" in E2E_SYSTEMS:
-        assert css(browser, '[data-testid="stPlotlyChart"] .main-svg')
-    else:
-        alerts = " ".join(a.text for a in css(browser, '[data-testid="stAlert"]'))
-        assert "not built" in alerts and "python -m core train --system frm" in alerts, alerts
-        assert not css(browser, '[data-testid="stPlotlyChart"]')
+
+    second_browser.get(f"{app_server}/Compare?q=How%20can%20I%20learn%20Python%20quickly%20%3F&systems=bm25&k=3")
+    wait_for(second_browser, lambda d: css(d, '[data-testid="stApp"] h1'), what="Compare's title")
+    idle(second_browser)
+    _click_text(second_browser, '[data-testid="stExpander"] summary', "Why did it rank that?")
+    _click_text(second_browser, '[data-testid="stCheckbox"] label', "Explain this row")
+    wait_for(second_browser, lambda d: any("(occlusion, score" in t.text for t in css(d, '[data-testid="stText"]')),
+             what="the row's top words")
+    wait_for(second_browser, lambda d: css(d, '[data-testid="stPlotlyChart"]'), what="the row's heatmap")  # one system: no other chart
+    shot(second_browser, "1_compare_why")
+    browser.refresh()
+    second_browser.refresh()
+    for driver, who in ((browser, "keywords after a reload"), (second_browser, "compare after a reload")):
+        wait_for(driver, lambda d: css(d, '[data-testid="stApp"] h1'), what=who)
+        idle(driver)
+        _no_exception(driver, who)
 
 
 def _store(var: Path):

@@ -1,0 +1,245 @@
+"""Word importance of every system, faithful and plausible? ERASER with bootstrap CIs on held-out QQP pairs.
+
+    python -m bench.explain_faithfulness [--dataset qqp-bimpm] [--test-pairs 500] [--dev-pairs 200]
+                                         [--systems bm25,minilm,...] [--latency-pairs 20]
+
+For every registered system that can score a (query, candidate) pair (``SystemSpec.pair_scoring``; the default:
+all of them) and is built, and every method it offers (``core.analysis.keywords.offered_methods``: occlusion for
+all, BM25's exact terms, FRM's w(k, q) and gradient), it measures on sampled pairs of the dev split (the
+decision) and of the test split (the figures reported):
+
+- faithfulness (``core.analysis.explanation_quality``): ERASER comprehensiveness and sufficiency of the top-k
+  query words against random k words, AOPC over k = 1, 2, 3, per pair in units of the system's score SD, with 95%
+  bootstrap CIs over pairs and the verdict "more faithful than random" or not;
+- plausibility (``core.analysis.keyword_quality.plausibility``): mean Spearman ρ with the collection's IDF, and
+  the stop-word share of each question's top-2 words;
+- latency: one pair explained, once loaded (median and p90 ms over ``--latency-pairs`` test pairs, after warm-up).
+
+A system not built (or still building) is listed under ``skipped`` with the reason. The decision rule below was
+written before any result was seen and is copied into the report; the issue's two probes are checked on the
+chosen default. Writes ``bench/reports/explain_faithfulness.json`` and ``.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+DECISION_RULE = (
+    "Written before any result. On the DEV pairs only: 1. candidates are the (system, method) explanations that are "
+    "more faithful than random (CI of comprehensiveness(top) − (random) above 0 and CI of sufficiency(top) − "
+    "(random) below 0). 2. Among them, those that are also plausible (mean Spearman ρ with IDF ≥ 0.2 and stop-word "
+    "share of the top-2 ≤ 0.25) come first; if none is plausible, all faithful ones. 3. The Keywords page's "
+    "default is the one with the largest gain = AOPC comprehensiveness(top − random) − AOPC sufficiency(top − "
+    "random), in units of the system's score SD; ties: the faster one (median ms per pair). 4. If no explanation is "
+    "faithful on dev, the page keeps its earlier default and the report says so. Test figures are reported, never "
+    "used to choose.")
+PROBES = {"How can I stop my depression?": {"top2": {"depression", "stop"}},
+          "What are the health benefits of green tea?": {"top4_at_least_3_of": {"health", "benefits", "green", "tea"}}}
+REPORT = Path(__file__).resolve().parent / "reports" / "explain_faithfulness.json"
+
+
+def _pairs(dataset, split: str, n: int, seed: int = 13) -> list[tuple[str, str]]:
+    pairs = dataset.pairs[split]
+    idx = np.random.default_rng(seed).choice(len(pairs), size=min(n, len(pairs)), replace=False)
+    return [(dataset.corpus[pairs[i].id1], dataset.corpus[pairs[i].id2]) for i in sorted(idx)]
+
+
+def measure(system, spec, method: str, pairs, corpus, stats, stop_words) -> dict:
+    """Faithfulness with CIs and plausibility of one explanation over ``pairs``."""
+    from core.analysis.explanation_quality import pairwise_faithfulness
+    from core.analysis.keyword_quality import plausibility
+    from core.analysis.keywords import word_importance
+    from core.serving.pair_scoring import pair_scores
+
+    weights = {(q, d): word_importance(system, q, d, method, corpus=corpus, spec=spec).query for q, d in pairs}
+    f = pairwise_faithfulness(pairs, lambda q, d: weights[(q, d)], pair_scores(system, corpus, spec))
+    p = plausibility(list(weights.values()), stats.idf, stop_words)
+    return {**f.summary, "spearman_idf": p.spearman_idf, "stop_share_top2": p.stop_share_top2,
+            "plausible": p.passes}
+
+
+def latency(system, spec, method: str, pairs, corpus) -> dict:
+    """Milliseconds to explain one pair, once loaded (two warm-up pairs first)."""
+    from core.analysis.keywords import word_importance
+
+    for q, d in pairs[:2]:
+        word_importance(system, q, d, method, corpus=corpus, spec=spec)
+    times = []
+    for q, d in pairs:
+        t0 = time.perf_counter()
+        word_importance(system, q, d, method, corpus=corpus, spec=spec)
+        times.append(1000 * (time.perf_counter() - t0))
+    return {"median_ms": round(float(np.median(times)), 1), "p90_ms": round(float(np.quantile(times, .9)), 1),
+            "pairs": len(times)}
+
+
+def probes(system, spec, method: str, dataset, first_stage) -> dict:
+    """The two probes of the Keywords page on an explanation: the candidate is the first stage's top hit that is
+    not the query itself."""
+    from core.analysis.keywords import word_importance
+
+    from core.data.pipeline import terms
+
+    out = {}
+    for query, want in PROBES.items():
+        hits = first_stage.search(query, k=5)  # its top hit that is not the query itself (as `core explain`)
+        others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
+        cand = dataset.corpus[others[0]] if others else query
+        w = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
+        if "top2" in want:
+            ok = {x.lower() for x in w.top(2)} == want["top2"]
+        else:
+            ok = len({x.lower() for x in w.top(4)} & want["top4_at_least_3_of"]) >= 3
+        out[query] = {"candidate": cand, "query": [[k, round(float(x), 4)] for k, x in w.query], "top4": w.top(4),
+                      "passes": ok}
+    return out
+
+
+def decide(dev_rows: list[dict]) -> dict:
+    """DECISION_RULE on the dev rows: the Keywords page's default (system, method), or None with the reason."""
+    faithful = [r for r in dev_rows if r["more_faithful_than_random"]]
+    if not faithful:
+        return {"default": None, "why": "no explanation is more faithful than random on dev pairs"}
+    plausible = [r for r in faithful if r["plausible"]]
+    pool = plausible or faithful
+    best = sorted(pool, key=lambda r: (-r["gain"], r.get("median_ms", 0.0)))[0]
+    return {"default": {"system": best["system"], "method": best["method"]},
+            "why": f"largest dev gain {best['gain']:+.3f} SD among the "
+                   + ("faithful and plausible" if plausible else "faithful (none plausible)") + " explanations"}
+
+
+def markdown(report: dict) -> str:
+    """The report as a short Markdown table (test pairs), the verdict per explanation, the decision and probes."""
+    lines = [f"# Word importance of every system: faithfulness on held-out QQP pairs", "",
+             f"`{report['command']}` at commit {report['commit']}; {report['test_pairs']} test pairs (the figures), "
+             f"{report['dev_pairs']} dev pairs (the decision). Units: the system's score SD over the pairs. "
+             "CIs: 95% bootstrap over pairs.", "",
+             "| system | method | comp top | comp random | suff top | suff random | ρ IDF | stop top-2 | ms/pair | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda c: f"{c[0]:.3f} [{c[1]:.3f}, {c[2]:.3f}]"  # noqa: E731
+    for r in report["test"]:
+        lat = report["latency"].get(f"{r['system']} {r['method']}", {})
+        lines.append(f"| {r['system']} | {r['method']} | {fmt(r['comprehensiveness']['top'])} | "
+                     f"{fmt(r['comprehensiveness']['random'])} | {fmt(r['sufficiency']['top'])} | "
+                     f"{fmt(r['sufficiency']['random'])} | {r['spearman_idf']:+.2f} | {r['stop_share_top2']:.0%} | "
+                     f"{lat.get('median_ms', '')} | {r['verdict']} |")
+    lines += ["", f"Decision rule: {report['decision_rule']}", "",
+              f"Default: {report['default']} ({report['why']})."]
+    if report.get("probes"):
+        lines += ["", "Probes on the default:"]
+        lines += [f"- {q}: top-4 {p['top4']} → {'passes' if p['passes'] else 'FAILS'}"
+                  for q, p in report["probes"].items()]
+    if report["skipped"]:
+        lines += ["", "Not measured: " + "; ".join(f"{k} ({v})" for k, v in report["skipped"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def write(args, argv, dataset, dev, test, rows_dev, rows_test, lat, skipped, loaded, t0, final=False) -> None:
+    """The report so far (written after each explanation, so a long run leaves what it measured), with the
+    decision and, at the end, the probes on the chosen default."""
+    from bench.reporting import head_commit, write_report
+    from core.registry import default_first_stage
+    from core.serving.loader import load
+
+    decision = decide(rows_dev)
+    probe = {}
+    if final and decision["default"]:
+        system, spec = loaded[decision["default"]["system"]]
+        probe = probes(system, spec, decision["default"]["method"], dataset, load(default_first_stage(), dataset))
+    import sys
+
+    report = {"command": "python -m bench.explain_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv),
+              "commit": head_commit(),
+              "dataset": dataset.name, "test_pairs": len(test), "dev_pairs": len(dev), "complete": final,
+              "decision_rule": DECISION_RULE, **decision, "probes": probe, "test": rows_test, "dev": rows_dev,
+              "latency": lat, "skipped": skipped, "seconds": round(time.time() - t0, 1)}
+    write_report(args.out, report)
+    Path(args.out).with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+
+
+def finish(path: Path, dataset) -> int:
+    """Complete an interrupted run's report: the decision on its dev rows and the probes on that default; the
+    systems it never reached are listed as not measured."""
+    import json
+
+    from bench.reporting import write_report
+    from core.registry import default_first_stage, get_spec, list_systems, parse_name
+    from core.serving.loader import load
+
+    report = json.loads(path.read_text(encoding="utf-8"))
+    report.update(decide(report["dev"]))
+    measured = {r["system"] for r in report["dev"]} | set(report["skipped"])
+    for name in [s.name for s in list_systems() if s.pair_scoring]:
+        if name not in measured:
+            report["skipped"][name] = ("not measured: still building when the run started, or not reached before "
+                                       "it was stopped (CPU budget)")
+    if report["default"]:
+        name = report["default"]["system"]
+        spec = get_spec(parse_name(name).system)
+        report["probes"] = probes(load(name, dataset), spec, report["default"]["method"], dataset,
+                                  load(default_first_stage(), dataset))
+    report["complete"] = False
+    write_report(path, report)
+    path.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.data.datasets import load_dataset
+    from core.data.keywords import KeywordTagger, LexicalStats
+    from core.analysis.keywords import offered_methods
+    from core.errors import StudioError
+    from core.registry import get_spec, list_systems, parse_name
+    from core.serving.loader import load
+    from core.serving.pair_scoring import check_spec
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", default="qqp-bimpm")
+    ap.add_argument("--test-pairs", type=int, default=500)
+    ap.add_argument("--dev-pairs", type=int, default=200)
+    ap.add_argument("--latency-pairs", type=int, default=20)
+    ap.add_argument("--systems", default="", help="comma-separated (default: every system that scores pairs)")
+    ap.add_argument("--out", default=str(REPORT))
+    ap.add_argument("--finish", action="store_true",
+                    help="an interrupted run: decide on the report's own dev rows and check the probes on the default")
+    args = ap.parse_args(argv)
+    dataset = load_dataset(args.dataset)
+    if args.finish:
+        return finish(Path(args.out), dataset)
+    names = [s for s in args.systems.split(",") if s] or [s.name for s in list_systems() if s.pair_scoring]
+    dev, test = _pairs(dataset, "dev", args.dev_pairs), _pairs(dataset, "test", args.test_pairs)
+    stats = LexicalStats.from_texts(dataset.corpus.values())
+    stop_words = KeywordTagger().stop_words
+
+    rows_dev, rows_test, lat, skipped, loaded = [], [], {}, {}, {}
+    t0 = time.time()
+    for name in names:
+        spec = get_spec(parse_name(name).system)
+        try:
+            check_spec(spec)
+            system = load(name, dataset)
+        except StudioError as exc:  # not built, still building, or not pair-scorable here
+            skipped[name] = str(exc).splitlines()[0][:200]
+            print(f"{name}: skipped ({skipped[name]})", flush=True)
+            continue
+        loaded[name] = (system, spec)
+        for method in offered_methods(system, spec):
+            start = time.time()
+            lat[f"{name} {method}"] = latency(system, spec, method, test[:args.latency_pairs], dataset.corpus)
+            for split, pairs, rows in (("dev", dev, rows_dev), ("test", test, rows_test)):
+                row = {"system": name, "method": method, "split": split,
+                       **measure(system, spec, method, pairs, dataset.corpus, stats, stop_words),
+                       "median_ms": lat[f"{name} {method}"]["median_ms"]}
+                rows.append(row)
+            print(f"{name} {method}: {time.time() - start:.0f}s; test {rows_test[-1]['verdict']}; "
+                  f"latency {lat[f'{name} {method}']}", flush=True)
+            write(args, argv, dataset, dev, test, rows_dev, rows_test, lat, skipped, loaded, t0)  # after each
+    write(args, argv, dataset, dev, test, rows_dev, rows_test, lat, skipped, loaded, t0, final=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Word importance drawn the same way on the Keywords page and in Compare's "why": which systems can explain, a
+per-pair heatmap on a diverging scale, and the top words named in one line."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from core.analysis.keywords import METHODS, WordImportance
+
+
+def explainable_systems(ds) -> list[str]:
+    """Every registered system (recipes included) that can score a (query, candidate) pair on ``ds`` and is built
+    there (a cheap index counts as built: the loader builds it in seconds)."""
+    from core.registry import list_systems, supports, system_module
+
+    out = []
+    for spec in list_systems():
+        if not spec.pair_scoring or not supports(spec, ds):
+            continue
+        for variant in (None, *[r.variant for r in spec.recipes]):
+            try:
+                built = spec.cheap and variant is None or system_module(spec.name).is_built(ds, variant=variant)
+            except Exception:  # noqa: BLE001 - a broken plugin is not offered (the Models page says why)
+                built = False
+            if built:
+                out.append(spec.name + (f"@{variant}" if variant else ""))
+    return out
+
+
+def heatmap(result: WordImportance, height: int = 170) -> go.Figure:
+    """Query and candidate words coloured by importance on a diverging scale normalised per pair: 0 is white, the
+    largest |importance| of this pair is full red (pulls the pair together) or full blue (pushes it apart);
+    exact values on hover."""
+    width = max(len(result.query), len(result.candidate), 1)
+    z, text, hover = [], [], []
+    for pairs in (result.candidate, result.query):  # plotly draws row 0 at the bottom
+        pad = width - len(pairs)
+        z.append([float(x) for _, x in pairs] + [None] * pad)
+        text.append([w for w, _ in pairs] + [""] * pad)
+        hover.append([f"{x:+.4f}" for _, x in pairs] + [""] * pad)
+    top = max((abs(x) for row in z for x in row if x is not None), default=0.0) or 1.0
+    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", customdata=hover, zmin=-top, zmax=top,
+                               zmid=0.0, colorscale="RdBu_r", hovertemplate="%{text}: %{customdata}<extra></extra>",
+                               colorbar={"title": {"text": result.method}}))
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 10, "b": 10}, xaxis={"showticklabels": False},
+                      yaxis={"tickvals": [0, 1], "ticktext": ["candidate", "query"]})
+    return fig
+
+
+def why_line(result: WordImportance, k: int = 3) -> str:
+    """The top words named in one line: "bm25 (occlusion): query stop, depression, my; candidate overcome, …"."""
+    q = ", ".join(w for w in result.top(k) if dict(result.query).get(w, 0) > 0) or "none raises the score"
+    d = ", ".join(w for w in result.top(k, "candidate") if dict(result.candidate).get(w, 0) > 0) or "none raises it"
+    return f"{result.system} ({result.method}, score {result.score:.3f}): query words {q}; candidate words {d}"
+
+
+def measure_caption(method: str) -> str:
+    """What the colours show."""
+    return (f"Colours: {METHODS[method]}. Scale per pair: white = 0, full colour = this pair's largest |importance| "
+            "(red raises the score, blue lowers it); exact values on hover.")
+
+
+def render_why(result, ds, query: str, loader, key: str = "compare.why"):
+    """Compare's "why": pick a system's row, see which words of the query and of that question drove its score
+    (the system's first offered measure: occlusion wherever it scores pairs). One line when it cannot. Returns
+    the row's ``CaseExplanation`` (what a saved case study keeps), or None."""
+    import streamlit as st
+
+    from core.analysis.keywords import offered_methods, word_importance
+    from core.errors import StudioError
+    from core.registry import get_spec, parse_name
+    from ui.render import error
+
+    ok = [r for r in result.results if r.ok and r.ranking.doc_ids]
+    if not ok:
+        return None
+    labels = [r.choice.label for r in ok]
+    c1, c2 = st.columns([1, 2])
+    label = c1.selectbox("System", labels, key=f"{key}.system")
+    res = ok[labels.index(label)]
+    ids = res.ranking.doc_ids
+    rank = c2.selectbox("Row", range(len(ids)), key=f"{key}.rank.{label}",
+                        format_func=lambda i: f"#{i + 1}: {ds.display(ids[i])[:90]}")
+    if not st.checkbox("Explain this row", key=f"{key}.on"):
+        return None
+    choice = res.choice
+    spec = get_spec(parse_name(choice.name).system)
+    try:
+        loaded = loader(choice.name, choice.variant, choice.options)
+        offered = offered_methods(loaded, spec)
+        explained = word_importance(loaded, query, ds.corpus[ids[rank]], offered[0] if offered else "occlusion",
+                                    corpus=ds.corpus, spec=spec)
+    except StudioError as exc:
+        error(exc)
+        return None
+    st.text(why_line(explained))
+    st.plotly_chart(heatmap(explained), key=f"{key}.heat")
+    st.caption(measure_caption(explained.method) + " Scored on the system's own pair score (a reranker's served "
+               "ranking may also mix in its first stage's).")
+    for note in explained.notes:
+        st.caption(f"Note: {note}")
+    from core.judging.case_explanations import CaseExplanation
+
+    return CaseExplanation.of(label, rank + 1, ids[rank], explained)
