@@ -14,7 +14,7 @@ def explainable_systems(ds) -> list[str]:
 
     out = []
     for spec in list_systems():
-        if not spec.pair_scoring or not supports(spec, ds):
+        if not spec.pair_scoring or spec.composite or not supports(spec, ds):
             continue
         for variant in (None, *[r.variant for r in spec.recipes]):
             try:

@@ -45,7 +45,11 @@ def encoder_pair_scores(encoder, metric: str = "ip") -> PairScores:
 
 
 def check_spec(spec) -> None:
-    """Raise the one line of a registration that cannot score a pair (``pair_scoring=False``), before loading."""
+    """Raise the one line of a registration that cannot score a pair (a fusion of rankings, or ``pair_scoring=False``),
+    before loading."""
+    if spec is not None and spec.composite:
+        raise StudioError(f"{spec.name} cannot score a (query, candidate) pair: it fuses other systems' rankings, "
+                          "so there is no pair score of its own to explain (explain one of its parts)")
     if spec is not None and not spec.pair_scoring:
         raise StudioError(f"{spec.name} cannot score a (query, candidate) pair: it is a {spec.kind_family} search "
                           "over the whole collection, so there is no pair score to explain")
