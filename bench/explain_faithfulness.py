@@ -242,4 +242,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

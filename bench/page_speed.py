@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.reporting import ROOT, head_commit, write_report
+from core.paths import var_dir
 
 PAGES = {"Home": "app.py", "Compare": "pages/1_Compare.py", "Layers": "pages/2_Layers.py",
          "Keywords": "pages/3_Keywords.py", "Annotate": "pages/4_Annotate.py",
@@ -81,7 +82,7 @@ def child(page: str, dataset_name: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--var", default=os.environ.get("QRS_VAR", str(ROOT / "var")), help="the built artifacts folder")
+    ap.add_argument("--var", default=str(var_dir()), help="the built artifacts folder (default: QRS_VAR's)")
     ap.add_argument("--dataset", default="qqp-bimpm")
     ap.add_argument("--pages", default=",".join(PAGES), help=f"comma-separated, of: {', '.join(PAGES)}")
     ap.add_argument("--out", default=str(ROOT / "bench" / "reports" / "page_speed.json"))
@@ -119,4 +120,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from core.cli.main import guarded
+
+    raise SystemExit(guarded(main))

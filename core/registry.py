@@ -196,12 +196,13 @@ SYSTEMS: tuple[SystemSpec, ...] = (
                                "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
                                "the paper (weight 1); over five training seeds its mean dev pair AUC is above Eq. "
                                "(18) alone's by a margin the seed-level test does not separate from zero "
-                               "(bench/reports/dev_decisions.json); the Keywords page's default explainer (its w(k, q) "
-                               "passes the held-out faithfulness and plausibility checks, the paper loss's does not: "
-                               "bench/reports/keyword_faithfulness.json); otherwise as the default: all-MiniLM-L6-v2 "
+                               "(bench/reports/dev_decisions.json); FRM's explanation of choice (its w(k, q) passes the "
+                               "held-out faithfulness and plausibility checks, the paper loss's does not: "
+                               "bench/reports/keyword_faithfulness.json; the Keywords page's default across every "
+                               "system: bench/reports/explain_faithfulness.json); otherwise as the default: all-MiniLM-L6-v2 "
                                "frozen (paper: BERT fine-tuned), new layers at lr 1e-3, 3-epoch cap; "
                                + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
-                               default_build="the Keywords page's default explanation (decision rule of "
+                               default_build="FRM's explanation of choice (decision rule of "
                                              "bench/keyword_faithfulness.py, on dev pairs)"),),
                family="reranker", reference="minilm-pairs", explains_keywords=True),
     SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",

@@ -5,6 +5,6 @@
 LABEL_SOURCES = ("dataset", "judgments", "both")
 
 __all__ = [  # what other packages may import (tests/test_package_surface.py)
-    "LABEL_SOURCES", "budget", "compare", "error_analysis", "held_out", "keyword_quality", "keywords", "layers", "ppi", "runs",
-    "significance"
+    "LABEL_SOURCES", "budget", "compare", "error_analysis", "explanation_quality", "held_out", "keyword_quality",
+    "keywords", "layers", "occlusion", "ppi", "runs", "significance"
 ]

@@ -349,8 +349,9 @@ def test_annotate_labels_a_pooled_result_with_the_keyboard(browser, app_server, 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))
         ds = load_dataset(DATASET)
-    two = next(j for j in mine if j.label == 2)  # the item judged in item mode: its query and text were shown
-    assert texts == [ds.queries[two.query_id].strip(), ds.display(two.doc_id).strip()], texts
+    two = next(j for j in mine if j.label == 2)  # the item judged in item mode: its query (as people wrote it,
+    # not the stored tokenized form) and its text were shown
+    assert texts == [ds.display_query(two.query_id).strip(), ds.display(two.doc_id).strip()], texts
 
 
 def test_error_analysis_exports_the_judgments_as_qrels(browser, app_server, e2e_var, downloads):
