@@ -187,6 +187,42 @@ def finish(path: Path, dataset) -> int:
     return 0
 
 
+def latency_report(names: list[str], pairs, dataset, out: Path, argv) -> int:
+    """One pair explained, once loaded, for every system of ``names`` and method it offers (:func:`latency`),
+    the 1-minute load average before and after each and the Python speed probe: ``out``."""
+    import os
+    import sys
+
+    from bench.error_analysis_speed import python_speed
+    from bench.reporting import head_commit, write_report
+    from core.analysis.keywords import offered_methods
+    from core.errors import StudioError
+    from core.registry import get_spec, parse_name
+    from core.serving.loader import load
+    from core.serving.pair_scoring import check_spec
+
+    rows, skipped = [], {}
+    probe = python_speed()
+    for name in names:
+        spec = get_spec(parse_name(name).system)
+        try:
+            check_spec(spec)
+            system = load(name, dataset)
+        except StudioError as exc:
+            skipped[name] = str(exc).splitlines()[0][:200]
+            continue
+        for method in offered_methods(system, spec):
+            before = os.getloadavg()[0]
+            got = latency(system, spec, method, pairs, dataset.corpus)
+            rows.append({"system": name, "method": method, **got, "load_before": round(before, 2),
+                         "load_after": round(os.getloadavg()[0], 2)})
+            print(rows[-1], flush=True)
+    write_report(out, {"command": "python -m bench.explain_faithfulness " + " ".join(argv or sys.argv[1:]),
+                       "commit": head_commit(), "dataset": dataset.name, "pairs": len(pairs),
+                       "python_speed_s": probe, "rows": rows, "skipped": skipped})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from core.data.datasets import load_dataset
     from core.data.keywords import KeywordTagger, LexicalStats
@@ -203,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-pairs", type=int, default=20)
     ap.add_argument("--systems", default="", help="comma-separated (default: every system that scores pairs)")
     ap.add_argument("--out", default=str(REPORT))
+    ap.add_argument("--latency-only", metavar="OUT", default=None,
+                    help="measure only one pair's explanation time per system and method (--latency-pairs test "
+                         "pairs), with the load average, into the report OUT")
     ap.add_argument("--finish", action="store_true",
                     help="an interrupted run: decide on the report's own dev rows and check the probes on the default")
     args = ap.parse_args(argv)
@@ -216,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows_dev, rows_test, lat, skipped, loaded = [], [], {}, {}, {}
     t0 = time.time()
+    if args.latency_only:
+        return latency_report(names, test[:args.latency_pairs], dataset, Path(args.latency_only), argv)
     for name in names:
         spec = get_spec(parse_name(name).system)
         try:
