@@ -10,11 +10,12 @@ Reported: both encoding times and their ratio (goal ≤ 1.5), max |Δ| of my-min
 process (goal ≤ 1e-5) and against the built-in's on every text of at most 64 tokens (the longer ones differ by the
 max length, counted), the load average and the Python speed probe. Usage:
 
-    python -m bench.encode_speed [--var /tmp/qrs-encode-speed] [--out bench/reports/encode_speed.json]
+    python -m bench.encode_speed [--var DIR] [--out bench/reports/encode_speed.json]
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
 import json
 import os
 import platform
@@ -35,7 +36,7 @@ REPORTS = Path(__file__).resolve().parent / "reports"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
-    ap.add_argument("--var", default="/tmp/qrs-encode-speed")
+    ap.add_argument("--var", default=str(Path(tempfile.gettempdir()) / "qrs-encode-speed"))
     ap.add_argument("--out", default=str(REPORTS / "encode_speed.json"))
     args = ap.parse_args()
     shutil.rmtree(args.var, ignore_errors=True)

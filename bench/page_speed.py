@@ -1,6 +1,6 @@
 """Page speed: seconds for the server to draw each page, cold and warm, on a built artifacts folder.
 
-    python -m bench.page_speed [--var /work/qrs-var] [--pages Home,Models,Layers,Compare] [--out bench/reports/page_speed.json]
+    python -m bench.page_speed [--var DIR] [--pages Home,Models,Layers,Compare] [--out bench/reports/page_speed.json]
 
 Each page runs through Streamlit's AppTest (the page's script as ``streamlit run`` runs it, no browser):
 

@@ -6,11 +6,12 @@ jobs) with ``QRS_VAR`` on an empty folder, the load average and the Python speed
 checks every training curve, best dev, stopping step and held-out score against the committed report (equal
 curves are the evidence that the parallel build trained the same models). Usage:
 
-    python -m bench.parallel_build [--var /tmp/qrs-parallel] [--out bench/reports/parallel_build.json]
+    python -m bench.parallel_build [--var DIR] [--out bench/reports/parallel_build.json]
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
 import json
 import os
 import platform
@@ -51,7 +52,7 @@ def compare(rows: list[dict], committed: list[dict]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="qqp-bimpm")
-    ap.add_argument("--var", default="/tmp/qrs-parallel-build")
+    ap.add_argument("--var", default=str(Path(tempfile.gettempdir()) / "qrs-parallel-build"))
     ap.add_argument("--out", default=str(REPORTS / "parallel_build.json"))
     ap.add_argument("--stopped", metavar="NOTE",
                     help="report a build that was stopped before it finished (its folder as it is, what ran beside "
