@@ -113,13 +113,12 @@ def evaluate_run(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Ranking] | Run,
     metrics: list[str] | tuple[str, ...] = DEFAULT_METRICS,
+    ties: str | None = None,
 ) -> dict[str, float]:
-    """Mean of each metric over the queries of ``qrels`` (a query the run misses scores 0)."""
-    metrics = check_metrics(metrics)
-    qrels_obj = to_qrels(qrels)
-    run = comparable(as_run(run), qrels_obj)
-    scores = evaluate(qrels_obj, run, metrics, make_comparable=True)
-    return {m: float(scores[m]) if len(metrics) > 1 else float(scores) for m in metrics}
+    """Mean of each metric over the queries of ``qrels`` (a query the run misses scores 0), score ties broken
+    by the contract's rule (``per_query_metrics``), so a trainer's dev number and a page's number agree."""
+    per = per_query_metrics(qrels, run, metrics, ties)
+    return {m: _mean(values.values()) for m, values in per.items()}
 
 
 def per_query(

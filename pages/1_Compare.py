@@ -27,6 +27,7 @@ from core.analysis.compare import SystemChoice, compare, pooled_ids
 from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
 from core.errors import StudioError
+from core.evaluation import tie_note
 from core.retrieval.base import validate_query
 from core.judging.judgments import default_url
 from core.transfer import system_choices
@@ -231,6 +232,8 @@ summary = summary_rows(result)
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,
              column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f"),
                             "status": st.column_config.TextColumn("status", width="medium")})
+if any(r.metrics for r in result.results if r.ok):
+    st.caption(f"Per-query metrics against the dataset's qrels; {tie_note()}, as in `core eval` and Error Analysis.")
 for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
     for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):

@@ -67,6 +67,7 @@ def test_compare_summary_and_models_status_show_no_none_and_fit(built):
     the Models status table and Home's query splits likewise (no cut value)."""
     import json
 
+    from core.evaluation import tie_note
     from tests.conftest import app_test
 
     at = app_test("pages/1_Compare.py").run()
@@ -77,6 +78,10 @@ def test_compare_summary_and_models_status_show_no_none_and_fit(built):
     assert summary.proto.placeholder == "—"
     config = json.loads(summary.proto.columns)
     assert config["status"]["width"] == "medium"
+    assert not any("ties:" in c.value for c in at.caption)  # a typed question has no qrels: no metrics, no rule
+    at.button[0].click().run()  # 🎲 a dataset query with known paraphrases: per-query metrics, and their tie rule
+    assert not at.exception, at.exception
+    assert any(tie_note() in c.value for c in at.caption), [c.value for c in at.caption]
     home = app_test("app.py").run()
     assert not home.exception, home.exception
     splits = next(m for m in home.metric if m.label == "Query splits")
