@@ -22,6 +22,7 @@ from core.errors import StudioError
 
 PREFIX = "QRS_"
 DEFAULT_DB_LOCK_TIMEOUT = 10.0  # seconds a judgments write waits for the database lock
+DEFAULT_PAGE_WAIT = 2.0  # seconds a page waits for a system's first load before drawing without it
 MAX_DB_LOCK_TIMEOUT = 3600.0
 DEFAULT_MILVUS_TIMEOUT = 5.0  # seconds to connect to Milvus
 DEFAULT_MAX_TEXT_CHARS = 20_000  # longest text a dataset file may hold; QQP's longest is 756
@@ -47,6 +48,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("QRS_DATA", "`data/` in the repository", "folder of the bundled datasets"),
     Variable("QRS_DATASET", "`qqp-bimpm`", "the dataset the app opens with"),
     Variable("QRS_AUTOBUILD", "`1`", "`0` stops the app from starting the default build in the background"),
+    Variable("QRS_PAGE_WAIT", f"`{DEFAULT_PAGE_WAIT:g}`", "seconds a page waits for a system's first load in "
+             "this server before drawing without it (the load goes on in the background and the page fills in; ≥ 0)"),
     Variable("QRS_DB_URL", "`sqlite:///$QRS_VAR/judgments.sqlite`", "SQLAlchemy URL of the judgments "
              "database (`sqlite:///PATH` or `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`)"),
     Variable("QRS_DB_LOCK_TIMEOUT", f"`{DEFAULT_DB_LOCK_TIMEOUT:g}`", "seconds a judgment write waits for the "
@@ -126,6 +129,11 @@ class Settings:
         if raw in _FALSE:
             return False
         raise SettingsError(f"QRS_AUTOBUILD: must be 1 or 0, got {raw!r}")
+
+    @property
+    def page_wait(self) -> float:
+        """``QRS_PAGE_WAIT``: seconds a page waits for a first load (``ui.background_loads``)."""
+        return self._number("QRS_PAGE_WAIT", DEFAULT_PAGE_WAIT, "a number of seconds ≥ 0", lambda v: v >= 0)
 
     # ------------------------------------------------------------------ judgments database
     @property

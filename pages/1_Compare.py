@@ -35,6 +35,7 @@ from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
+from ui.background_loads import refresh_when_loaded
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels
 from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
                              summary_rows)
@@ -209,7 +210,7 @@ def _user_labels(query: str) -> dict[str, int]:
 
 
 try:
-    result = compare(ds, typed, choices, cached_loader(ds_name, progress=True), k=k, query_id=qid,
+    result = compare(ds, typed, choices, cached_loader(ds_name, background=True), k=k, query_id=qid,
                      baseline=None if baseline == "(none)" else baseline, user_labels=_user_labels(typed))
 except StudioError as exc:
     error(exc)
@@ -228,6 +229,7 @@ st.caption(MARKS)
 for res in result.results:
     if not res.ok:
         system_problem(res.choice.label, res.error, res.not_ready)
+refresh_when_loaded()  # systems this server has not loaded yet fill in when their background loads end
 summary = summary_rows(result)
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,
              column_config={"ms": st.column_config.NumberColumn("ms", format="%.1f"),

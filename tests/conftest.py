@@ -17,9 +17,10 @@ TINY_DATA = FIXTURES / "data"
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_artifacts(tmp_path_factory):
     """A session-wide QRS_VAR so tests never read or write the real artifacts folder."""
-    old = {k: os.environ.get(k) for k in ("QRS_VAR", "QRS_AUTOBUILD")}
+    old = {k: os.environ.get(k) for k in ("QRS_VAR", "QRS_AUTOBUILD", "QRS_PAGE_WAIT")}
     os.environ["QRS_VAR"] = str(tmp_path_factory.mktemp("var"))
     os.environ["QRS_AUTOBUILD"] = "0"
+    os.environ["QRS_PAGE_WAIT"] = "600"  # pages wait for their loads (one test checks the background path with 0)
     yield
     for k, v in old.items():
         if v is None:

@@ -1,49 +1,48 @@
-"""A first use that builds or encodes shows a progress bar with counts and time left on the pages (the loader gets
-the page's progress callback through ``ui.cache``), never a bare spinner."""
+"""A first use that builds or encodes shows its progress with counts and time left on the pages (the loader gets
+a progress callback through ``ui.cache``: a bar, or Compare's background load line), never a bare spinner."""
 from __future__ import annotations
-
-import pytest
 
 from tests.conftest import app_test
 
 
-class _Recorder:
-    """Stands in for ``ui.cache.LoadBar``: keeps every report."""
+def test_compare_never_waits_for_a_first_use_build_it_loads_in_the_background(tiny_data, fresh_var, monkeypatch):
+    """Compare's first visit draws at once: a system this process has not loaded says so as information, with
+    the load's progress (counts, time left) refreshed below; once the load ends, the next run shows its results
+    and no loading line; the load reported its indexing to the end."""
+    import threading
+    import time
 
-    made: list["_Recorder"] = []
-
-    def __init__(self, title: str) -> None:
-        self.title, self.reports, self.closed = title, [], False
-        _Recorder.made.append(self)
-
-    def __call__(self, fraction: float, message: str) -> None:
-        self.reports.append((fraction, message))
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@pytest.fixture
-def recorder(monkeypatch):
     import streamlit as st
 
-    import ui.cache
+    import core.serving.loader
+    import ui.background_loads as bg
 
+    monkeypatch.setenv("QRS_PAGE_WAIT", "0")
     st.cache_resource.clear()
-    _Recorder.made = []
-    monkeypatch.setattr(ui.cache, "LoadBar", _Recorder)
-    yield _Recorder
-    st.cache_resource.clear()
+    gate, reports, real = threading.Event(), [], core.serving.loader.load
 
+    def held(*args, **kwargs):  # the load waits until the page has drawn once
+        gate.wait(60)
+        return real(*args, **kwargs)
 
-def test_compare_draws_the_first_use_build_of_a_system(tiny_data, fresh_var, recorder):
+    monkeypatch.setattr(core.serving.loader, "load", held)
+    monkeypatch.setattr(bg.Load, "progress", lambda self, f, m: (reports.append((f, m)), setattr(self, "message", m)))
     at = app_test("pages/1_Compare.py").run()
     at.multiselect(key="compare.systems").set_value(["bm25"]).run()
     at.text_input(key="compare.query").input("How do I learn Python fast ?").run()
-    assert not at.exception
-    bars = [r for r in recorder.made if r.reports]
-    assert bars and bars[0].title == "Loading bm25" and bars[0].closed
-    assert any("indexing" in m for _, m in bars[0].reports) and bars[0].reports[-1][0] == 1.0
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert any("bm25: loading in the background" in i.value for i in at.info), [i.value for i in at.info]
+    assert any("Loading in the background" in c.value and "bm25" in c.value for c in at.caption)
+    gate.set()
+    deadline = time.monotonic() + 120
+    while bg.loading():
+        assert time.monotonic() < deadline, "the background load did not end"
+        time.sleep(0.1)
+    at.run()
+    assert not at.exception and not any("loading in the background" in i.value for i in at.info)
+    assert any("bm25" in d.value.columns.tolist() or "system" in d.value.columns for d in at.dataframe)
+    assert any("indexing" in m for _, m in reports) and reports[-1][0] == 1.0
+    st.cache_resource.clear()
 
 
 def test_load_bar_says_counts_and_time_left(monkeypatch):

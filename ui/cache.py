@@ -36,13 +36,15 @@ _LOADING_GUARD = threading.Lock()
 
 
 def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = "",
-           progress: bool = False):
+           progress: bool = False, background: bool = False):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
     (key, value) pairs, hashable), loaded once per process (``result_cache("systems")``, one load at a time per
     key). ``source`` keys a user system's model folder or run file (``core.user_systems.source_key``): a changed
     one loads anew. ``progress``: whatever the first use builds or encodes (an index, a zero-shot system's or a
     researcher's bi-encoder's collection vectors) draws a progress bar with its count and time left on the page;
-    only a page's own call passes it, never one inside a ``st.cache_*`` function (that would replay the bar)."""
+    only a page's own call passes it, never one inside a ``st.cache_*`` function (that would replay the bar).
+    ``background``: a system not loaded yet loads on ``ui.background_loads``' thread and this call raises its
+    ``LoadingError`` (the page draws the rest and reruns when it is loaded)."""
     from core.serving.loader import load
 
     if variant and get_spec(name.split("@", 1)[0]).composite:
@@ -52,6 +54,12 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
     hit = cache.get(key, _MISSING)
     if hit is not _MISSING:
         return hit
+    if background:
+        from ui.background_loads import system_in_background
+
+        ds = dataset(dataset_name)
+        return system_in_background(key, name + (f"@{variant}" if variant else ""), cache,
+                                    lambda p: load(name, ds, variant=variant, progress=p, **dict(options)))
     with _LOADING_GUARD:
         lock = _LOADING.setdefault(key, threading.Lock())
     with lock:
@@ -95,13 +103,14 @@ class LoadBar:
             self.bar.empty()
 
 
-def cached_loader(dataset_name: str, progress: bool = False):
+def cached_loader(dataset_name: str, progress: bool = False, background: bool = False):
     """The runner's ``(name, variant, options) -> system`` over this process's cached systems; ``progress``: a page's
-    own call (not inside a ``st.cache_*`` function) draws first-use builds and encodings as a bar (``system``)."""
+    own call (not inside a ``st.cache_*`` function) draws first-use builds and encodings as a bar; ``background``:
+    a system not loaded yet loads off the page's thread (``system``)."""
     from core.user_systems import source_key
 
     return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name),
-                                                         progress)
+                                                         progress, background)
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
