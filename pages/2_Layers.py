@@ -8,6 +8,7 @@ import streamlit as st
 from core.errors import StudioError
 from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
 from core.registry import default_first_stage, list_systems, supports
+from ui.background_loads import LoadingError, in_background, refresh_when_loaded
 from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, layer_fn, layer_source, layer_sources,
                       recall_curve, system)
 from ui.nav import ensure_navigation
@@ -53,17 +54,17 @@ fig = go.Figure()
 notes = []
 curves = {}
 for color, label in zip(COLORS, chosen):
-    curve = layer_curve_cached(label, ds_name, n, negatives, int(seed))
-    if curve is None:  # computed here, with this session's own progress bar (never inside a st.cache_*)
-        bar = st.progress(0.0, text=f"{label}: 0/{n} queries")
-        try:
-            curve = layer_curve(label, ds_name, n, negatives, int(seed),
-                                progress=lambda f, m, bar=bar: bar.progress(min(1.0, f), text=m))
-        except StudioError as exc:
-            notes.append(f"{label}: {exc}")
-            continue
-        finally:
-            bar.empty()
+    try:  # a curve not computed in this server yet: in the background, the page fills in (ui.background_loads)
+        curve = in_background(("layer_curve", label, ds_name, n, negatives, int(seed)), label,
+                              lambda p, label=label: layer_curve(label, ds_name, n, negatives, int(seed), progress=p),
+                              lambda label=label: layer_curve_cached(label, ds_name, n, negatives, int(seed)),
+                              doing="computing its curve")
+    except LoadingError as exc:
+        st.info(str(exc), icon="⏳")
+        continue
+    except StudioError as exc:
+        notes.append(f"{label}: {exc}")
+        continue
     curves[label] = curve
     paper = curve.paper
     x = list(range(curve.n_layers))
@@ -79,6 +80,7 @@ for color, label in zip(COLORS, chosen):
         notes.append(f"{label}: the paper's measure excluded {int(paper.excluded.sum())} triples in all "
                      f"(per layer: {', '.join(str(int(e)) for e in paper.excluded)} of {curve.n_triples}) "
                      "whose cosine to q⁺ or q⁻ is ≤ 0 (no log)")
+refresh_when_loaded()  # the curves still computing: their progress, and the page redrawn when they are done
 st.caption("Layer 0 is the input layer: its [CLS] vector is the same for every question (token + position "
            "embedding only), so [CLS] curves start at AUC 0.5 and a paper gap of 0 by construction. DenseTrans's "
            "layers are pooled the way its model was trained: the mean of the words in the quick and full profiles, "

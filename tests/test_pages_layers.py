@@ -104,3 +104,29 @@ def test_layers_preselects_only_what_the_default_build_builds(built):
     chosen = at.multiselect(key="layers.sources").value
     assert chosen == ["MiniLM [CLS]", "MiniLM mean", "DenseTrans"], chosen  # not the −AllDense ablation
     assert "DenseTrans -AllDense" in at.multiselect(key="layers.sources").options
+
+
+def test_layers_computes_a_new_curve_in_the_background_and_fills_in(built_minilm, monkeypatch):
+    """A visit never waits for a curve: with no wait allowed, the first run says it is computing in the background
+    (with its progress below) and draws no chart; once done, the next run draws it from the cache."""
+    import time
+
+    import ui.background_loads as bg
+
+    monkeypatch.setenv("QRS_PAGE_WAIT", "0")
+    at = app_test("pages/2_Layers.py")
+    at.session_state["layers.sources"] = ["MiniLM mean"]
+    at.session_state["layers.n"] = 40
+    at.run()
+    assert not at.exception, at.exception
+    assert any("MiniLM mean: computing its curve in the background" in i.value for i in at.info), \
+        [i.value for i in at.info]
+    traces = lambda: [t.get("name") for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]]
+    assert "MiniLM mean" not in traces()
+    deadline = time.monotonic() + 300
+    while bg.loading():
+        assert time.monotonic() < deadline, "the curve was not computed"
+        time.sleep(0.2)
+    at.run()
+    assert not at.exception and not any("in the background" in i.value for i in at.info)
+    assert "MiniLM mean" in traces()

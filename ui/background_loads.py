@@ -1,4 +1,4 @@
-"""System loads off the page's thread: a page visit never waits for a model to load.
+"""Loads off the page's thread: a page visit never waits for a model to load or a curve to be computed.
 
 A page that asks for a system this server process has not loaded yet waits ``QRS_PAGE_WAIT`` seconds (default 2)
 for it, then gets :class:`LoadingError` (a ``NotReadyError``: shown as information) while one background thread
@@ -22,8 +22,7 @@ from core.errors import NotReadyError
 from core.progress import ProgressFn
 from core.settings import settings
 
-__all__ = ["Load", "LoadingError", "loading", "refresh_when_loaded", "start_load", "system_in_background",
-           "take_failure"]
+__all__ = ["Load", "LoadingError", "in_background", "loading", "refresh_when_loaded", "start_load", "take_failure"]
 
 POLL_SECONDS = 1.0
 
@@ -63,10 +62,9 @@ _GUARD = threading.Lock()
 _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qrs-load")
 
 
-def start_load(key: Hashable, label: str, work: Callable[[ProgressFn], object],
-               store: Callable[[object], None]) -> Load:
-    """Load ``key`` in the background once: ``work(progress)`` gives the system, ``store`` keeps it (the page's
-    cache). A second call for a key already loading returns its :class:`Load`."""
+def start_load(key: Hashable, label: str, work: Callable[[ProgressFn], object]) -> Load:
+    """Run ``work(progress)`` for ``key`` in the background once (it keeps its result where the page looks, e.g.
+    the process's system cache). A second call for a key already running returns its :class:`Load`."""
     with _GUARD:
         load = _LOADS.get(key)
         if load is not None:
@@ -76,7 +74,7 @@ def start_load(key: Hashable, label: str, work: Callable[[ProgressFn], object],
     def run() -> None:
         load.message = "loading"
         try:
-            store(work(load.progress))
+            work(load.progress)
         except BaseException as exc:  # kept for the page's next run, which shows it
             load.error = exc
         finally:
@@ -100,23 +98,25 @@ def take_failure(key: Hashable) -> BaseException | None:
         return load.error
 
 
-def system_in_background(key: Hashable, label: str, cache, work: Callable[[ProgressFn], object]):
-    """The system ``cache`` holds for ``key``: on a miss ``work`` starts in the background and is awaited for
-    ``QRS_PAGE_WAIT`` seconds, then :class:`LoadingError` while it runs; a failed load's own error once (the next
-    call starts it again)."""
+def in_background(key: Hashable, label: str, work: Callable[[ProgressFn], object], cached: Callable[[], object],
+                  doing: str = "loading"):
+    """What ``cached()`` gives for ``key`` (None: not there yet): on a miss ``work(progress)`` starts in the
+    background (it puts its result where ``cached`` finds it) and is awaited for ``QRS_PAGE_WAIT`` seconds, then
+    :class:`LoadingError` while it runs; a failed run's own error once (the next call starts it again)."""
     failure = take_failure(key)
     if failure is not None:
         raise failure
-    if key in cache:  # loaded between the caller's miss and now
-        return cache.get(key)
-    running = start_load(key, label, work, lambda value: cache.put(key, value))
-    if running.finished.wait(settings().page_wait):  # a quick load: the page draws it on this run
+    hit = cached()
+    if hit is not None:  # finished between the caller's miss and now
+        return hit
+    running = start_load(key, label, work)
+    if running.finished.wait(settings().page_wait):  # a quick one: the page draws it on this run
         failure = take_failure(key)
         if failure is not None:
             raise failure
-        return cache.get(key)
-    raise LoadingError(f"{label}: loading in the background ({running.message}); its results appear here when "
-                       "it is loaded")
+        return cached()
+    raise LoadingError(f"{label}: {doing} in the background ({running.message}); its results appear here when "
+                       "it is done")
 
 
 def loading() -> list[Load]:
@@ -135,7 +135,7 @@ def refresh_when_loaded() -> None:
         running = loading()
         if not running:
             st.rerun()
-        st.caption("⏳ Loading in the background (this server's first use of these systems): "
+        st.caption("⏳ Loading in the background (this server's first use of these): "
                    + "; ".join(load.line() for load in running))
 
     _poll()

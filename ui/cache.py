@@ -55,11 +55,12 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
     if hit is not _MISSING:
         return hit
     if background:
-        from ui.background_loads import system_in_background
+        from ui.background_loads import in_background
 
         ds = dataset(dataset_name)
-        return system_in_background(key, name + (f"@{variant}" if variant else ""), cache,
-                                    lambda p: load(name, ds, variant=variant, progress=p, **dict(options)))
+        return in_background(key, name + (f"@{variant}" if variant else ""),
+                             lambda p: cache.put(key, load(name, ds, variant=variant, progress=p, **dict(options))),
+                             lambda: cache.get(key))
     with _LOADING_GUARD:
         lock = _LOADING.setdefault(key, threading.Lock())
     with lock:
