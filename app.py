@@ -12,7 +12,7 @@ import streamlit as st
 import core  # noqa: F401  (offline guards)
 from core.errors import StudioError
 from ui.auth import current_identity, gate
-from ui.cache import dataset, warm_evaluation
+from ui.cache import warm_evaluation
 from ui.nav import GROUPS, HOME, PageSpec, all_pages, visible_pages
 from ui.state import current_dataset
 
@@ -43,8 +43,7 @@ for group, pages in GROUPS.items():
         navigation[group] = shown
 page = st.navigation(navigation)
 try:  # once per server process: compile ranx's numba code in the background (Error Analysis's first view)
-    ds = dataset(current_dataset())
-    warm_evaluation(tuple(list(ds.queries)[:2] + list(ds.corpus)[:3]))
+    warm_evaluation(current_dataset())
 except StudioError:
     pass  # the page shows why the dataset cannot be loaded
 page.run()

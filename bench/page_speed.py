@@ -8,6 +8,10 @@ Each page runs through Streamlit's AppTest (the page's script as ``streamlit run
   empty): a server's first visitor after a start;
 - ``warm``: a second visitor (a new session) in the same process: every later visit.
 
+A page draws what is ready after ``QRS_PAGE_WAIT`` seconds and loads the rest in the background
+(``ui.background_loads``): ``seconds`` is the first drawing, ``filled_seconds`` (when something was left loading)
+the time until the page's next run after the loads ended, i.e. the visitor's complete page.
+
 Compare opens with every ready first stage and reranker of the build chosen and a dataset query (a shared link);
 the other pages open as a visitor finds them. The browser's own drawing is not in these figures
 (``bench/error_analysis_speed.py`` times a page in Chromium). Beside each figure: the 1-minute load average before
@@ -55,8 +59,12 @@ def link_params(page: str, dataset_name: str) -> dict[str, str]:
 
 
 def visit(path: str, params: dict[str, str]) -> dict:
-    """One visitor: seconds to run the page, the exceptions and the load average around it."""
+    """One visitor: seconds to draw the page, the exceptions and the load average around it; when the page left
+    loads running in the background (``ui.background_loads``), also ``filled_seconds``: from the visit's start
+    until the page's next run after they ended (what the visitor sees complete)."""
     from streamlit.testing.v1 import AppTest
+
+    from ui.background_loads import loading
 
     at = AppTest.from_file(str(ROOT / path), default_timeout=TIMEOUT)
     for key, value in params.items():
@@ -65,9 +73,17 @@ def visit(path: str, params: dict[str, str]) -> dict:
     start = time.perf_counter()
     at.run()
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2),
-            "exceptions": [e.value[:300] if isinstance(e.value, str) else str(e.value)[:300] for e in at.exception],
-            "errors": len(at.error)}
+    row = {"seconds": round(seconds, 2), "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2),
+           "exceptions": [e.value[:300] if isinstance(e.value, str) else str(e.value)[:300] for e in at.exception],
+           "errors": len(at.error), "background": [load.label for load in loading()]}
+    if row["background"]:
+        while loading():
+            time.sleep(0.1)
+        at.run()
+        row["filled_seconds"] = round(time.perf_counter() - start, 2)
+        row["exceptions"] += [str(e.value)[:300] for e in at.exception]
+        row["errors"] = len(at.error)
+    return row
 
 
 def child(page: str, dataset_name: str) -> None:
@@ -108,7 +124,8 @@ def main() -> None:
             "page": page, "failed": (proc.stderr or proc.stdout)[-1500:]}
         rows.append(row)
         if "cold" in row:
-            print(f"{page}: cold {row['cold']['seconds']} s (load {row['cold']['load_before']}), "
+            filled = f", filled in after {row['cold']['filled_seconds']} s" if "filled_seconds" in row["cold"] else ""
+            print(f"{page}: cold {row['cold']['seconds']} s{filled} (load {row['cold']['load_before']}), "
                   f"warm {row['warm']['seconds']} s (load {row['warm']['load_before']})", flush=True)
         else:
             print(f"{page}: failed", flush=True)

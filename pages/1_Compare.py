@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import replace
 
 import pandas as pd
@@ -35,8 +36,8 @@ from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
-from ui.background_loads import refresh_when_loaded
-from ui.cache import cached_loader, case_store, composite_system, judgment_labels
+from ui.background_loads import page_deadline, refresh_when_loaded
+from ui.cache import cached_loader, case_store, composite_system, judgment_labels, warm_evaluation
 from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
                              summary_rows)
 from ui.explain_view import render_why
@@ -210,8 +211,11 @@ def _user_labels(query: str) -> dict[str, int]:
 
 
 try:
-    result = compare(ds, typed, choices, cached_loader(ds_name, background=True), k=k, query_id=qid,
-                     baseline=None if baseline == "(none)" else baseline, user_labels=_user_labels(typed))
+    until = page_deadline()  # this run waits for first loads (systems, the evaluation) this long in all
+    evaluation = warm_evaluation(ds_name) if qid else None
+    result = compare(ds, typed, choices, cached_loader(ds_name, until=until), k=k, query_id=qid,
+                     baseline=None if baseline == "(none)" else baseline, user_labels=_user_labels(typed),
+                     metrics=evaluation is not None and evaluation.finished.wait(max(0.0, until - time.monotonic())))
 except StudioError as exc:
     error(exc)
     st.stop()

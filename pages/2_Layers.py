@@ -8,7 +8,7 @@ import streamlit as st
 from core.errors import StudioError
 from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
 from core.registry import default_first_stage, list_systems, supports
-from ui.background_loads import LoadingError, in_background, refresh_when_loaded
+from ui.background_loads import LoadingError, in_background, page_deadline, refresh_when_loaded
 from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, layer_fn, layer_source, layer_sources,
                       recall_curve, system)
 from ui.nav import ensure_navigation
@@ -53,12 +53,13 @@ COLORS = ["#1f6feb", "#8250df", "#d1242f", "#bf8700", "#1a7f37", "#0969da"]
 fig = go.Figure()
 notes = []
 curves = {}
+until = page_deadline()  # the visit waits this long for new curves in all, then draws what is ready
 for color, label in zip(COLORS, chosen):
     try:  # a curve not computed in this server yet: in the background, the page fills in (ui.background_loads)
         curve = in_background(("layer_curve", label, ds_name, n, negatives, int(seed)), label,
                               lambda p, label=label: layer_curve(label, ds_name, n, negatives, int(seed), progress=p),
                               lambda label=label: layer_curve_cached(label, ds_name, n, negatives, int(seed)),
-                              doing="computing its curve")
+                              until, doing="computing its curve")
     except LoadingError as exc:
         st.info(str(exc), icon="⏳")
         continue

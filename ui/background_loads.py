@@ -1,9 +1,9 @@
 """Loads off the page's thread: a page visit never waits for a model to load or a curve to be computed.
 
-A page that asks for a system this server process has not loaded yet waits ``QRS_PAGE_WAIT`` seconds (default 2)
-for it, then gets :class:`LoadingError` (a ``NotReadyError``: shown as information) while one background thread
-loads it, one system at a time (two cores:
-loads side by side would only slow each other and the page). The page draws what is ready, then
+A page that asks for a system this server process has not loaded yet waits up to ``QRS_PAGE_WAIT`` seconds
+(default 2; one budget for every load of the page run), then gets :class:`LoadingError` (a ``NotReadyError``: shown
+as information) while two background threads load the page's systems in the order asked (two: the evaluation's
+compile and a model load side by side, no more on two cores). The page draws what is ready, then
 :func:`refresh_when_loaded` shows each load's progress (count and time left, as the load reports it) and reruns
 the page once every load has finished; a load that failed shows its own error on that rerun and is tried again
 on the next visit. Loads are keyed like the process's system cache (``ui.cache.system``), so a key is loaded once.
@@ -22,7 +22,7 @@ from core.errors import NotReadyError
 from core.progress import ProgressFn
 from core.settings import settings
 
-__all__ = ["Load", "LoadingError", "in_background", "loading", "refresh_when_loaded", "start_load", "take_failure"]
+__all__ = ["Load", "LoadingError", "in_background", "loading", "page_deadline", "refresh_when_loaded", "start_load", "take_failure"]
 
 POLL_SECONDS = 1.0
 
@@ -59,7 +59,7 @@ class Load:
 
 _LOADS: dict[Hashable, Load] = {}
 _GUARD = threading.Lock()
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qrs-load")
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="qrs-load")
 
 
 def start_load(key: Hashable, label: str, work: Callable[[ProgressFn], object]) -> Load:
@@ -98,11 +98,18 @@ def take_failure(key: Hashable) -> BaseException | None:
         return load.error
 
 
+def page_deadline() -> float:
+    """When a page run that starts now stops waiting for its loads (``time.monotonic()``): ``QRS_PAGE_WAIT`` seconds
+    for all of them together."""
+    return time.monotonic() + settings().page_wait
+
+
 def in_background(key: Hashable, label: str, work: Callable[[ProgressFn], object], cached: Callable[[], object],
-                  doing: str = "loading"):
+                  until: float, doing: str = "loading"):
     """What ``cached()`` gives for ``key`` (None: not there yet): on a miss ``work(progress)`` starts in the
-    background (it puts its result where ``cached`` finds it) and is awaited for ``QRS_PAGE_WAIT`` seconds, then
-    :class:`LoadingError` while it runs; a failed run's own error once (the next call starts it again)."""
+    background (it puts its result where ``cached`` finds it) and is awaited until ``until`` (the page run's
+    :func:`page_deadline`), then :class:`LoadingError` while it runs; a failed run's own error once (the next call
+    starts it again)."""
     failure = take_failure(key)
     if failure is not None:
         raise failure
@@ -110,7 +117,7 @@ def in_background(key: Hashable, label: str, work: Callable[[ProgressFn], object
     if hit is not None:  # finished between the caller's miss and now
         return hit
     running = start_load(key, label, work)
-    if running.finished.wait(settings().page_wait):  # a quick one: the page draws it on this run
+    if running.finished.wait(max(0.0, until - time.monotonic())):  # a quick one: the page draws it on this run
         failure = take_failure(key)
         if failure is not None:
             raise failure

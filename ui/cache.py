@@ -36,15 +36,16 @@ _LOADING_GUARD = threading.Lock()
 
 
 def system(name: str, dataset_name: str, variant: str | None = None, options: tuple = (), source: str = "",
-           progress: bool = False, background: bool = False):
+           progress: bool = False, background: float | None = None):
     """A loaded retriever/reranker through the one loader (``core.serving.loader``; ``options`` is a tuple of
     (key, value) pairs, hashable), loaded once per process (``result_cache("systems")``, one load at a time per
     key). ``source`` keys a user system's model folder or run file (``core.user_systems.source_key``): a changed
     one loads anew. ``progress``: whatever the first use builds or encodes (an index, a zero-shot system's or a
     researcher's bi-encoder's collection vectors) draws a progress bar with its count and time left on the page;
     only a page's own call passes it, never one inside a ``st.cache_*`` function (that would replay the bar).
-    ``background``: a system not loaded yet loads on ``ui.background_loads``' thread and this call raises its
-    ``LoadingError`` (the page draws the rest and reruns when it is loaded)."""
+    ``background``: a deadline (``ui.background_loads.page_deadline``): a system not loaded yet loads on the
+    background thread, awaited until then, else this call raises ``LoadingError`` (the page draws the rest and
+    reruns when it is loaded)."""
     from core.serving.loader import load
 
     if variant and get_spec(name.split("@", 1)[0]).composite:
@@ -54,13 +55,13 @@ def system(name: str, dataset_name: str, variant: str | None = None, options: tu
     hit = cache.get(key, _MISSING)
     if hit is not _MISSING:
         return hit
-    if background:
+    if background is not None:
         from ui.background_loads import in_background
 
         ds = dataset(dataset_name)
         return in_background(key, name + (f"@{variant}" if variant else ""),
                              lambda p: cache.put(key, load(name, ds, variant=variant, progress=p, **dict(options))),
-                             lambda: cache.get(key))
+                             lambda: cache.get(key), background)
     with _LOADING_GUARD:
         lock = _LOADING.setdefault(key, threading.Lock())
     with lock:
@@ -104,14 +105,13 @@ class LoadBar:
             self.bar.empty()
 
 
-def cached_loader(dataset_name: str, progress: bool = False, background: bool = False):
-    """The runner's ``(name, variant, options) -> system`` over this process's cached systems; ``progress``: a page's
-    own call (not inside a ``st.cache_*`` function) draws first-use builds and encodings as a bar; ``background``:
-    a system not loaded yet loads off the page's thread (``system``)."""
+def cached_loader(dataset_name: str, progress: bool = False, until: float | None = None):
+    """The runner's ``(name, variant, options) -> system`` over this process's cached systems (``system``):
+    ``progress`` draws first-use builds as a bar; ``until`` (a page run's deadline) loads off the page's thread."""
     from core.user_systems import source_key
 
     return lambda name, variant=None, options=(): system(name, dataset_name, variant, tuple(options), source_key(name),
-                                                         progress, background)
+                                                         progress, until)
 
 
 @st.cache_resource(show_spinner="Loading the fused parts…", max_entries=32)
@@ -387,11 +387,14 @@ def case_store(url: str):
 
 
 @st.cache_resource(show_spinner=False)
-def warm_evaluation(example_ids: tuple[str, ...]) -> threading.Thread:
-    """Once per server process (and id width): compile ranx's numba code in a background thread
-    (``core.evaluation.warm_up``), so the first Error Analysis view does not wait for it."""
+def warm_evaluation(dataset_name: str):
+    """Once per server process and dataset (its ids' width): compile ranx's numba code on the background thread
+    (``core.evaluation.warm_up``); the returned ``ui.background_loads.Load`` says when it is done, so a page's
+    first metrics wait for it only as long as the page run's budget allows."""
     from core.evaluation import warm_up
+    from ui.background_loads import start_load
 
-    thread = threading.Thread(target=warm_up, args=(example_ids,), name="ranx-warm-up", daemon=True)
-    thread.start()
-    return thread
+    ds = dataset(dataset_name)
+    example_ids = tuple(list(ds.queries)[:2] + list(ds.corpus)[:3])
+    return start_load(("evaluation warm-up", example_ids), "per-query metrics (compiling the evaluation)",
+                      lambda progress: warm_up(example_ids))

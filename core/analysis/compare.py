@@ -128,12 +128,14 @@ def compare(
     query_id: str | None = None,
     baseline: str | None = None,
     user_labels: Mapping[str, int] | None = None,
+    metrics: bool = True,
 ) -> Comparison:
     """Run every chosen system on ``query`` and annotate the hits (see module docstring).
 
     ``load(name, variant, options)`` returns a loaded system (the page passes its cached loader); every
     ranking comes from the one runner (``core.serving.runner.rank_one``), as in the CLI and the evaluation.
-    A system that fails (not built, bad option) gets an ``error`` and the others still run.
+    A system that fails (not built, bad option) gets an ``error`` and the others still run. ``metrics``: False
+    leaves the per-query metrics out (a page whose evaluation is still compiling in the background).
     """
     query = validate_query(query)
     if query_id is not None and query_id not in dataset.queries and query_id not in dataset.corpus:
@@ -174,7 +176,7 @@ def compare(
                 qrels.get(d), labels.get(d), base_rank.get(d) if baseline else None, counts[d])
             for i, (d, s) in enumerate(zip(r.ranking.doc_ids[:k], r.ranking.scores[:k]))
         ]
-        if qrels:
+        if qrels and metrics:
             r.metrics = evaluate_run({"q": qrels}, {"q": r.ranking}, QUERY_METRICS)
     pairs = list(combinations(tops, 2))
     return Comparison(
