@@ -81,7 +81,6 @@ for color, label in zip(COLORS, chosen):
         notes.append(f"{label}: the paper's measure excluded {int(paper.excluded.sum())} triples in all "
                      f"(per layer: {', '.join(str(int(e)) for e in paper.excluded)} of {curve.n_triples}) "
                      "whose cosine to q⁺ or q⁻ is ≤ 0 (no log)")
-refresh_when_loaded()  # the curves still computing: their progress, and the page redrawn when they are done
 st.caption("Layer 0 is the input layer: its [CLS] vector is the same for every question (token + position "
            "embedding only), so [CLS] curves start at AUC 0.5 and a paper gap of 0 by construction. DenseTrans's "
            "layers are pooled the way its model was trained: the mean of the words in the quick and full profiles, "
@@ -157,7 +156,7 @@ source = st.selectbox("Representation", chosen or layer_sources(), key="layers.o
 if query.strip():
     try:
         name, variant, options = layer_source(source)
-        retriever = system(name, ds_name, variant, options, progress=True)
+        retriever = system(name, ds_name, variant, options, background=until)
         hits = retriever.search(query, 5)
         targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         qid = next((q for q, t in ds.queries.items() if ds.display_query(q) == query.strip()), None)
@@ -169,6 +168,8 @@ if query.strip():
         qfig.update_layout(xaxis_title="layer", yaxis_title="cosine to the query", height=360,
                            margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25))
         st.plotly_chart(qfig, width="stretch")
+    except LoadingError as exc:
+        st.info(str(exc), icon="⏳")
     except StudioError as exc:
         error(exc)
 
@@ -183,7 +184,10 @@ max_q = st.slider("Held-out queries", 100, 2000, 300, step=100, key="layers.reca
 rfig = go.Figure()
 for name in picked:
     try:
-        curve = recall_curve(name, ds_name, split, max_q)
+        curve = recall_curve(name, ds_name, split, max_q, until)
+    except LoadingError as exc:
+        st.info(str(exc), icon="⏳")
+        continue
     except StudioError as exc:
         st.info(f"{name}: {exc}")
         continue
@@ -193,3 +197,4 @@ rfig.update_layout(xaxis_title="cutoff k", yaxis_title="Recall@k", xaxis_type="l
                    title=f"{split} queries, each removed from its own ranking")
 if rfig.data:
     st.plotly_chart(rfig, width="stretch")
+refresh_when_loaded()  # what is still loading or computing: its progress, and the page redrawn when it is done

@@ -5,7 +5,6 @@ Pages call these; everything they return comes from ``core``. Unhashable argumen
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 import streamlit as st
@@ -14,6 +13,7 @@ from core.data.datasets import Dataset, load_dataset
 from core.registry import get_spec
 from core.registry import layer_sources as registered_layer_sources
 from core.settings import settings
+from ui.result_store import ResultCache
 
 
 @st.cache_resource(show_spinner=False)
@@ -196,45 +196,6 @@ def layer_fn(label: str, dataset_name: str):
     return retriever.layer_embeddings
 
 
-class ResultCache:
-    """A process-wide, thread-safe LRU of computed results: plain data only, never UI elements.
-
-    ``st.cache_data`` records the Streamlit calls a cached function makes and replays them for the
-    next session; a progress bar created by the page and drawn inside the cached function then
-    raises ``CacheReplayClosureError`` for every later visitor. Long computations that report
-    progress therefore run outside any ``st.cache_*`` function and keep their result here.
-    """
-
-    def __init__(self, max_entries: int = 64) -> None:
-        self.max_entries = max_entries
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable, default=None):
-        """The stored value for ``key`` (marked most recently used), else ``default``."""
-        with self._lock:
-            if key not in self._items:
-                return default
-            self._items.move_to_end(key)
-            return self._items[key]
-
-    def put(self, key: Hashable, value) -> None:
-        """Store ``value``; the least recently used entry goes when the cache is full."""
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
-
-    def __contains__(self, key: Hashable) -> bool:
-        with self._lock:
-            return key in self._items
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
 @st.cache_resource(show_spinner=False)
 def result_cache(name: str, max_entries: int = 64) -> ResultCache:
     """The process-wide ``ResultCache`` called ``name`` (one per kind of result)."""
@@ -370,11 +331,17 @@ def imported_run(path, name: str) -> tuple[tuple, dict]:
     return key, memo("imported_runs", key, lambda: load_run_file(path, name).to_dict())
 
 
-@st.cache_data(show_spinner="Computing Recall@k on held-out queries…", max_entries=32)
-def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: int) -> dict[int, float]:
+def recall_curve(system_name: str, dataset_name: str, split: str, max_queries: int, until: float) -> dict[int, float]:
+    """Recall@k on held-out queries, once per process, computed on the background thread (awaited until ``until``,
+    a page run's deadline; else ``ui.background_loads.LoadingError``)."""
     from core.analysis.layers import recall_curve as compute
+    from ui.background_loads import in_background
 
-    return compute(system(system_name, dataset_name), dataset(dataset_name), split=split, max_queries=max_queries)
+    key, cache = (system_name, dataset_name, split, max_queries), result_cache("recall_curve", 32)
+    work = lambda p: cache.put(key, compute(system(system_name, dataset_name), dataset(dataset_name),  # noqa: E731
+                                            split=split, max_queries=max_queries))
+    return in_background(("recall_curve", *key), system_name, work, lambda: cache.get(key), until,
+                         doing="computing its Recall@k curve")
 
 
 # ----------------------------------------------------------------------------- case studies
