@@ -10,7 +10,7 @@ from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, boo
 from core.registry import default_first_stage, list_systems, supports
 from ui.background_loads import LoadingError, in_background, page_deadline, refresh_when_loaded
 from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, layer_fn, layer_source, layer_sources,
-                      recall_curve, system)
+                      memo, recall_curve, system)
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -114,13 +114,14 @@ A, B = "DenseTrans", "DenseTrans -AllDense"
 if A in curves and B in curves:
     st.subheader("DenseTrans − (−AllDense) per layer, 95% paired bootstrap CI (Figure 3)")
     key = (ds_name, n, negatives, int(seed), curves[A].digest, curves[B].digest, curves[A].n_layers)
-    memo = st.session_state.setdefault("layers.ci", {})
-    if key not in memo:
+
+    def _cis():  # once per process for these curves (a later visitor reuses it)
         try:
-            memo[key] = {m: bootstrap_ci(curves[A], m, curves[B], n_resamples=1000, seed=int(seed)) for m in MEASURES}
+            return {m: bootstrap_ci(curves[A], m, curves[B], n_resamples=1000, seed=int(seed)) for m in MEASURES}
         except StudioError as exc:
-            memo[key] = exc
-    cis = memo[key]
+            return exc
+
+    cis = memo("layers_ci", key, _cis)
     if isinstance(cis, StudioError):
         error(cis)
     else:
