@@ -18,6 +18,9 @@ from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, no_progress
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 

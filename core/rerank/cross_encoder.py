@@ -43,7 +43,10 @@ from core.errors import MissingArtifactError
 from core.evaluation import pair_auc, score_pairs_of
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, no_progress
+from core.systems import registration_for
 from core.training import TrainLog, device, linear_warmup_decay, profile_settings, set_seed
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 DEV_METRIC = "roc_auc (dev pairs)"

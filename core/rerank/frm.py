@@ -40,9 +40,12 @@ from core.data.keywords import KeywordTagger, LexicalStats, assign_pairs, keywor
 from core.paths import artifact_dir
 from core.registry import build_command, system_dir, system_path
 from core.retrieval.base import ProgressFn, Reranker, no_progress
+from core.systems import registration_for
 from core.training import (TrainLog, check_profile, device, linear_warmup_decay, load_train_state, save_train_state,
                            set_seed)
 from models.frm import FRM, FRMConfig, KeywordEncoder, frm_loss, keyword_agreement_loss
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 ENCODER_ID = "all-MiniLM-L6-v2"
 MAX_WORDPIECES = 64

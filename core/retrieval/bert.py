@@ -34,7 +34,10 @@ from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, cached_embeddings, l2_normalize
 from core.retrieval.encoding import EncoderRecipe
 from core.settings import settings
+from core.systems import registration_for
 from core.training import check_profile, profile_settings, device, linear_warmup_decay, set_seed
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 VARIANTS = ("cls", "mean", "max", "finetuned")
 PRETRAINED_ID = "sentence-transformers/all-MiniLM-L6-v2"

@@ -56,6 +56,9 @@ from core.errors import MissingArtifactError, StudioError
 from core.paths import artifact_dir
 from core.registry import build_command, slug, system_dir
 from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, no_progress, validate_query
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 FUSION_METHODS = ("rrf", "combsum", "wsum")
 RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "wsum": "wsum"}

@@ -33,12 +33,15 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import PRESETS, IndexSpec
-from core.registry import build_command, check_variant, system_dir
+from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
+from core.systems import registration_for
 from core.training import (TrainLog, check_profile, device, load_train_state, profile_settings, save_train_state,
                            set_seed)
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 SYSTEM = "sdml-cnn"
 DEFAULT_INDEX = "auto" if "auto" in PRESETS else "flat"  # exact below 1M vectors; §4.3 IVF via index="ivf"
@@ -87,7 +90,7 @@ DEV_METRIC = "hit_rate@1"  # §4.4: H@1 is the paper's main metric
 def make_config(profile: str = "quick", variant: str | None = None, **overrides) -> SDMLConfig:
     """The config of a profile and variant (``overrides`` for experiments, e.g. ``epsilon=0.1``)."""
     check_profile(profile)
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     cfg = SDMLConfig(**{**profile_settings(PROFILES, profile), "variant": variant or "sdml", **overrides})
     if cfg.init == "glove" and cfg.emb_dim != 50:
         raise ValueError(f"init='glove' needs emb_dim=50 (GloVe 6B-50d), got emb_dim={cfg.emb_dim}")
@@ -421,7 +424,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
          search_params: str | None = None, tag: str | None = None, **options) -> DenseRetriever:
     """The trained encoder over the collection with a squared-L2 faiss index (exact by default; ``ivf``
     = §4.3, ``hnsw``, ``ivfpq`` or a factory string); scores are −‖q − d‖²."""
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     folder = _folder(dataset, variant, tag)
     command = build_command(SYSTEM, dataset.name, variant if variant and variant != "sdml" else None)
     if not (folder / "model.pt").is_file():
