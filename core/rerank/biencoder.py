@@ -101,7 +101,7 @@ class _LazyPretrained:
 
     def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         if self._encoder is None:
-            from core.retrieval.bert import MiniLMEncoder
+            from core.retrieval.minilm_encoder import MiniLMEncoder
 
             self._encoder = MiniLMEncoder.pretrained("mean", 64)
         return self._encoder.encode(texts, batch_size=batch_size, progress=progress)

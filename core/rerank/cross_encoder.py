@@ -159,7 +159,7 @@ def new_model(max_length: int = 64, seed: int = 13, head: str = "cls"):
 
         raise UnknownNameError("cross-encoder head", head, list(HEADS))
     if head == "segments":
-        from core.retrieval.bert import load_backbone
+        from core.retrieval.minilm_encoder import load_backbone
         from models.cross_encoder import SegmentPoolCrossEncoder
 
         set_seed(seed)
@@ -169,7 +169,7 @@ def new_model(max_length: int = 64, seed: int = 13, head: str = "cls"):
     from sentence_transformers import CrossEncoder
     from transformers.utils import logging as hf_logging
 
-    from core.retrieval.bert import model_path
+    from core.retrieval.minilm_encoder import model_path
 
     set_seed(seed)  # the head's initialisation
     verbosity = hf_logging.get_verbosity()
