@@ -105,7 +105,7 @@ def register(spec: SystemSpec, provider: object | None = None, replace: bool = F
     then. A spec that is not a ``SystemSpec`` or a provider that is not one is a ``RegistrationError``; a built-in
     name, or a registered one without ``replace``, raises ``ValueError``."""
     if not isinstance(spec, SystemSpec):
-        raise RegistrationError(f"{spec!r}: a registration is a core.registry.SystemSpec, not a {type(spec).__name__}")
+        raise RegistrationError(f"{spec!r}: a {type(spec).__name__}, not a core.registry.SystemSpec")
     if spec.name in _built_in():
         raise ValueError(f"{spec.name} is a built-in system; choose another name")
     if not replace and spec.name in _REGISTERED:
