@@ -127,22 +127,23 @@ ADDED_SYSTEM = '''
             self.ids = list(corpus)
             self.sets = [set(terms(text)) for text in corpus.values()]
 
+        def rank(self, query):
+            """(row, shared terms) of every question, most shared first (ties by row)."""
+            shared = [(row, float(len(query & words))) for row, words in enumerate(self.sets)]
+            return sorted(shared, key=lambda pair: (-pair[1], pair[0]))
+
         def retrieve(self, texts, k):
-            ids, scores = [], []
-            for text in texts:
-                query = set(terms(text))
-                ranked = sorted(range(len(self.ids)), key=lambda i: (-len(query & self.sets[i]), i))[:k]
-                ids.append([self.ids[i] for i in ranked])
-                scores.append([float(len(query & self.sets[i])) for i in ranked])
-            return Hits(ids, scores)
+            top = [self.rank(set(terms(text)))[:k] for text in texts]
+            return Hits([[self.ids[row] for row, _ in hits] for hits in top], [[s for _, s in hits] for hits in top])
 
 
     def build(dataset, profile="quick", progress=None, variant=None):
-        return {}
+        """Nothing to train or index: the metrics say how many questions it ranks."""
+        return {"questions": len(dataset.corpus)}
 
 
     def is_built(dataset, variant=None):
-        return True
+        return bool(dataset.corpus)  # any collection, at once
 
 
     def load(dataset, variant=None, **options):
