@@ -1,28 +1,21 @@
-"""Systems by name: what each one is, where its code lives, how to build and load it.
+"""Systems by name: every registration (built-in, user, plugin), its provider, and the names people read.
 
-Each system module (``SystemSpec.module``) provides three functions, so the CLI, the build and the
-app treat every system the same way:
+A system is one registration: its :class:`SystemSpec` (``core.system_spec``) and its module, which exports it as
+``REGISTRATION`` and provides ``build`` / ``is_built`` / ``load`` [/ ``config_dict``] (:class:`SystemProvider`).
+No list of systems is kept here: the built-in registrations are the modules of ``core.systems`` (read with
+``pkgutil``, listed in their ``order``); a researcher's model folders and run files (``core.user_systems_file``) and
+``qrs.systems`` plugins (``core.plugins``) are registered on the first lookup, after the built-in ones. Every
+provider passes the same checks when it is registered or first loaded (``check_provider``): a module that is not a
+system is refused in one line naming it and what it lacks.
 
-- ``build(dataset, profile="quick", progress=..., variant=None) -> dict`` trains/indexes and saves
-  the artifacts (config saved beside them); returns measured metrics (dev scores, seconds).
-- ``is_built(dataset, variant=None) -> bool``.
-- ``load(dataset, variant=None, **options) -> Retriever | Reranker``; raises ``MissingArtifactError``
-  naming the build command when an artifact is missing or corrupt.
-
-Optionally ``config_dict(variant=None) -> dict`` (shown on the Models page, paper defaults marked).
-
-Names that say what runs: a system whose default build follows the project's own recipe
-says so in its display name (``recipe_label``) and its ``deviation``; a paper's recipe that the project can
-build beside the default is a :class:`Recipe` variant (``densetrans@paper-objective``, ``frm@kw-loss``)
-with its own artifacts folder, display name and deviation note. :func:`display_name` and
-:func:`deviation_note` are what every page and the CLI show.
+:func:`display_name` and :func:`deviation_note` are what every page and the CLI show (a :class:`Recipe` variant
+has its own label and note).
 """
 from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,255 +23,72 @@ from typing import Any
 from core.data.datasets import Dataset
 from core.errors import StudioError, UnknownNameError
 from core.paths import artifact_dir
+from core.system_spec import (BUILD_THREADS, FAMILIES, LayerSource, Recipe, RegistrationError,  # noqa: F401
+                              SystemProvider, SystemSpec, check_provider, check_registration)
 
-
-@dataclass(frozen=True)
-class Recipe:
-    """A training recipe built beside a system's default: a variant with its own artifacts folder
-    (``system_dir(dataset, system, variant)``), so building it never touches the default build's model."""
-
-    variant: str  # the name after '@' (also listed in ``SystemSpec.variants``)
-    label: str  # what runs, in the display name: "paper objective: [CLS], τ 1; d 60, 600-step cap"
-    deviation: str  # what still differs from the paper ("" = nothing)
-    default_build: str = ""  # why the default build builds it too ("" = only on request: build --systems S@V)
-
-
-FAMILIES = ("sparse", "dense", "tree", "cross-encoder", "reranker", "fusion", "run")  # SystemSpec.family
-
-
-@dataclass(frozen=True)
-class LayerSource:
-    """One representation the Layers page reads per layer: ``SYSTEM[@variant]`` with an optional pooling."""
-
-    label: str  # shown on the page ("MiniLM [CLS]")
-    variant: str | None = None
-    pooling: str | None = None  # passed to ``layer_embeddings(texts, pooling=...)``; None: the system's own
-    options: tuple[tuple[str, object], ...] = ()  # loader options (an exact index: the vectors are what is read)
-
-
-BUILD_THREADS = 1  # torch threads of a build job unless its registration says otherwise (SystemSpec.threads)
-
-
-@dataclass(frozen=True)
-class SystemSpec:
-    """A named system: everything a page, the CLI, the build, bench/ or pooling needs to know about it.
-
-    Nobody outside this registry and the system's own module keeps a list of systems or branches on a
-    system name: they ask the spec (``family``, ``ann_indexable``, ``composite``, ``reference``...).
-    """
-
-    name: str
-    kind: str  # "retriever" or "reranker"
-    title: str
-    module: str  # "pkg.mod" (a module) or "pkg.mod:Factory" (Factory(spec) gives the provider)
-    paper: str
-    variants: tuple[str, ...] = ()
-    default_build: bool = True
-    datasets: tuple[str, ...] = ("qqp-bimpm",)  # default build; "*" = needs no training (any dataset)
-    note: str = ""
-    pair_scoring: bool = True  # can score a query's own candidate list (False: tree search over a collection)
-    trained_variants: tuple[str, ...] = ()  # variants of an untrained ("*") system that are trained
-    variant_pattern: str = ""  # variants not listed that are valid too (regex; core.retrieval.fusion's PART+PART:METHOD)
-    minilm_derived: bool = False  # built on all-MiniLM-L6-v2, pre-trained on data that includes Quora duplicates
-    deviation: str = ""  # how the default (quick) build differs from the paper's recipe: said where results are shown
-    recipe_label: str = ""  # what the default build runs, in its display name ("project recipe: mean, τ .05, d 60")
-    recipes: tuple[Recipe, ...] = ()  # other recipes (variants with their own folder), e.g. the paper's objective
-    family: str = ""  # one of FAMILIES ("" = derived from kind: "reranker" / "dense")
-    ann_indexable: bool = False  # dense vectors in a faiss index: the index knobs (presets, nprobe, efSearch) apply
-    milvus_servable: bool = False  # its vectors (or BM25 weights) can be served from Milvus
-    cheap: bool = False  # untrained: the loader builds it on first use, with progress (an index, a zero-shot encoding)
-    default_first_stage: bool = False  # THE first stage of rerankers when none is asked (one system says so)
-    rerank_depth: int = 20  # reranker: how many first-stage hits it rescores by default (FRM paper: top 20)
-    layer_sources: tuple[LayerSource, ...] = ()  # what the Layers page reads per layer
-    reference: str = ""  # the untrained reference a held-out verdict compares it with ("" = none)
-    exact_reference: str = ""  # an approximate search's exact counterpart (tree-bert: minilm with a flat index)
-    not_stored: str = ""  # why its runs are computed on demand only ("" = the build stores its runs)
-    composite: bool = False  # made of other systems: its ``load`` takes ``loader=(part, variant) -> system``
-    knobs: tuple[str, ...] = ()  # serving options Compare exposes ("index", "nprobe", "efSearch", "beam", "K")
-    explains_keywords: bool = False  # shows keyword importance (the Keywords page)
-    origin: str = "built-in"  # "built-in", "user" (core systems add) or "plugin:<distribution>"
-    source: str = ""  # where a user or plugin system comes from (a model folder, a run file, a module)
-    needs: tuple[str, ...] = ()  # systems whose artifacts its build reads: the build graph's edges (core.build_graph)
-    threads: int = BUILD_THREADS  # torch intra-op threads (and CPUs) of its build job on every machine: a training's
-    # weights depend on it (fixed: determinism); inference does not (MiniLM's vectors are bit-equal on 1 and 2)
-
-    @property
-    def kind_family(self) -> str:
-        """``family`` or, when unset, the kind's family."""
-        return self.family or ("reranker" if self.kind == "reranker" else "dense")
-
-
-_DENSE = dict(family="dense", ann_indexable=True, milvus_servable=True, knobs=("index", "nprobe", "efSearch"))
-
-
-INTERPOLATION_NOTE = ("served ranking: (1 − α) · its score + α · {partner}'s, each min-max normalised over the "
-                      "query's candidates (BM25's top 20), α chosen on dev (600 queries, best MRR@100 over "
-                      "α = 0 … .9; stored beside the model in interpolation.json; not in the paper)")
-
-
-SYSTEMS: tuple[SystemSpec, ...] = (
-    SystemSpec("bm25", "retriever", "BM25", "core.retrieval.bm25",
-               "Okapi BM25 (bm25s, Lucene variant); k1=3.44, b=0.87 tuned for Quora in densetrans-cai2021.md §4.2.3",
-               variants=("anserini-default", "classic"), datasets=("*",), family="sparse", milvus_servable=True,
-               cheap=True, default_first_stage=True),
-    SystemSpec("minilm", "retriever", "MiniLM bi-encoder (compute-all)", "core.retrieval.bert",
-               "tree-search-bert-guo.md §3.2 (representation-based, compute-all cosine)",
-               variants=("cls", "mean", "max", "finetuned"), datasets=("*",), trained_variants=("finetuned",),
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True,
-               layer_sources=(LayerSource("MiniLM [CLS]", pooling="cls"), LayerSource("MiniLM mean", pooling="mean")),
-               **_DENSE,
-               threads=2),  # encoding only (its vectors do not depend on the threads): both cores
-    SystemSpec("glove-mean", "retriever", "GloVe mean (untrained reference)", "core.retrieval.wordmean",
-               "untrained reference: mean of GloVe 6B-50d word vectors, cosine, no training", datasets=("*",),
-               note="untrained starting point that DenseTrans and dual-encoder must beat", cheap=True, **_DENSE),
-    SystemSpec("dual-encoder", "retriever", "DualEncoder (trained word mean)", "core.retrieval.dual_encoder",
-               "densetrans-cai2021.md §4.2.1 DualEncoder baseline (mean of trainable word vectors + linear, Eq. 6-7)",
-               note="the DenseTrans paper's own baseline; seconds on a CPU; untrained reference: glove-mean",
-               reference="glove-mean", **_DENSE,
-               needs=("bm25",),  # its hard negatives come from BM25's index
-               threads=2),  # trained on 2 threads: the committed models' weights depend on it
-    SystemSpec("tree-bert", "retriever", "Tree-search BERT", "core.retrieval.tree",
-               "tree-search-bert-guo.md §3.3-3.4, Algorithm 1 (k-means tree, beam search)", datasets=("*",),
-               pair_scoring=False, family="tree", exact_reference="minilm", knobs=("beam", "K"),
-               note="all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates", minilm_derived=True,
-               needs=("minilm",)),  # the tree is built over minilm's cached collection vectors
-    SystemSpec("densetrans", "retriever", "DenseTrans", "core.retrieval.densetrans",
-               "densetrans-cai2021.md §3 (dense-connected Transformer, eq. 5)",
-               variants=("full", "-TopDense", "-AllDense", "+Concat", "paper-objective"),
-               deviation="project recipe, not the paper's: mean pooling + dropout 0.2, τ 0.05, d 60 on GloVe 6B-50d, "
-                         "600-step cap (paper: [CLS], τ 1 i.e. raw cosine, dropout 0.1, d 300 FastText; the paper's "
-                         "objective at this size: densetrans@paper-objective; its whole recipe: `--profile paper`)",
-               recipe_label="project recipe: mean, τ .05, d 60",
-               recipes=(Recipe("paper-objective", "paper objective: [CLS], τ 1; d 60, 600-step cap",
-                               "the paper's objective ([CLS] pooling, τ 1 i.e. raw cosine in Eq. 6, dropout 0.1, "
-                               "PyTorch's default position init) at the default build's CPU size; still differs: "
-                               "d 60 on GloVe 6B-50d (paper: d 300, FastText), batches of 128 queries (paper: 32), "
-                               "lr 2e-3 (paper: not given), 600-step cap with dev early stopping every 50 steps "
-                               "(paper: trained to its dev optimum); on QQP 7,894 positive training pairs of the "
-                               "cluster-disjoint split (paper: 79.6K training questions)"),),
-               reference="glove-mean",
-               layer_sources=(LayerSource("DenseTrans", options=(("index", "flat"),)),
-                              LayerSource("DenseTrans -AllDense", "-AllDense", options=(("index", "flat"),))),
-               **_DENSE,
-               needs=("bm25",),  # hard negatives
-               threads=2),  # trained on 2 threads: the committed models' weights depend on it
-    SystemSpec("sdml-cnn", "retriever", "SDML-CNN", "core.retrieval.sdml",
-               "sdml-bonadiman2019.md §2.1, §3 (CNN encoder, smoothed deep metric loss)",
-               variants=("sdml", "tl-euc", "tl-ssd"),
-               deviation="project recipe: GloVe 6B-50d input embeddings over every collection word, 450-step cap (paper: random 300-d embeddings, 50k words + hash bins; `--profile paper`); trained on 7,894 pairs (paper: 219k)",
-               reference="glove-mean", **_DENSE,
-               threads=2),  # trained on 2 threads: the committed models' weights depend on it
-    SystemSpec("fusion", "retriever", "Fusion of first stages (ranx)", "core.retrieval.fusion",
-               "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
-               variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
-                         "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
-               datasets=("*",), variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
-               note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split; on candidate "
-                    "lists every part (any system, a run file too) scores the query's own candidates",
-               family="fusion", composite=True,
-               needs=("bm25", "minilm")),  # the default variant's parts
-    SystemSpec("minilm-pairs", "reranker", "MiniLM bi-encoder pairs (zero-shot reference)", "core.rerank.biencoder",
-               "tree-search-bert-guo.md §3.2 representation-based cosine of (query, candidate), no training",
-               datasets=("*",), note="untrained reference the cross-encoder must beat", minilm_derived=True,
-               family="reranker", cheap=True,  # zero-shot: encoded on first use
-               needs=("minilm",)),  # minilm's cached collection vectors
-    SystemSpec("frm", "reranker", "FRM", "core.rerank.frm",
-               "frm-multiview-chong.md §3 (keyword importance, multi-level keyword sets, multi-view matching)",
-               variants=("-m_mlp", "-m_att", "-m_lm", "FRM-1", "FRM-TFIDF", "one-level", "two-level", "three-level",
-                         "kw-loss"), minilm_derived=True,
-               deviation="the paper's loss (Eq. 18 only) at CPU size: all-MiniLM-L6-v2 frozen (paper: BERT "
-                         "fine-tuned), new layers at lr 1e-3 (paper: 2e-5), 3-epoch cap with dev ROC AUC early "
-                         "stopping on 1,000 dev pairs; on QQP 15,871 training pairs of the cluster-disjoint split "
-                         "(the paper's whole recipe: `--profile paper`); "
-                         + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
-               recipe_label="paper loss, Eq. 18",
-               recipes=(Recipe("kw-loss", "+ keyword-agreement loss",
-                               "the project's earlier recipe: Eq. (18) plus a keyword-agreement loss that is not in "
-                               "the paper (weight 1); over five training seeds its mean dev pair AUC is above Eq. "
-                               "(18) alone's by a margin the seed-level test does not separate from zero "
-                               "(bench/reports/dev_decisions.json); FRM's explanation of choice (its w(k, q) passes the "
-                               "held-out faithfulness and plausibility checks, the paper loss's does not: "
-                               "bench/reports/keyword_faithfulness.json; the Keywords page's default across every "
-                               "system: bench/reports/explain_faithfulness.json); otherwise as the default: all-MiniLM-L6-v2 "
-                               "frozen (paper: BERT fine-tuned), new layers at lr 1e-3, 3-epoch cap; "
-                               + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
-                               default_build="FRM's explanation of choice (decision rule of "
-                                             "bench/keyword_faithfulness.py, on dev pairs)"),),
-               family="reranker", reference="minilm-pairs", explains_keywords=True),
-    SystemSpec("cnn-rerank", "reranker", "Severyn-Moschitti CNN", "core.rerank.cnn",
-               "cnn-rerank-severyn2015.md §3 (CNN pair reranker with overlap features)",
-               variants=("no-features", "train-all"),
-               datasets=("qqp-bimpm", "trecqa"), deviation=INTERPOLATION_NOTE.replace("its score", "the CNN's score").format(partner="BM25"),
-               recipes=(Recipe("train-all", "TRAIN-ALL (1,229 questions, automatic labels)",
-                               "trained on TrecQA's TRAIN-ALL (53,417 pairs with automatic labels, assembled from "
-                               "public pieces: data/trecqa/PROVENANCE.md) with overlap features and dev-MAP early "
-                               "stopping; still differs: GloVe 6B-50d (paper: word2vec 50-d on Wikipedia + AQUAINT), "
-                               "quick profile capped at 6 epochs (paper: 25 with patience 5)"),),
-               family="reranker", reference="bm25",
-               threads=2),  # trained on 2 threads: the committed models' weights depend on it
-    SystemSpec("cross-encoder", "reranker", "MiniLM cross-encoder", "core.rerank.cross_encoder",
-               "tree-search-bert-guo.md §3.2 interaction-based; FRM baseline 'BERT' (frm-multiview-chong.md §4)", minilm_derived=True,
-               deviation='quick profile: 250 steps of 32 pairs, not trained to convergence (`--profile full`); '
-                         + INTERPOLATION_NOTE.format(partner="the zero-shot MiniLM pair scorer (its reference)"),
-               family="cross-encoder", reference="minilm-pairs",
-               threads=2),  # trained on 2 threads: the committed models' weights depend on it
-    SystemSpec("tree-bert-cross", "retriever", "Tree-search BERT (interaction)", "core.rerank.tree_cross",
-               "tree-search-bert-guo.md §3.3-3.4, Algorithm 2 (cross-encoder tree search)",
-               note="slow by nature: per-query budget of pair scorings", pair_scoring=False, minilm_derived=True,
-               family="tree",
-               not_stored="seconds per query (a budget of cross-encoder scorings): computed on demand only",
-               needs=("tree-bert", "cross-encoder")),
-)
-_BUILT_IN = {s.name: s for s in SYSTEMS}
+_BUILT_IN: dict[str, SystemSpec] = {}  # the built-in registrations by name, in their order (read on first use)
 _REGISTERED: dict[str, SystemSpec] = {}  # user and plugin systems, in registration order
 _PROVIDERS: dict[str, object] = {}  # name -> provider given to register() or made from ``module`` on first use
-DISCOVERY_MODULE = "core.user_systems"  # its ``discover()`` registers user and plugin systems (run lazily, once)
-_discovery = {"done": False, "running": False}
 _UNLOADED: dict[str, str] = {}  # a plugin's entry-point name -> why it did not load (set by discovery)
 
 
+@dataclass
+class Discovery:
+    """What the last discovery of user and plugin systems read, and what it could not register (one line each)."""
+
+    done: bool = False
+    running: bool = False
+    problems: list[str] = field(default_factory=list)
+    file_state: tuple | None = None  # the user systems file's (size, mtime) it read
+    plugin_state: tuple = ()  # the ``qrs.systems`` entry points it read
+
+
+_DISCOVERY = Discovery()
+
+
+def _built_in() -> dict[str, SystemSpec]:
+    """The built-in systems (``core.systems``' registrations), read once."""
+    if not _BUILT_IN:
+        from core.systems import builtin_registrations
+
+        _BUILT_IN.update((spec.name, spec) for spec in builtin_registrations())
+    return _BUILT_IN
+
+
 def note_unloaded(name: str, why: str) -> None:
-    """Discovery's record of a plugin that did not load: asking for ``name`` then says ``why``, not "unknown"."""
+    """A plugin that did not load: asking for ``name`` then says ``why``, not "unknown"."""
     _UNLOADED[name] = why
 
 
-class _Systems(Mapping):
+def _all() -> dict[str, SystemSpec]:
     """Every system by name: the built-in ones, then registered ones (discovered on first use)."""
-
-    def _all(self) -> dict[str, SystemSpec]:
-        _discover()
-        return {**_BUILT_IN, **_REGISTERED}
-
-    def __getitem__(self, name: str) -> SystemSpec:
-        return self._all()[name]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-
-_BY_NAME = _Systems()
+    _discover()
+    return {**_built_in(), **_REGISTERED}
 
 
 def _discover() -> None:
-    """Run ``DISCOVERY_MODULE.discover()`` once (user systems file, ``qrs.systems`` plugins); a module that is
-    not there means nothing to discover. Re-entrant calls (discovery asking the registry) see built-ins only."""
-    if _discovery["done"] or _discovery["running"]:
+    """Register the user systems file's systems and the ``qrs.systems`` plugins, once (again after
+    :func:`refresh`). Re-entrant calls (discovery asking the registry) see built-ins only."""
+    if _DISCOVERY.done or _DISCOVERY.running:
         return
-    _discovery["running"] = True
+    from core.plugins import discover_plugins
+    from core.user_systems_file import discover_user_systems
+
+    _DISCOVERY.running = True
+    problems: list[str] = []
     try:
-        try:
-            module = importlib.import_module(DISCOVERY_MODULE)
-        except ModuleNotFoundError as exc:
-            if exc.name != DISCOVERY_MODULE:
-                raise
-            return
-        module.discover()
+        file_state = discover_user_systems(register, problems)
+        plugin_state = discover_plugins(register, problems, _UNLOADED)
     finally:
-        _discovery["running"] = False
-        _discovery["done"] = True
+        _DISCOVERY.running = False
+        _DISCOVERY.done = True
+    _DISCOVERY.problems, _DISCOVERY.file_state, _DISCOVERY.plugin_state = problems, file_state, plugin_state
+
+
+def discovery() -> Discovery:
+    """What discovery read and could not register (it runs first if it has not yet)."""
+    _discover()
+    return _DISCOVERY
 
 
 def refresh() -> None:
@@ -286,14 +96,17 @@ def refresh() -> None:
     for name in [n for n, s in _REGISTERED.items() if s.origin != "built-in"]:
         unregister(name)
     _UNLOADED.clear()
-    _discovery["done"] = False
+    _DISCOVERY.done = False
 
 
 def register(spec: SystemSpec, provider: object | None = None, replace: bool = False) -> SystemSpec:
     """Add a system: ``spec`` and, optionally, its provider (a module or object with build/is_built/load
-    [/config_dict]); without one, :func:`system_module` makes it from ``spec.module``. A built-in name, or a
-    registered one without ``replace``, raises ``ValueError``."""
-    if spec.name in _BUILT_IN:
+    [/config_dict], checked here); without one, :func:`system_module` makes it from ``spec.module`` and checks it
+    then. A spec that is not a ``SystemSpec`` or a provider that is not one is a ``RegistrationError``; a built-in
+    name, or a registered one without ``replace``, raises ``ValueError``."""
+    if not isinstance(spec, SystemSpec):
+        raise RegistrationError(f"{spec!r}: a {type(spec).__name__}, not a core.registry.SystemSpec")
+    if spec.name in _built_in():
         raise ValueError(f"{spec.name} is a built-in system; choose another name")
     if not replace and spec.name in _REGISTERED:
         raise ValueError(f"{spec.name} is registered already ({_REGISTERED[spec.name].origin})")
@@ -301,6 +114,8 @@ def register(spec: SystemSpec, provider: object | None = None, replace: bool = F
         raise ValueError(f"a system name is not empty and has no '@': {spec.name!r}")
     if spec.kind not in ("retriever", "reranker"):
         raise ValueError(f"{spec.name}: kind is 'retriever' or 'reranker', not {spec.kind!r}")
+    if provider is not None:
+        check_provider(spec.source or spec.module or spec.name, provider)
     _REGISTERED[spec.name] = spec
     _PROVIDERS.pop(spec.name, None)
     if provider is not None:
@@ -310,7 +125,7 @@ def register(spec: SystemSpec, provider: object | None = None, replace: bool = F
 
 def unregister(name: str) -> None:
     """Remove a registered (user or plugin) system; built-in ones stay (``ValueError``)."""
-    if name in _BUILT_IN:
+    if name in _built_in():
         raise ValueError(f"{name} is a built-in system")
     _REGISTERED.pop(name, None)
     _PROVIDERS.pop(name, None)
@@ -318,7 +133,7 @@ def unregister(name: str) -> None:
 
 def default_first_stage() -> str:
     """The first stage rerankers use when none is asked (the build's stored runs use it too)."""
-    return next(s.name for s in SYSTEMS if s.default_first_stage)
+    return next(s.name for s in _built_in().values() if s.default_first_stage)
 
 
 def rerank_depth(name: str | None = None) -> int:
@@ -343,7 +158,7 @@ def layer_sources() -> dict[str, tuple[str, LayerSource]]:
 
 def reference_of(name: str) -> str | None:
     """The untrained reference of ``SYSTEM[@...]`` for held-out verdicts (None if it has none or is unknown)."""
-    spec = _BY_NAME.get(name.split("@", 1)[0])
+    spec = _all().get(name.split("@", 1)[0])
     return (spec.reference or None) if spec is not None else None
 
 
@@ -354,20 +169,21 @@ def contamination_note(name: str, dataset_name: str) -> str | None:
     """The Quora-contamination note for a MiniLM-derived system (a fusion with a MiniLM part too) on a
     Quora dataset, else None: its QQP numbers are not zero-shot."""
     system, _, variant = name.partition("@")
-    spec = _BY_NAME.get(system)
+    spec = _all().get(system)
     if spec is None or "qqp" not in dataset_name.lower():
         return None
     derived = spec.minilm_derived
     if spec.variant_pattern:  # a fusion: any MiniLM-derived part (the default variant is the first listed)
         parts = (variant or spec.variants[0]).split(":")[0].split("+")
-        derived = any(_BY_NAME[p].minilm_derived for p in parts if p in _BY_NAME)
+        systems = _all()
+        derived = any(systems[p].minilm_derived for p in parts if p in systems)
     return f"{name}: {QUORA_NOTE} (its QQP numbers are not zero-shot)" if derived else None
 
 
 def _loose_parts(name: str) -> tuple[SystemSpec | None, str | None, str | None]:
     """(spec, variant, trained_on) of ``SYSTEM[@VARIANT][@TRAINED_ON]`` without raising (display helpers)."""
     system, *parts = name.strip().split("@")
-    spec = _BY_NAME.get(system)
+    spec = _all().get(system)
     if spec is None:
         return None, None, None
     variant = next((p for p in parts if p and is_variant(spec, p)), None)
@@ -420,17 +236,18 @@ def recipe_choices(kind: str | None = None) -> list[str]:
 
 def list_systems(kind: str | None = None) -> list[SystemSpec]:
     """Built-in systems, then registered (user, plugin) ones; ``kind`` "retriever" or "reranker" filters."""
-    return [s for s in _BY_NAME.values() if kind is None or s.kind == kind]
+    return [s for s in _all().values() if kind is None or s.kind == kind]
 
 
 def get_spec(name: str) -> SystemSpec:
     """The spec of a system; ``SYSTEM@TRAINED_ON`` / ``SYSTEM@VARIANT`` names give SYSTEM's spec."""
     base = name.split("@", 1)[0]
-    if base not in _BY_NAME:
+    systems = _all()
+    if base not in systems:
         if base in _UNLOADED:
             raise StudioError(f"system {base} is a plugin that did not load: {_UNLOADED[base]}")
-        raise UnknownNameError("system", base, list(_BY_NAME))
-    return _BY_NAME[base]
+        raise UnknownNameError("system", base, list(systems))
+    return systems[base]
 
 
 @dataclass(frozen=True)
@@ -468,28 +285,33 @@ def needs_training(spec: SystemSpec, variant: str | None = None) -> bool:
 
 def system_module(name: str) -> ModuleType | Any:
     """The provider of a system's build/is_built/load[/config_dict]: the one given to :func:`register`, else
-    ``spec.module`` imported ("pkg.mod") or made ("pkg.mod:Factory" -> ``Factory(spec)``, made once)."""
+    ``spec.module`` imported ("pkg.mod", which exports the system's ``REGISTRATION``) or made ("pkg.mod:Factory" ->
+    ``Factory(spec)``), checked (``check_provider``) and kept. A module that is not the system's provider is a
+    ``RegistrationError`` naming it and what it lacks."""
     spec = get_spec(name)
     if spec.name in _PROVIDERS:
         return _PROVIDERS[spec.name]
     module_name, _, factory = spec.module.partition(":")
     module = importlib.import_module(module_name)
-    if not factory:
-        return module
-    provider = getattr(module, factory)(spec)
+    if factory:
+        provider = check_provider(spec.module, getattr(module, factory)(spec))
+    else:
+        provider = check_provider(module_name, module)
+        exported = check_registration(module_name, getattr(module, "REGISTRATION", None))
+        if exported.name != spec.name:
+            raise RegistrationError(f"{module_name}: exports the REGISTRATION of {exported.name}, not {spec.name}")
     _PROVIDERS[spec.name] = provider
     return provider
 
 
 def is_variant(spec: SystemSpec, variant: str) -> bool:
     """A listed variant, or one that matches the spec's ``variant_pattern``."""
-    return variant in spec.variants or bool(spec.variant_pattern and re.fullmatch(spec.variant_pattern, variant))
+    return spec.is_variant(variant)
 
 
 def check_variant(name: str, variant: str | None) -> None:
-    spec = get_spec(name)
-    if variant is not None and not is_variant(spec, variant):
-        raise UnknownNameError(f"variant of {name}", variant, list(spec.variants))
+    """``UnknownNameError`` unless ``variant`` is None or a variant of system ``name``."""
+    get_spec(name).check_variant(variant)
 
 
 def supports(spec: SystemSpec, dataset: Dataset) -> bool:

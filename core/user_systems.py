@@ -17,175 +17,30 @@ reads and rewrites the file under one file lock (``filelock``; two ``add`` at on
 atomically. A bi-encoder added with a dataset is saved as ``state = "encoding"`` until its encoding there is
 done (``mark_usable``); an interrupted encoding is undone (``discard``), or, when the process was killed, the
 entry stays "encoding" and the same ``add`` resumes it.
-:func:`discover` is what the registry runs, lazily and once, on its first lookup; a plugin that fails to
-import or register, or a user file that cannot be read, becomes one line in :func:`problems` (shown on
-the Models page and by ``core systems``), never an exception.
+:func:`problems` lists, one line each, what the registry's discovery could not register (a plugin that fails to
+import or register, a user file that cannot be read; shown on the Models page and by ``core systems``), never an
+exception. The file itself (reading, writing, its entries' specs) is ``core.user_systems_file``.
 """
 from __future__ import annotations
 
-import os
-import re
-import threading
-import tomllib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from core.errors import StudioError
-from core.paths import var_dir
 from core.plugins import ENTRY_POINT_GROUP  # noqa: F401  (the group's name; plugin discovery is core.plugins)
+from core.user_systems_file import (FOLDER_WAYS, NAME_RULE, WAYS, UserSystem, file_state, read_user_systems,  # noqa: F401
+                                    update_user_systems, user_file)
 
-FILE_NAME = "user_systems.toml"
-WAYS = ("bi-encoder", "cross-encoder", "run")
-# the two ways a model folder comes in (the Models page's form), with what each becomes
-FOLDER_WAYS = {WAYS[0]: "bi-encoder folder (retriever)", WAYS[1]: "cross-encoder folder (reranker)"}
-NAME_RULE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
-_PROBLEMS: list[str] = []
-_SEEN: dict = {"file": None, "plugins": None, "checked": 0.0}  # what discovery last read; when plugins were checked
 PLUGIN_CHECK_S = 5.0  # a long-running app looks for newly installed plugins at most this often
-_HEADER = ("# Your own systems (python -m core systems add / remove). One table per system:\n"
-           "# way = bi-encoder | cross-encoder | run; path = the model folder or run file; dataset = the\n"
-           "# dataset a run ranks (or a bi-encoder was first encoded on).\n")
-
-
-@dataclass(frozen=True)
-class UserSystem:
-    """One entry of the user systems file."""
-
-    name: str
-    way: str  # one of WAYS
-    path: str  # absolute path of the model folder or run file
-    dataset: str = ""  # the dataset a run ranks ("" for a model folder added without --dataset)
-    added: str = ""  # UTC time it was added (ISO 8601)
-    state: str = ""  # "" usable; "encoding": being encoded on ``dataset`` (not usable until it is done)
-
-
-def user_file() -> Path:
-    """``var/user_systems.toml`` (``QRS_VAR`` moves it with the rest of the artifacts)."""
-    return var_dir() / FILE_NAME
-
-
-def read_user_systems() -> list[UserSystem]:
-    """The user systems in the file, in the order they were added (a missing file: none).
-    A malformed file raises ``StudioError`` naming it."""
-    path = user_file()
-    if not path.is_file():
-        return []
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise StudioError(f"{path} is not valid TOML ({exc}); fix or delete it") from None
-    out = []
-    for name, row in (data.get("systems") or {}).items():
-        if not isinstance(row, dict) or row.get("way") not in WAYS or not isinstance(row.get("path"), str):
-            raise StudioError(f"{path}: [systems.{name}] needs way = one of {', '.join(WAYS)} and path = \"...\"")
-        out.append(UserSystem(name, row["way"], row["path"], str(row.get("dataset", "")), str(row.get("added", "")),
-                              str(row.get("state", ""))))
-    return out
-
-
-LOCK_TIMEOUT_S = 30.0
-
-
-@contextmanager
-def _locked() -> Iterator[None]:
-    """Hold the user file's lock (``.user_systems.toml.lock`` beside it) across a read-modify-write."""
-    from filelock import FileLock, Timeout
-
-    path = user_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path.with_name(f".{path.name}.lock")), timeout=LOCK_TIMEOUT_S)
-    try:
-        with lock:
-            yield
-    except Timeout:
-        raise StudioError(f"{path} is locked by another add/remove for over {LOCK_TIMEOUT_S:.0f} s; "
-                          "nothing was changed, try again") from None
-
-
-def _update(change: Callable[[list[UserSystem]], list[UserSystem]]) -> None:
-    """Read the file, ``change`` the list, write it back: under the lock, so no concurrent change is lost."""
-    with _locked():
-        _write(change(read_user_systems()))
-
-
-def _write(systems: list[UserSystem]) -> None:
-    """Write the file atomically (a temporary file renamed over it); callers hold ``_locked``."""
-    import tomli_w
-
-    table = {"systems": {s.name: {k: v for k, v in (("way", s.way), ("path", s.path), ("dataset", s.dataset),
-                                                    ("added", s.added), ("state", s.state)) if v} for s in systems}}
-    path = user_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(_HEADER + tomli_w.dumps(table), encoding="utf-8")
-    tmp.replace(path)
-
-
-# ----------------------------------------------------------------------------- registrations
-def spec_of(system: UserSystem):
-    """The ``SystemSpec`` of a user system (its provider is made from ``module`` by the registry)."""
-    from core.registry import SystemSpec
-
-    common = dict(origin="user", source=system.path, default_build=False)
-    on_demand = "your model folder may change: its rankings are computed on demand, never read from a stored run"
-    if system.way == "bi-encoder":
-        return SystemSpec(system.name, "retriever", f"{system.name} (your bi-encoder)",
-                          "core.retrieval.st_biencoder:BiEncoderFolder", f"sentence-transformers folder {system.path}",
-                          datasets=("*",), family="dense", ann_indexable=True, milvus_servable=True, cheap=True,
-                          knobs=("index", "nprobe", "efSearch"),
-                          note=(f"being encoded on {system.dataset}, not usable yet (if that was interrupted, the same "
-                                f"`python -m core systems add {system.name} --bi-encoder {system.path} --dataset "
-                                f"{system.dataset}` resumes it)" if system.state == "encoding" else
-                                "your model: encoded on first use, re-encoded when the folder changes"),
-                          not_stored=on_demand, **common)
-    if system.way == "cross-encoder":
-        return SystemSpec(system.name, "reranker", f"{system.name} (your cross-encoder)",
-                          "core.rerank.st_cross_encoder:CrossEncoderFolder",
-                          f"sentence-transformers cross-encoder folder {system.path}", datasets=("*",),
-                          family="cross-encoder", note="your model: scores (query, candidate) pairs",
-                          not_stored=on_demand, **common)
-    return SystemSpec(system.name, "retriever", f"{system.name} (your run file)", "core.retrieval.fixed_run:FixedRun",
-                      f"TREC run file {system.path}", datasets=(system.dataset,), family="run",
-                      note=f"a fixed run of {system.dataset}: ranks only the queries it covers, not typed queries",
-                      not_stored="a fixed run: its rankings are the file itself", **common)
+_CHECKED = {"plugins": 0.0}  # when installed plugins were last compared with what discovery read
 
 
 def problems() -> list[str]:
     """One line per plugin or user system that could not be registered (after discovery)."""
-    from core.registry import list_systems
+    from core.registry import discovery
 
-    list_systems()  # discovery runs on the registry's first lookup
-    return list(_PROBLEMS)
-
-
-def discover() -> None:
-    """Register the user systems file and the ``qrs.systems`` plugins (called by the registry, once)."""
-    from core.registry import register
-
-    _PROBLEMS.clear()
-    _SEEN["file"] = _file_state()
-    try:
-        systems = read_user_systems()
-    except StudioError as exc:
-        _PROBLEMS.append(f"user systems: {exc}")
-        systems = []
-    for system in systems:
-        try:
-            register(spec_of(system))
-        except ValueError as exc:
-            _PROBLEMS.append(f"user system {system.name}: {exc}")
-    _discover_plugins()
-
-
-def _file_state() -> tuple | None:
-    try:
-        stat = user_file().stat()
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
+    return list(discovery().problems)
 
 
 def refresh_if_changed(force: bool = False) -> bool:
@@ -194,16 +49,16 @@ def refresh_if_changed(force: bool = False) -> bool:
     ``core systems add/remove`` or a ``pip install`` did meanwhile, without a restart; True when it did."""
     import time
 
-    from core.registry import list_systems, refresh
+    from core.registry import discovery, refresh
 
-    list_systems()
-    changed = _file_state() != _SEEN["file"]
+    seen = discovery()
+    changed = file_state() != seen.file_state
     now = time.monotonic()
-    if not changed and (force or now - _SEEN["checked"] >= PLUGIN_CHECK_S):
-        _SEEN["checked"] = now
+    if not changed and (force or now - _CHECKED["plugins"] >= PLUGIN_CHECK_S):
+        _CHECKED["plugins"] = now
         from core.plugins import plugin_state
 
-        changed = plugin_state() != _SEEN["plugins"]
+        changed = plugin_state() != seen.plugin_state
     if not changed:
         return False
     refresh()
@@ -230,12 +85,6 @@ def source_key(name: str) -> str:
     except (OSError, StudioError):
         return "missing"
 
-
-
-def _discover_plugins() -> None:
-    from core.plugins import discover_plugins
-
-    _SEEN["plugins"] = discover_plugins(_PROBLEMS)
 
 # ----------------------------------------------------------------------------- add / remove
 def _check_name(name: str, resuming: UserSystem | None = None) -> None:
@@ -340,7 +189,7 @@ def add_user_system(name: str, way: str, path: str | Path, dataset: str = "", st
             raise StudioError(f"{name} was just added by another process; choose another name; nothing was written")
         return [*systems, system]
 
-    _update(append)
+    update_user_systems(append)
     refresh()
     if way == "run":  # nothing to train: mark it ready on its dataset (pooling lists ready systems)
         from core.data.datasets import load_dataset
@@ -365,7 +214,7 @@ def remove_user_system(name: str) -> UserSystem:
         removed.append(found)
         return [s for s in systems if s.name != name]
 
-    _update(drop)
+    update_user_systems(drop)
     refresh()
     return removed[0]
 
@@ -374,7 +223,7 @@ def mark_usable(name: str) -> None:
     """A user system's encoding is done: clear its "encoding" state (it is listed and served as usable)."""
     from core.registry import refresh
 
-    _update(lambda systems: [replace(s, state="") if s.name == name else s for s in systems])
+    update_user_systems(lambda systems: [replace(s, state="") if s.name == name else s for s in systems])
     refresh()
 
 
@@ -382,5 +231,5 @@ def discard(name: str) -> None:
     """Undo an ``add`` whose encoding did not finish (the entry goes; nothing else was written for it)."""
     from core.registry import refresh
 
-    _update(lambda systems: [s for s in systems if s.name != name])
+    update_user_systems(lambda systems: [s for s in systems if s.name != name])
     refresh()

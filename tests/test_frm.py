@@ -253,7 +253,7 @@ def test_train_frm_cli_trains_each_seed_beside_the_build_and_names_its_folder(ti
 def test_frm_trains_single_threaded_on_cpu_and_restores_threads(monkeypatch):
     """Two intra-op threads made FRM's weights differ run to run (bench/reports/frm_threads.json): train_frm runs
     the loop with one thread on CPU and gives the caller its thread count back, also when training fails."""
-    from core.rerank import frm as F
+    from core.rerank import frm_training as T
 
     seen = []
 
@@ -261,13 +261,13 @@ def test_frm_trains_single_threaded_on_cpu_and_restores_threads(monkeypatch):
         seen.append(torch.get_num_threads())
         raise RuntimeError("stop")
 
-    monkeypatch.setattr(F, "_train_frm", fake)
-    monkeypatch.setattr(F, "device", lambda: torch.device("cpu"))
+    monkeypatch.setattr(T, "_train_frm", fake)
+    monkeypatch.setattr(T, "device", lambda: torch.device("cpu"))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         with pytest.raises(RuntimeError, match="stop"):
-            F.train_frm(None, None, None, None)
+            T.train_frm(None, None, None, None)
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

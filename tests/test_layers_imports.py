@@ -5,7 +5,7 @@ Walks every module of core (and models/) with ``ast`` and fails on
 - an upward import: a module importing a unit of its own layer other than its own unit, or any higher layer, and
 - a private name (``_name``) imported from another package (core, models, ui, pages, bench, app.py walked).
 An import by name (``importlib.import_module("core.x")``, or of a module-level constant holding it) counts as
-an import; ``KNOWN_EXCEPTIONS`` lists the one edge allowed to break the rules, with its reason.
+an import; no edge is exempt.
 
 The order is written down once, in ``LAYERS`` below (lowest first); DEVELOPERS.md points here. A unit is a
 module-name prefix: ``core.data`` covers every module of that package. A module belongs to the unit with the
@@ -31,15 +31,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.data",),  # datasets, text pipeline, tokenizers, vectors, candidate lists: no retrieval, no serving
     ("core.retrieval.base",),  # Retriever / Reranker protocols, Ranking, to_run
     ("core.evaluation",),  # the evaluation contract (ranx, pytrec_eval conventions): trainers' dev metric too
-    ("core.registry",),  # system names, specs, folders
+    ("core.system_spec",),  # what a system is: SystemSpec, Recipe, the SystemProvider protocol and its checks
+    ("core.systems",),  # the built-in systems' registrations, one light module each (no system code imported)
+    ("core.plugins", "core.user_systems_file"),  # qrs.systems plugins as installed now; the user systems file
+    ("core.registry",),  # systems by name: discovery, providers, names people read, folders
     ("core.build_status",),  # where the background build stands (its status files and lock), read-only
     ("core.transfer",),  # a trained model applied to another dataset: which folder serves a name
     ("core.training",),  # the training loop, seeds, checkpoints, early stopping
     ("core.retrieval",),  # first-stage retrievers and their trainers
     ("core.training_data",),  # the labelled-pairs view every reranker trainer reads
     ("core.rerank",),  # second-stage rerankers and their trainers
-    ("core.plugins",),  # qrs.systems plugins, read as installed now
-    ("core.user_systems",),  # a researcher's model folders, run files and qrs.systems plugins, registered
+    ("core.user_systems",),  # adding, removing and checking a researcher's model folders and run files
     ("core.serving",),  # the one loader and the one runner; scorers of candidate lists
     ("core.analysis",),  # Compare engine, stored runs, error analysis, layers, keywords, held-out verdicts
     ("core.judging",),  # judgments store, pooling, campaigns, agreement, case studies
@@ -49,14 +51,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.cli",),  # one function per verb
     ("core.__main__",),
 )
-
-
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("core.registry", "core.user_systems"): (
-        "the registry discovers user and plugin systems on its first lookup, whichever page, verb or test asks "
-        "first, by importing core.user_systems by name (DISCOVERY_MODULE); user_systems registers through the "
-        "registry. Passing the hook in instead would make every entry point install it before its first lookup."),
-}
 
 
 def _units() -> dict[str, int]:
@@ -149,8 +143,6 @@ def upward_imports() -> list[str]:
         unit = _unit(name, units)
         for target, line in sorted(edges):
             other = _unit(target, units)
-            if (name, target) in KNOWN_EXCEPTIONS:
-                continue
             if other != unit and units[other] >= units[unit]:
                 bad.append(f"{name}:{line} -> {target}  ({unit} may not import {other})")
     return bad
@@ -158,7 +150,7 @@ def upward_imports() -> list[str]:
 
 def import_circles() -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan), each sorted."""
-    graph = {name: {t for t, _ in edges if (name, t) not in KNOWN_EXCEPTIONS} for name, edges in _graph().items()}
+    graph = {name: {t for t, _ in edges} for name, edges in _graph().items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -226,13 +218,13 @@ def test_no_private_name_is_imported_across_packages():
     assert bad == [], "private names imported from another package (make them public):\n" + "\n".join(bad)
 
 
-def test_an_import_by_name_counts_and_the_known_exception_is_still_there():
-    """The registry's import of core.user_systems by name is an edge of the graph (so its circle is seen), and
-    each known exception is an edge that exists (a stale exception fails)."""
+def test_the_registry_reaches_user_and_plugin_systems_downward():
+    """Discovery of user and plugin systems is below the registry (no circle through core.user_systems): the
+    registry imports the user systems file and the plugins, and neither imports the registry."""
     graph = {name: {t for t, _ in edges} for name, edges in _graph().items()}
-    for (source, target), reason in KNOWN_EXCEPTIONS.items():
-        assert target in graph[source] and reason
-    assert "core.registry" in graph["core.user_systems"]  # the other half of the circle the exception names
+    assert {"core.user_systems_file", "core.plugins", "core.systems"} <= graph["core.registry"]
+    assert "core.user_systems" not in graph["core.registry"]
+    assert not {"core.registry", "core.user_systems"} & (graph["core.user_systems_file"] | graph["core.plugins"])
 
 
 def test_every_module_of_core_has_a_layer():

@@ -72,8 +72,14 @@ class ToyProvider:
     def __init__(self, spec: SystemSpec) -> None:
         self.spec = spec
 
+    def build(self, dataset, profile="quick", progress=None, variant=None) -> dict:  # noqa: ANN001
+        return {}
+
     def is_built(self, dataset, variant=None) -> bool:  # noqa: ANN001
         return True
+
+    def load(self, dataset, variant=None, **options):  # noqa: ANN001, ANN003
+        raise NotImplementedError("never loaded here")
 
 
 @pytest.fixture
@@ -122,20 +128,22 @@ def test_register_takes_a_module_or_object_and_refuses_clashes(toy):
 
 
 def test_discovery_runs_once_on_first_lookup_and_again_after_refresh(monkeypatch):
+    from core import plugins
+
     calls = []
-    module = types.ModuleType("qrs_test_discovery")
     spec = SystemSpec("found", "retriever", "Found", "x", "none", datasets=("*",), origin="plugin:x")
+    provider = types.SimpleNamespace(build=lambda *a, **k: {}, is_built=lambda *a, **k: False, load=lambda *a, **k: None)
 
-    def discover() -> None:
+    def discover(register, problems, unloaded) -> tuple:
         calls.append(len(registry.list_systems()))  # asking the registry while discovering: built-ins only
-        registry.register(spec, types.SimpleNamespace())
+        register(spec, provider=provider)
+        return ()
 
-    module.discover = discover
-    monkeypatch.setitem(sys.modules, "qrs_test_discovery", module)
-    monkeypatch.setattr(registry, "DISCOVERY_MODULE", "qrs_test_discovery")
+    monkeypatch.setattr(plugins, "discover_plugins", discover)
     registry.refresh()
     try:
-        assert registry.get_spec("found") is spec and calls == [len(registry.SYSTEMS)]
+        built_in = [s for s in registry.list_systems() if s.origin == "built-in"]
+        assert registry.get_spec("found") is spec and calls == [len(built_in)]
         assert "found" in [s.name for s in registry.list_systems()] and len(calls) == 1
         registry.refresh()
         assert "found" not in registry._REGISTERED

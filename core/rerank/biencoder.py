@@ -18,6 +18,9 @@ from core.artifacts import load_json, save_json
 from core.data.datasets import Dataset
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, no_progress
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 
@@ -98,7 +101,7 @@ class _LazyPretrained:
 
     def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray:
         if self._encoder is None:
-            from core.retrieval.bert import MiniLMEncoder
+            from core.retrieval.minilm_encoder import MiniLMEncoder
 
             self._encoder = MiniLMEncoder.pretrained("mean", 64)
         return self._encoder.encode(texts, batch_size=batch_size, progress=progress)

@@ -40,9 +40,12 @@ from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from core.data.pipeline import check_stamp, is_current, stamp
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Ranking, Reranker, no_progress
+from core.systems import registration_for
 from core.training import EarlyStopping, check_profile, device, set_seed
 from core.training_data import training_data
 from models.cnn_reranker import CNNConfig, CNNPairReranker, cnn_loss
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 VARIANTS = ("no-features", "train-all")
 TRAIN_ALL = "train-all"  # the variant and the TrecQA split it trains on

@@ -43,7 +43,10 @@ from core.errors import MissingArtifactError
 from core.evaluation import pair_auc, score_pairs_of
 from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, Reranker, no_progress
+from core.systems import registration_for
 from core.training import TrainLog, device, linear_warmup_decay, profile_settings, set_seed
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 DEV_METRIC = "roc_auc (dev pairs)"
@@ -156,7 +159,7 @@ def new_model(max_length: int = 64, seed: int = 13, head: str = "cls"):
 
         raise UnknownNameError("cross-encoder head", head, list(HEADS))
     if head == "segments":
-        from core.retrieval.bert import load_backbone
+        from core.retrieval.minilm_encoder import load_backbone
         from models.cross_encoder import SegmentPoolCrossEncoder
 
         set_seed(seed)
@@ -166,7 +169,7 @@ def new_model(max_length: int = 64, seed: int = 13, head: str = "cls"):
     from sentence_transformers import CrossEncoder
     from transformers.utils import logging as hf_logging
 
-    from core.retrieval.bert import model_path
+    from core.retrieval.minilm_encoder import model_path
 
     set_seed(seed)  # the head's initialisation
     verbosity = hf_logging.get_verbosity()

@@ -26,6 +26,9 @@ from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
 from core.retrieval.tree_search import KMeansTree
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 QUORA_NOTE = "all-MiniLM-L6-v2 was pre-trained on data that includes Quora duplicates"
 

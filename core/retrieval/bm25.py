@@ -24,6 +24,9 @@ from core.errors import MissingArtifactError, QueryError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Reranker, Retriever, no_progress, order_ties, tie_depth
 from core.data.pipeline import check_stamp, is_current, stamped, terms
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
 

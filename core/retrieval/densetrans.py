@@ -35,13 +35,16 @@ from core.artifacts import config_from_dict, load_json, load_torch, save_json, s
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
-from core.registry import build_command, check_variant, system_dir, system_path
+from core.registry import build_command, system_dir, system_path
 from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, dev_collection, fit, split_score  # noqa: F401 (re-exported)
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.tokenizers import (IdsEncoder, WordPieceVocab, WordVocab, minilm_input_embeddings, minilm_path,
                              state_fingerprint, load_vocab, vocab_is_current)
+from core.systems import registration_for
 from core.training import check_profile, device, profile_settings, set_seed
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 SYSTEM = "densetrans"
 DEFAULT_INDEX = "auto"  # exact below 1M vectors; the paper's IVFPQ (§4.2.3) is the "ivfpq" preset
@@ -106,7 +109,7 @@ def make_config(profile: str = "quick", variant: str | None = None, **overrides)
     settings (``quick``/``full`` contribute their patience only; ``paper`` is refused); any other variant is an
     ablation (§4.4.1)."""
     check_profile(profile)
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     _check_recipe_profile(variant, profile)
     plan_fields = {f.name for f in dataclasses.fields(TrainPlan)}
     settings = {**profile_settings(PROFILES, profile), **RECIPES.get(variant or "", {}), **overrides}
@@ -269,7 +272,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     """The trained DenseTrans over the collection with a faiss index (``auto`` (default) = exact below
     1M vectors, ``flat``, ``ivfpq`` (the paper's §4.2.3), ``ivf``, ``hnsw`` or a factory string); cheap
     when the embeddings are built."""
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     folder = _folder(dataset, variant, tag)
     command = build_command(SYSTEM, dataset.name, variant if variant and variant != "full" else None)
     if not (folder / "model.pt").is_file():

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from core.artifacts import config_from_dict, load_json, load_torch, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
-from core.registry import build_command, check_variant, system_dir
+from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.contrastive import TrainPlan, fit
 from core.retrieval.dense import DenseRetriever
 from core.retrieval.wordmean import collection_vocab, glove_matrix, reference, serve, test_scores
 from core.data.tokenizers import IdsEncoder, load_vocab, state_fingerprint, vocab_is_current
+from core.systems import registration_for
 from core.training import check_profile, device, profile_settings, set_seed
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 SYSTEM = "dual-encoder"
 DEFAULT_INDEX = "auto"
@@ -76,7 +79,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
           config: DualEncoderConfig | None = None, tag: str | None = None, resume: bool = True) -> dict:
     """Train to convergence (or the profile's cap), encode the collection, exact index; test numbers."""
     check_profile(profile)
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     cfg = config or make_config(profile)
     folder = _folder(dataset, tag)
     start = time.perf_counter()
@@ -131,7 +134,7 @@ def _serve(dataset: Dataset, folder, command: str, index: str = DEFAULT_INDEX, f
 def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDEX, search_params: str | None = None,
          tag: str | None = None, **options) -> DenseRetriever:
     """The trained dual encoder over the collection (``index``: ``auto`` = exact below 1M vectors)."""
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     folder = _folder(dataset, tag)
     command = build_command(SYSTEM, dataset.name)
     if not (folder / "model.pt").is_file():

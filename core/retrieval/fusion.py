@@ -33,7 +33,7 @@ Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
       (the one loader passes itself; ``core.serving.loader.part_loader(dataset)`` elsewhere); fusion imports no
       serving code. ``Ranking.stats`` holds each part's seconds.
     - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
-      loading any model.
+      loading any model (the methods and their tuning are ``core.retrieval.ranx_fusion``).
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
     In Compare: ``SystemChoice("fusion", variant="bm25+minilm:rrf")``; in the CLI:
     ``python -m core eval --system fusion --variant bm25+minilm:rrf --split test`` and
@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,16 +55,16 @@ from core.errors import MissingArtifactError, StudioError
 from core.paths import artifact_dir
 from core.registry import build_command, slug, system_dir
 from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, no_progress, validate_query
+from core.retrieval.ranx_fusion import (FUSION_METHODS, RRF_K_DEFAULT, TUNE_METRIC, fuse_dicts, fuse_runs,  # noqa: F401
+                                        ranx_run, tune)
+from core.systems import registration_for
 
-FUSION_METHODS = ("rrf", "combsum", "wsum")
-RANX_METHOD = {"rrf": "rrf", "combsum": "sum", "wsum": "wsum"}
-RANX_NORM = {"rrf": None, "combsum": "min-max", "wsum": "min-max"}
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
+
 DEFAULT_VARIANT = "bm25+minilm:rrf"
 VARIANTS = tuple(f"{parts}:{m}" for parts in ("bm25+minilm", "bm25+densetrans") for m in FUSION_METHODS)
 VARIANT_PATTERN = r"[^:@]+\+[^:@]+:[a-z]+"
 DEPTH = 100
-TUNE_METRIC = "map@100"
-RRF_K_DEFAULT = 60
 
 Loader = Callable[[str, "str | None"], Retriever]
 
@@ -154,105 +153,6 @@ def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, 
 
 def _folder(dataset_name: str, variant: str | None) -> Path:
     return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
-
-
-# ----------------------------------------------------------------------------- fusion with ranx
-def _run(data: Mapping[str, Mapping[str, float]], name: str):
-    from ranx import Run
-
-    run = Run.from_dict({q: dict(d) for q, d in data.items()}, name=name)
-    run.name = name
-    return run
-
-
-def fuse_dicts(parts: Sequence[Mapping[str, Mapping[str, float]]], method: str, params: Mapping | None = None,
-               k: int | None = None) -> dict[str, list[tuple[str, float]]]:
-    """Fuse per-part ``{qid: {doc: score}}`` with ``ranx.fuse``; ``{qid: [(doc, score), ...]}`` best first.
-
-    A query that a part left empty is fused from the other parts only (ranx needs the same queries in
-    every run); with ``wsum`` the remaining parts keep their weights. Ties break by doc id.
-    """
-    from ranx import fuse
-
-    if method not in FUSION_METHODS:
-        raise StudioError(f"fusion method {method!r} is unknown; known: {', '.join(FUSION_METHODS)}")
-    params = dict(params or {})
-    weights = list(params.get("weights") or [1.0] * len(parts))
-    qids = sorted({q for p in parts for q, docs in p.items() if docs})
-    groups: dict[tuple[int, ...], list[str]] = {}
-    for q in qids:
-        groups.setdefault(tuple(i for i, p in enumerate(parts) if p.get(q)), []).append(q)
-    out: dict[str, list[tuple[str, float]]] = {}
-    for members, group in groups.items():
-        runs = [_run({q: parts[i][q] for q in group}, f"part{i}") for i in members]
-        if len(members) == 1:  # ranx fuses two or more runs: one answering part is its own fusion
-            out.update(_single(runs[0], method, params, weights[members[0]], k))
-            continue
-        call = {}
-        if method == "rrf":
-            call = {"k": params.get("k", RRF_K_DEFAULT)}
-        elif method == "wsum":
-            call = {"weights": [weights[i] for i in members]}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # numba's uint64->int64 cast warning inside ranx's min-max
-            fused = fuse(runs, norm=RANX_NORM[method], method=RANX_METHOD[method], params=call or None)
-        for q, docs in fused.to_dict().items():
-            ranked = sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
-            out[q] = [(d, float(s)) for d, s in (ranked[:k] if k else ranked)]
-    return out
-
-
-def _single(run, method: str, params: Mapping, weight: float, k: int | None) -> dict[str, list[tuple[str, float]]]:
-    """The fused scores when only one part answered a query: the same formulas with one term."""
-    from ranx import normalize
-
-    out = {}
-    if method == "rrf":
-        rrf_k = params.get("k", RRF_K_DEFAULT)
-        for q, docs in run.to_dict().items():
-            ranked = sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
-            out[q] = [(d, 1.0 / (rrf_k + i)) for i, (d, _) in enumerate(ranked, start=1)]
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            normed = normalize(run, "min-max")
-        scale = weight if method == "wsum" else 1.0
-        for q, docs in normed.to_dict().items():
-            out[q] = [(d, scale * float(s)) for d, s in sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))]
-    return {q: v[:k] if k else v for q, v in out.items()}
-
-
-def fuse_runs(runs: Sequence, method: str, params: Mapping | None = None, name: str = "fusion"):
-    """Fuse ranx ``Run`` objects (e.g. stored runs) into one ``Run`` named ``name`` (see ``fuse_dicts``)."""
-    fused = fuse_dicts([r.to_dict() for r in runs], method, params)
-    return _run({q: dict(v) for q, v in fused.items() if v}, name)
-
-
-def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Mapping[str, float]]], method: str,
-         metric: str = TUNE_METRIC) -> dict:
-    """ranx ``optimize_fusion`` on ``qrels``: RRF's k or wsum's weights ({} for combsum).
-
-    Only queries that every part answered and that have a relevant item take part (ranx needs the
-    same query ids in the qrels and every run).
-    """
-    from ranx import optimize_fusion
-
-    from core.evaluation import check_metrics, to_qrels
-
-    if method == "combsum":
-        return {}
-    (metric,) = check_metrics([metric])
-    qids = sorted(q for q, rel in qrels.items() if any(v > 0 for v in rel.values()) and all(p.get(q) for p in parts))
-    if not qids:
-        raise StudioError("no dev query with a relevant item was answered by every part: nothing to tune on")
-    runs = [_run({q: p[q] for q in qids}, f"part{i}") for i, p in enumerate(parts)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        best = optimize_fusion(to_qrels({q: qrels[q] for q in qids}), runs, norm=RANX_NORM[method],
-                               method=RANX_METHOD[method], metric=metric)
-    if method == "wsum":
-        return {"weights": [float(w) for w in best["weights"]]}
-    return {"k": int(best["k"])}
 
 
 # ----------------------------------------------------------------------------- retriever
@@ -381,8 +281,8 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
         fused = fuse_dicts(dev_runs, spec.method, params)
         fused_run = {q: dict(v) for q, v in fused.items()}
         for label, run in zip(spec.part_labels, dev_runs):
-            metrics[f"dev_{TUNE_METRIC}[{label}]"] = evaluate_run(qrels, _run(run, label), [TUNE_METRIC])[TUNE_METRIC]
-        metrics[f"dev_{TUNE_METRIC}"] = evaluate_run(qrels, _run(fused_run, "fusion"), [TUNE_METRIC])[TUNE_METRIC]
+            metrics[f"dev_{TUNE_METRIC}[{label}]"] = evaluate_run(qrels, ranx_run(run, label), [TUNE_METRIC])[TUNE_METRIC]
+        metrics[f"dev_{TUNE_METRIC}"] = evaluate_run(qrels, ranx_run(fused_run, "fusion"), [TUNE_METRIC])[TUNE_METRIC]
     else:
         tuned_on = "defaults: the dataset has no dev split with relevant items"
     config = FusionConfig(spec.variant, spec.method, spec.part_labels, params, DEPTH, tuned_on)

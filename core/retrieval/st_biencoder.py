@@ -116,7 +116,7 @@ class FolderEncoder:
         if self._fast is None:
             from transformers import AutoModel, AutoTokenizer
 
-            from core.retrieval.bert import MiniLMEncoder
+            from core.retrieval.minilm_encoder import MiniLMEncoder
 
             tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
             backbone = AutoModel.from_pretrained(str(self.folder), local_files_only=True)

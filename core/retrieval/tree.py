@@ -23,6 +23,9 @@ from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, system_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
 from core.retrieval.tree_search import KMeansTree, TreeConfig
+from core.systems import registration_for
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 
 @dataclass(frozen=True)

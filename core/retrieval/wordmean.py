@@ -19,12 +19,15 @@ from core.artifacts import load_torch, save_json, save_torch
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
-from core.registry import build_command, check_variant, system_dir
+from core.registry import build_command, system_dir
 from core.retrieval.base import ProgressFn, no_progress
 from core.retrieval.dense import DenseRetriever, stored_vectors_and_index
 from core.data.pipeline import PIPELINE_VERSION
 from core.data.tokenizers import IdsEncoder, WordVocab, load_vocab, state_fingerprint, vocab_is_current
+from core.systems import registration_for
 from core.training import check_profile, device, preserved_rng
+
+REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 SYSTEM = "glove-mean"
 DEFAULT_INDEX = "auto"  # exact below 1M vectors (core/retrieval/indexing.py)
@@ -129,7 +132,7 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
           variant: str | None = None) -> dict:
     """Vocabulary + frozen GloVe matrix, collection vectors, exact index; dev and test numbers."""
     check_profile(profile)
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     start = time.perf_counter()
     folder = system_dir(dataset.name, SYSTEM)
     vocab, model, encoder = _encoder(dataset)
@@ -164,7 +167,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
          search_params: str | None = None, **options) -> DenseRetriever:
     """The GloVe-mean retriever over the collection (``index``: ``auto`` (exact here), ``flat``,
     ``ivfpq``, ``ivf``, ``hnsw`` or a factory string)."""
-    check_variant(SYSTEM, variant)
+    REGISTRATION.check_variant(variant)
     folder = system_dir(dataset.name, SYSTEM)
     command = build_command(SYSTEM, dataset.name)
     vocab = load_vocab(folder / "vocab.json", "the glove-mean vocabulary", command)
