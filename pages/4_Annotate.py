@@ -151,7 +151,8 @@ def _panel_items(at: int) -> list[PanelItem]:
 
 
 def _commit(op: Op) -> object:
-    """Write one op of the panel through the store, with its idempotency key (the text from the corpus)."""
+    """Write one op of the panel through the store, with its idempotency key (the text from the corpus). It
+    may run outside a script run (the commit endpoint): it reads the session's systems through ``systems_of``."""
     query, qid, doc = (op.ref.get(f) for f in ("query", "qid", "doc"))
     if not isinstance(query, str) or not isinstance(doc, str) or doc not in ds.corpus:
         raise JudgmentError(f"{ds.name} has no document {str(doc)[:80]!r}; nothing was changed")
@@ -161,7 +162,7 @@ def _commit(op: Op) -> object:
         raise JudgmentError("\"can't judge\" is kept in campaigns; free judging stores labels and notes")
     return store.set_label(annotator, ds.name, query, doc, ds.corpus[doc], op.label,
                            query_id=qid if isinstance(qid, str) else None, note=op.rationale,
-                           systems=st.session_state[SYSTEMS_OF].get(op.uid), request=op.key)
+                           systems=systems_of.get(op.uid), request=op.key)
 
 
 def _nav(value) -> None:
@@ -172,7 +173,7 @@ def _nav(value) -> None:
         st.session_state[POS] = max(0, min(len(queue) - 1, keys.index(value["from"]) + value["dir"]))
 
 
-st.session_state.setdefault(SYSTEMS_OF, {})
+systems_of = st.session_state.setdefault(SYSTEMS_OF, {})
 try:
     items = _panel_items(pos) + (_panel_items(pos + 1) if pos + 1 < len(queue) else [])  # the next query prefetched
 except Exception as exc:

@@ -86,7 +86,7 @@ def team_app(oidc_provider, postgres_server, e2e_var, tmp_path_factory):  # noqa
     env = {**server_env(var), "QRS_DB_URL": db_url, "QRS_OWNERS": OWNER}
     for name in ("QRS_TRUSTED_HEADER", "QRS_USER"):
         env.pop(name, None)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false", "--secrets.files", str(secrets)]
     log = e2e_var / "campaign-streamlit.log"

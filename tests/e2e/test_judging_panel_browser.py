@@ -28,7 +28,7 @@ WAIT = 120
 
 def _start(folder, port: int, db_url: str) -> subprocess.Popen:
     env = {**server_env(folder), "QRS_DB_URL": db_url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.address",
            "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false"]
     log = (folder / "streamlit.log").open("ab")
