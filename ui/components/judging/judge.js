@@ -13,7 +13,7 @@ const KEYMAP = [
   ["P", "previous item"],
   ["N", "next unjudged item"],
   ["J / K", "next / previous item (list mode)"],
-  ["S", "can't judge, with a reason (campaigns)"],
+  ["S", "can't judge, with a reason"],
   ["R", "write a rationale (Enter or Esc leaves the box)"],
   ["L", "switch item mode / list mode"],
   ["?", "this help (Esc closes it)"],
