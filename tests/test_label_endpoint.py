@@ -78,10 +78,11 @@ def test_registrations_expire_and_stay_bounded(monkeypatch):
     assert "h1" not in le._HANDLES
 
 
-def test_the_http_route_answers_json_and_refuses_bad_bodies(committed):
+def test_the_http_route_answers_json_and_refuses_bad_bodies(committed, monkeypatch):
     from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
+    monkeypatch.setattr(le, "_MOUNTED", False)  # routes() marks the process as serving: undone after the test
     token, seen = committed
     client = TestClient(Starlette(routes=le.routes()))
     r = client.post(le.PATH, json={"ops": [_op("h1")]}, headers={le.TOKEN_HEADER: token})
