@@ -19,7 +19,7 @@ install: $(VENV)/.installed
 run: install
 	$(PY) -m core build --dataset $(DATASET) --systems bm25
 	$(PY) -m core build --dataset $(DATASET) --all --background
-	QRS_DATASET=$(DATASET) $(PY) -m streamlit run app.py --server.address 127.0.0.1 --server.port $(PORT)
+	QRS_DATASET=$(DATASET) $(PY) -m streamlit run serve.py --server.address 127.0.0.1 --server.port $(PORT)
 
 build: install
 	$(PY) -m core build --dataset $(DATASET) --all

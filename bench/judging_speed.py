@@ -1,11 +1,12 @@
 """Judging in a real browser: keypress -> next item painted, and keypress -> label committed in the database.
 
     python -m bench.judging_speed [--judgments 200] [--annotators 1 3] [--backends sqlite postgresql]
-                                  [--interval 0.25] [--out bench/reports/judging_speed.json]
+                                  [--interval 0.25] [--entry serve.py] [--out bench/reports/judging_speed.json]
 
 For each backend and number of annotators: a campaign on the tiny fixture's dataset name with enough items
 that every annotator judges ``--judgments`` of them (overlap = the number of annotators), ``streamlit run
-app.py`` on that database with a trusted identity header (``QRS_TRUSTED_HEADER``; each headless Chromium sends
+ENTRY`` on that database (``serve.py``: the panel commits through the app's commit endpoint; ``app.py``: through
+the component's value and a script run) with a trusted identity header (``QRS_TRUSTED_HEADER``; each headless Chromium sends
 its annotator's name through the DevTools protocol), and one browser per annotator, all at once. Each
 browser opens Annotate, picks the campaign and presses 0/1/2 every ``--interval`` seconds.
 
@@ -90,7 +91,7 @@ def _judge(driver, judgments: int, interval: float) -> list[dict]:
     return driver.execute_script("return window.__qrsJudgeTimings || []")
 
 
-def run_config(backend: str, n: int, judgments: int, interval: float, pg=None) -> dict:
+def run_config(backend: str, n: int, judgments: int, interval: float, pg=None, entry: str = "serve.py") -> dict:
     """One configuration: ``n`` annotators at once on ``backend``; the figures and the checks."""
     from core.judging.campaigns import CampaignStore
     from tests.e2e.conftest import free_port, new_driver, server_env, stop, wait_healthy
@@ -103,7 +104,7 @@ def run_config(backend: str, n: int, judgments: int, interval: float, pg=None) -
     url = f"http://127.0.0.1:{port}"
     env = {**server_env(folder), "QRS_DB_URL": db_url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}
     log = folder / "streamlit.log"
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", entry, "--server.headless", "true",
                                "--server.address", "127.0.0.1", "--server.port", str(port),
                                "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
                               cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -160,7 +161,7 @@ def run_config(backend: str, n: int, judgments: int, interval: float, pg=None) -
         paint = [t["ms"] for rows in timings.values() for t in rows]
         commit = [committed[t["key"]] - t["pressed"] for rows in timings.values() for t in rows if t["key"] in committed]
         return {
-            "backend": backend, "annotators": n, "judgments_per_annotator": judgments, "interval_s": interval,
+            "backend": backend, "entry": entry, "annotators": n, "judgments_per_annotator": judgments, "interval_s": interval,
             "keys_pressed": len(keys), "keys_committed": sum(k in committed for k in keys),
             "labels_stored": len(labels), "history_rows": len(history),
             "stored_once": len(labels) == n * judgments and len(history) == len(labels),
@@ -186,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--annotators", type=int, nargs="+", default=[1, 3])
     p.add_argument("--backends", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"])
     p.add_argument("--interval", type=float, default=0.25, help="seconds between key presses (default 0.25)")
+    p.add_argument("--entry", default="serve.py", choices=["serve.py", "app.py"],
+                   help="the file streamlit runs: serve.py (commit endpoint, default) or app.py (script runs only)")
     p.add_argument("--out", default=str(ROOT / "bench" / "reports" / "judging_speed.json"))
     args = p.parse_args(argv)
     if args.judgments < 1 or any(a < 1 for a in args.annotators) or args.interval < 0:
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends:
             for n in args.annotators:
                 print(f"[judging-speed] {backend}, {n} annotator(s), {args.judgments} labels each", flush=True)
-                runs.append(run_config(backend, n, args.judgments, args.interval, pg))
+                runs.append(run_config(backend, n, args.judgments, args.interval, pg, args.entry))
                 print(f"  {runs[-1]}", flush=True)
     finally:
         if pg is not None:
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": head_commit(), "host": platform.node(), "cpus": os.cpu_count(), "python_speed_s": python_speed(),
         "what": "keypress -> next item painted (in the page: performance.now() around the key handler and the next "
                 "requestAnimationFrame) and keypress -> label committed (a thread polling label_requests every 20 ms), "
-                "Annotate's campaign mode in headless Chromium, every annotator at once",
+                "Annotate's campaign mode in headless Chromium, every annotator at once; streamlit run " + args.entry,
         "runs": runs,
     })
     return 0

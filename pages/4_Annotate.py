@@ -138,30 +138,34 @@ def _panel_items(at: int) -> list[PanelItem]:
     query, qid = entry["query"], entry.get("query_id")
     labels = store.judgments(ds.name, [annotator], query) if annotator else []
     mine = {j.doc_id: j for j in labels}
+    cant = store.cant_judged(ds.name, annotator, query) if annotator else {}  # doc id -> (reason, note)
     out = []
     for item in (i for i in _pool(entry) if i.doc_id in ds.corpus):
         uid = f"{keys[at]}|{item.doc_id}"
         st.session_state[SYSTEMS_OF][uid] = dict(item.systems)
-        j = mine.get(item.doc_id)
+        j, c = mine.get(item.doc_id), cant.get(item.doc_id)
         shown = ds.display_query(qid) if qid in ds.queries else query  # as people wrote it (the models read query)
         out.append(PanelItem(uid, item.doc_id, keys[at], shown, ds.display(item.doc_id), j.label if j else None,
-                             None, j.note if j else None, j is not None,
+                             c[0] if c else None, j.note if j else c[1] if c else None, j is not None or c is not None,
                              {"query": query, "qid": qid, "doc": item.doc_id}))
     return out
 
 
 def _commit(op: Op) -> object:
-    """Write one op of the panel through the store, with its idempotency key (the text from the corpus)."""
+    """Write one op of the panel through the store, with its idempotency key (the text from the corpus). It
+    may run outside a script run (the commit endpoint): it reads the session's systems through ``systems_of``."""
     query, qid, doc = (op.ref.get(f) for f in ("query", "qid", "doc"))
     if not isinstance(query, str) or not isinstance(doc, str) or doc not in ds.corpus:
         raise JudgmentError(f"{ds.name} has no document {str(doc)[:80]!r}; nothing was changed")
     if op.kind == "undo":
         return store.undo(annotator, ds.name, query, doc, request=op.key)
-    if op.kind != "label":
-        raise JudgmentError("\"can't judge\" is kept in campaigns; free judging stores labels and notes")
+    if op.kind == "cant":  # no label, a reason: as campaigns store it (qrels and agreement skip it)
+        return store.cant_judge(annotator, ds.name, query, doc, ds.corpus[doc], op.reason or "",
+                                query_id=qid if isinstance(qid, str) else None, note=op.rationale,
+                                systems=systems_of.get(op.uid), request=op.key)
     return store.set_label(annotator, ds.name, query, doc, ds.corpus[doc], op.label,
                            query_id=qid if isinstance(qid, str) else None, note=op.rationale,
-                           systems=st.session_state[SYSTEMS_OF].get(op.uid), request=op.key)
+                           systems=systems_of.get(op.uid), request=op.key)
 
 
 def _nav(value) -> None:
@@ -172,7 +176,7 @@ def _nav(value) -> None:
         st.session_state[POS] = max(0, min(len(queue) - 1, keys.index(value["from"]) + value["dir"]))
 
 
-st.session_state.setdefault(SYSTEMS_OF, {})
+systems_of = st.session_state.setdefault(SYSTEMS_OF, {})
 try:
     items = _panel_items(pos) + (_panel_items(pos + 1) if pos + 1 < len(queue) else [])  # the next query prefetched
 except Exception as exc:
@@ -187,12 +191,12 @@ if not annotator:
     st.warning("Enter your annotator name to label.")
 start = next((i.uid for i in here if not i.judged), here[0].uid if here else None)
 judging_panel("annotate.panel", scope=f"free|{ds.name}|{annotator}", annotator=annotator, items=items,
-              commit=_commit, start=start, enabled=bool(annotator), labels=LABELS, group=keys[pos],
+              commit=_commit, start=start, enabled=bool(annotator), can_cant=True, labels=LABELS, group=keys[pos],
               status=f"Query {pos + 1} of {len(queue)}", more={"next": pos + 2 < len(queue), "prev": pos > 0},
               on_nav=_nav)
 if here:
     st.dataframe(pd.DataFrame({
         "#": range(1, len(here) + 1),
-        "judged": [f"{i.label} · {LABELS[i.label]}" if i.judged else "" for i in here],
+        "judged": ["can't judge" if i.cant else f"{i.label} · {LABELS[i.label]}" if i.judged else "" for i in here],
         "candidate": [i.text for i in here],
     }), hide_index=True, key="annotate.pool")

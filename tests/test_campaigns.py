@@ -715,10 +715,13 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
         conn.execute(text("DROP TABLE campaign_judge_labels"))  # schema v6's table: a v4 database has none
         conn.execute(text("DROP TABLE deletions"))  # schema v7's table
         conn.execute(text("DROP TABLE label_requests"))  # schema v8's table
+        for table, column in (("judgments", "reason"), ("judgment_history", "reason"),
+                              ("judgment_history", "reason_before")):  # schema v9's columns
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
     engine.dispose()
     cs = CampaignStore(url)  # opening upgrades
     try:
-        assert cs.store.schema_version() == SCHEMA_VERSION == 8
+        assert cs.store.schema_version() == SCHEMA_VERSION == 9
         names = {r.annotator for r in cs.store.judgments()} | {a for c in cs.campaigns() for a in c.annotators}
         assert "bob@lab.example" in names and "Bob@Lab.Example" not in names
         assert len(cs.queue("BOB@lab.example", "c1")) == 4  # bob's assignment found under the canonical name

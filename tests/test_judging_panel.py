@@ -1,5 +1,6 @@
-"""The judging panel's code is the repository's own (no URL, nothing fetched at run time), its keyboard map
-is complete and listed in its help overlay, and its ops are parsed strictly and applied once each."""
+"""The judging panel's code is the repository's own (no URL, nothing fetched at run time but the app's own
+commit endpoint the server names), its keyboard map is complete and listed in its help overlay, and its ops are
+parsed strictly and applied once each."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ import pytest
 from core.judging.judgments import JudgmentError, StoreBusyError
 from ui import judging_panel as jp
 
-URL = re.compile(r"""(https?:)?//[\w.-]+\.[a-z]{2,}|\bimport\s*\(|\bfetch\s*\(|XMLHttpRequest|WebSocket\(|src\s*=|href\s*=""",
+URL = re.compile(r"""(https?:)?//[\w.-]+\.[a-z]{2,}|\bimport\s*\(|\bfetch\s*\((?!ep\.url,)|XMLHttpRequest|WebSocket\(|src\s*=|href\s*=""",
                  re.IGNORECASE)
 
 
@@ -22,6 +23,7 @@ def test_the_component_is_the_repositorys_files_and_fetches_nothing():
         assert not URL.search(sources[kind]), f"{name} names a URL or loads code: {URL.search(sources[kind])}"
     assert "@import" not in sources["css"] and "url(" not in sources["css"]
     assert "innerHTML" not in sources["js"]  # texts go in with textContent only
+    assert sources["js"].count("fetch(") == 1  # one request: to the endpoint the server put into the data
 
 
 def test_the_keyboard_map_is_handled_listed_and_on_labelled_controls():

@@ -497,6 +497,34 @@ def test_notes_can_be_cleared_and_undo_restores_the_previous_note(store):
     assert [h.action for h in store.history()][-3:] == ["set", "clear", "undo"]
 
 
+def test_cant_judge_in_free_judging_is_stored_as_campaigns_store_it(store):
+    """No label and a reason (as ``campaign_labels``): qrels, statistics and agreement skip it; a label after
+    it clears the reason; undo walks back through both; an empty reason is refused, nothing written."""
+    q, cant = "How do I learn Python?", lambda reason, **kw: store.cant_judge("alice", DS, q, "d1", "text of d1",
+                                                                            reason, query_id="q1", **kw)
+    _label(store, 2, doc="d2")
+    assert cant("  the text is cut off ", note="half a line", request="k1").changed
+    assert cant("the text is cut off", request="k1").repeated  # the same request again: nothing
+    assert [j.doc_id for j in store.judgments()] == ["d2"] and store.qrels(DS) == {"q1": {"d2": 2}}
+    assert store.stats(DS).judgments == 1
+    assert store.cant_judged(DS, "alice", q) == {"d1": ("the text is cut off", "half a line")}
+    assert store.cant_judged(DS, "bob", q) == {}
+    for bad in ("", "   ", None):
+        with pytest.raises(JudgmentError, match="a reason is required"):
+            cant(bad)
+    with pytest.raises(JudgmentError, match="limit"):
+        cant("x" * 1001)
+    _label(store, 1)  # a label replaces the "can't judge"
+    assert store.cant_judged(DS, "alice", q) == {} and store.qrels(DS) == {"q1": {"d1": 1, "d2": 2}}
+    assert store.undo("alice", DS, q, "d1").changed  # the "can't judge" comes back, with its reason
+    assert store.cant_judged(DS, "alice", q) == {"d1": ("the text is cut off", "half a line")}
+    assert store.qrels(DS) == {"q1": {"d2": 2}}
+    store.undo("alice", DS, q, "d1")  # and before it: nothing
+    assert store.cant_judged(DS, "alice", q) == {} and len(store.judgments()) == 1
+    assert [h.action for h in store.history()] == ["set", "cant_judge", "set", "undo", "undo"]
+    assert [h.label for h in store.history()][1] is None
+
+
 def test_a_permanent_integrity_error_is_not_retried(store):
     """Only transient errors are retried; a NOT NULL violation surfaces at once."""
     from sqlalchemy import text

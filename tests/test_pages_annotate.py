@@ -79,6 +79,23 @@ def test_annotate_labels_a_result_into_the_database(env):
     send(at, PANEL, "ops", {"ops": [undo]})
     assert [x.label for x in store.judgments()] == [2]
     assert [h.action for h in store.history()] == ["set", "set", "undo"]  # undo reverts the label and its note
+    # "can't judge" with a reason (S in the panel), as campaigns store it: no label, so qrels skip it
+    assert data["can_cant"]
+    cant = {**undo_op(here[1]), "kind": "cant", "reason": "the candidate is cut off", "rationale": "half a line"}
+    send(at, PANEL, "ops", {"ops": [cant]})
+    send(at, PANEL, "ops", {"ops": [cant]})  # resent: applied once
+    assert not at.exception and cant["key"] in panel_data(at, PANEL)["acked"]
+    assert [x.label for x in store.judgments()] == [2] and store.qrels(ds.name) == {qid: {first["id"]: 2}}
+    assert store.cant_judged(ds.name, "Ada Lovelace", ds.queries[qid]) == {
+        here[1]["id"]: ("the candidate is cut off", "half a line")}
+    shown = next(i for i in panel_data(at, PANEL)["items"] if i["uid"] == here[1]["uid"])
+    assert (shown["cant"], shown["label"], shown["judged"]) == ("the candidate is cut off", None, True)
+    assert "can't judge" in at.dataframe[0].value["judged"].tolist()
+    assert [h.action for h in store.history()][-1] == "cant_judge" and len(store.history()) == 4
+    send(at, PANEL, "ops", {"ops": [{**cant, "key": "no-reason", "reason": "  "}]})
+    assert "a reason is required" in panel_data(at, PANEL)["failed"]["no-reason"] and len(store.history()) == 4
+    send(at, PANEL, "ops", {"ops": [undo_op(here[1])]})
+    assert store.cant_judged(ds.name, "Ada Lovelace", ds.queries[qid]) == {}
     # into the next query: the panel says so and the server moves its window
     send(at, PANEL, "nav", {"group": typed[0]["group"]})
     data = panel_data(at, PANEL)

@@ -63,12 +63,13 @@ def _listening(port: int) -> list[str]:
 
 @pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc/net/tcp")
 def test_server_started_without_flags_listens_on_loopback_only(tmp_path):
-    """`streamlit run app.py` with no --server.address binds 127.0.0.1 (from .streamlit/config.toml)."""
+    """`streamlit run serve.py` (what `make run` serves: app.py with the judging panel's commit endpoint, under
+    uvicorn) with no --server.address binds 127.0.0.1 (from .streamlit/config.toml)."""
     from tests.e2e.conftest import free_port
 
     port = free_port()
     env = {**os.environ, "QRS_VAR": str(tmp_path / "var"), "QRS_AUTOBUILD": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
                              "--server.fileWatcherType", "none"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:

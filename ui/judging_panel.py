@@ -7,10 +7,15 @@ panel the items it may show (the current query's candidates and the next ones, o
 the browser. ``apply_ops`` commits each op through the store exactly once (the key goes into
 ``label_requests`` with the label) and the next render tells the browser which keys are saved
 (``acked``) or refused (``failed``, with the one-line reason); the browser resends the rest, also after a
-reload (it keeps them in ``localStorage`` per annotator and campaign or dataset).
+reload (it keeps them in ``localStorage`` per annotator and campaign or dataset). Served by ``serve.py``, the
+panel also gets a signed token (``ui.label_endpoint``): the browser then POSTs its ops to the commit endpoint,
+which applies them through the same ``commit`` with the same keys at once (no script run), and uses the
+trigger only when the endpoint refuses or cannot be reached. ``commit`` may then run outside a script run: it
+must not read ``st.session_state`` (capture what it needs when the page runs).
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +25,7 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judging.judgments import StoreBusyError
+from ui import label_endpoint
 
 ASSETS = Path(__file__).resolve().parent / "components" / "judging"
 SOURCES = {"html": "judge.html", "css": "judge.css", "js": "judge.js"}
@@ -113,6 +119,15 @@ def apply_ops(ops: Sequence[Op], commit: Callable[[Op], object], acked: list[str
     return done
 
 
+def commit_now(raw: list, commit: Callable[[Op], object]) -> tuple[list[str], dict[str, str]]:
+    """The commit endpoint's path (``ui.label_endpoint``): parse and apply one request's ops through
+    ``commit``, as the trigger does; the keys saved (or saved before) and a refusal line per key refused."""
+    ops, failed = parse_ops({"ops": raw})
+    acked: list[str] = []
+    apply_ops(ops, commit, acked, failed)
+    return acked, failed
+
+
 def _on_ops(key: str, commit: Callable[[Op], object]) -> None:
     payload = (st.session_state.get(key) or {}).get("ops")
     ops, bad = parse_ops(payload)
@@ -149,6 +164,11 @@ def judging_panel(
     dataset); ``commit(op)`` writes one op through the store with ``request=op.key``; ``on_nav`` moves a
     free-judging window when the annotator goes past the loaded queries (``group`` the current one)."""
     failed = st.session_state.get(f"{key}.failed", {})
+    endpoint: dict[str, str] = {}
+    if label_endpoint.mounted() and annotator:  # served by serve.py: labels go straight to the store
+        handle = st.session_state.setdefault(f"{key}.handle", uuid.uuid4().hex)
+        endpoint = {"url": label_endpoint.PATH, "header": label_endpoint.TOKEN_HEADER,
+                    "token": label_endpoint.register(handle, annotator, scope, lambda raw: commit_now(raw, commit))}
     data = {
         "scope": scope,
         "annotator": annotator,
@@ -166,6 +186,7 @@ def judging_panel(
         "acked": list(st.session_state.get(f"{key}.acked", []))[-500:],
         "failed": dict(list(failed.items())[-200:]),
         "empty": empty,
+        "endpoint": endpoint,
     }
     _PANEL(key=key, data=data, on_ops_change=lambda: _on_ops(key, commit),
            on_nav_change=lambda: _on_nav(key, on_nav))

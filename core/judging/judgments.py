@@ -9,7 +9,8 @@ Alembic):
   label (0..``max_label``, 0/1/2 by default), optional note, time, the hash of the text it was given
   on (``doc_hash``) and which systems retrieved the document at what rank (``{SYSTEM: 3}``). When a
   document's text changes, its labels are not duplicated: they are flagged ``stale`` (to be
-  re-judged) until the annotator labels the new text;
+  re-judged) until the annotator labels the new text. A row without a label is "can't judge" with its
+  ``reason`` (``cant_judge``; as campaigns store it): label readers (``judgments``, qrels) skip it;
 - ``judgment_history``: append-only log of every change (set, clear, undo) with the note before and
   after, so an overwritten label is never lost and undo restores the previous label and note;
 - ``guidelines``: the judging instructions of each dataset (editable);
@@ -65,6 +66,7 @@ from core.settings import DEFAULT_DB_LOCK_TIMEOUT, SettingsError, settings
 
 DEFAULT_MAX_LABEL = 2
 MAX_NOTE_CHARS = 4000
+MAX_REASON_CHARS = 1000  # a "can't judge" reason (as campaigns')
 DEFAULT_LOCK_TIMEOUT = DEFAULT_DB_LOCK_TIMEOUT
 SQLITE_HEADER = b"SQLite format 3\x00"
 _T = TypeVar("_T")
@@ -554,9 +556,39 @@ class JudgmentStore:
         again is a no-op; a label on a changed document text replaces the old one (no second label).
         ``request``: the idempotency key of this label; applied once, however often it is sent.
         """
+        return self._write_judgment(annotator, dataset, query, doc_id, doc_text, self._check_label(label), None,
+                                    query_id=query_id, note=note, systems=systems, request=request)
+
+    def cant_judge(
+        self,
+        annotator: str,
+        dataset: str,
+        query: str,
+        doc_id: str,
+        doc_text: str,
+        reason: str,
+        *,
+        query_id: str | None = None,
+        note: str | None = None,
+        systems: Mapping[str, int] | None = None,
+        request: str | None = None,
+    ) -> LabelResult:
+        """Record "can't judge" with a reason (required) in place of a label, as campaigns do: the row keeps
+        no label, so qrels and agreement skip it; undo brings back what was there. Arguments as ``set_label``."""
+        reason = self._check_text("reason", reason if isinstance(reason, str) else "").strip()
+        if not reason:
+            raise JudgmentError("say why the item cannot be judged (a reason is required); nothing was changed")
+        if len(reason) > MAX_REASON_CHARS:
+            raise JudgmentError(f"the reason has {len(reason)} characters; the limit is {MAX_REASON_CHARS}")
+        return self._write_judgment(annotator, dataset, query, doc_id, doc_text, None, reason,
+                                    query_id=query_id, note=note, systems=systems, request=request)
+
+    def _write_judgment(self, annotator: str, dataset: str, query: str, doc_id: str, doc_text: str,
+                        label: int | None, reason: str | None, *, query_id: str | None, note: str | None,
+                        systems: Mapping[str, int] | None, request: str | None) -> LabelResult:
+        """A label (``reason`` None) or a "can't judge" (``label`` None) in one transaction, with its history."""
         annotator = self.check_annotator(annotator)
         request = self.check_request(request)
-        label = self._check_label(label)
         for what, value in (("dataset", dataset), ("query", query), ("document id", doc_id), ("document text", doc_text)):
             self._check_text(what, value)
         if not query.strip():
@@ -570,34 +602,37 @@ class JudgmentStore:
                 raise JudgmentError(f"the note has {len(note)} characters; the limit is {MAX_NOTE_CHARS}")
         hits = {str(k): int(v) for k, v in (systems or {}).items()}
         d_hash = text_hash(doc_text)
+        action = "set" if label is not None else "cant_judge"
 
         def tx() -> LabelResult:
             with self._write() as s, s.begin():
                 row = self._current(s, annotator, dataset, query, doc_id)
                 previous = row.label if row is not None else None
-                if request is not None and not self.first_request(s, request, self._annotator(s, annotator).id, "set"):
+                if request is not None and not self.first_request(s, request, self._annotator(s, annotator).id, action):
                     return LabelResult(False, previous, repeated=True)
                 new_note = (row.note if row is not None else None) if keep_note else note
-                if (row is not None and row.label == label and row.note == new_note and row.doc_hash == d_hash
-                        and row.document.text_hash == d_hash):
+                if (row is not None and row.label == label and row.reason == reason and row.note == new_note
+                        and row.doc_hash == d_hash and row.document.text_hash == d_hash):
                     return LabelResult(False, previous)  # the common re-submit path: one SELECT
                 now = _now()
                 d = self._document(s, dataset, doc_id, d_hash)
                 note_before = row.note if row is not None else None
+                reason_before = row.reason if row is not None else None
                 if row is None:
                     a = self._annotator(s, annotator)
                     q = self._query(s, dataset, query, query_id)
-                    row = JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=label,
+                    row = JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=label, reason=reason,
                                       note=new_note, systems=hits or None, created_at=now, doc_hash=d_hash)
                     s.add(row)
                 else:
-                    row.label, row.created_at, row.note, row.doc_hash = label, now, new_note, d_hash
+                    row.label, row.reason, row.created_at, row.note, row.doc_hash = label, reason, now, new_note, d_hash
                     if hits:
                         row.systems = {**(row.systems or {}), **hits}
                 s.flush()
                 s.add(HistoryRow(annotator_id=row.annotator_id, query_id=row.query_id, document_id=row.document_id,
-                                 action="set", label=label, previous_label=previous, note=row.note,
-                                 note_before=note_before, systems=row.systems, created_at=now, doc_hash=d_hash))
+                                 action=action, label=label, previous_label=previous, note=row.note,
+                                 note_before=note_before, systems=row.systems, created_at=now, doc_hash=d_hash,
+                                 reason=reason, reason_before=reason_before))
                 return LabelResult(True, previous)
 
         return self._run(tx)
@@ -614,7 +649,7 @@ class JudgmentStore:
                 s.add(HistoryRow(annotator_id=row.annotator_id, query_id=row.query_id, document_id=row.document_id,
                                  action="clear", label=None, previous_label=row.label, note=None,
                                  note_before=row.note, systems=row.systems, created_at=_now(),
-                                 doc_hash=row.doc_hash))
+                                 doc_hash=row.doc_hash, reason_before=row.reason))
                 previous = row.label
                 s.delete(row)
                 return LabelResult(True, previous)
@@ -622,7 +657,8 @@ class JudgmentStore:
         return self._run(tx)
 
     def undo(self, annotator: str, dataset: str, query: str, doc_id: str, *, request: str | None = None) -> LabelResult:
-        """Revert the newest not-yet-undone change of this label: previous label *and* previous note.
+        """Revert the newest not-yet-undone change of this label: previous label (or "can't judge" and its
+        reason) *and* previous note.
 
         A first label is removed; a cleared label comes back. Logged as an ``undo`` history entry.
         ``request``: the idempotency key of this undo (applied once).
@@ -647,7 +683,7 @@ class JudgmentStore:
                 for h in entries:
                     if h.action == "undo":
                         pending += 1
-                    elif h.action in ("set", "clear"):
+                    elif h.action in ("set", "cant_judge", "clear"):
                         if pending:
                             pending -= 1
                         else:
@@ -661,19 +697,21 @@ class JudgmentStore:
                                                          JudgmentRow.query_id == q.id, JudgmentRow.document_id == d.id))
                 current = row.label if row is not None else None
                 current_note = row.note if row is not None else None
+                current_reason = row.reason if row is not None else None
                 now = _now()
-                if target.previous_label is None:
+                if target.previous_label is None and target.reason_before is None:
                     if row is not None:
                         s.delete(row)
                 elif row is None:
                     s.add(JudgmentRow(annotator_id=a.id, query_id=q.id, document_id=d.id, label=target.previous_label,
-                                      note=target.note_before, systems=target.systems, created_at=now,
-                                      doc_hash=target.doc_hash))
+                                      reason=target.reason_before, note=target.note_before, systems=target.systems,
+                                      created_at=now, doc_hash=target.doc_hash))
                 else:
-                    row.label, row.note, row.created_at = target.previous_label, target.note_before, now
+                    row.label, row.reason, row.note, row.created_at = (target.previous_label, target.reason_before,
+                                                                       target.note_before, now)
                 s.add(HistoryRow(annotator_id=a.id, query_id=q.id, document_id=d.id, action="undo",
                                  label=target.previous_label, previous_label=current, note=target.note_before,
-                                 note_before=current_note,
+                                 note_before=current_note, reason=target.reason_before, reason_before=current_reason,
                                  systems=target.systems, created_at=now, doc_hash=target.doc_hash))
                 return LabelResult(True, current)
 
@@ -706,8 +744,9 @@ class JudgmentStore:
     def judgments(
         self, dataset: str | None = None, annotators: Iterable[str] | None = None, query: str | None = None
     ) -> list[Judgment]:
-        """Current labels, optionally for one dataset, some annotators, one query text."""
-        stmt = _with_context(JudgmentRow, DocumentRow, dataset)
+        """Current labels, optionally for one dataset, some annotators, one query text ("can't judge" rows,
+        which hold no label, are not labels: ``cant_judged`` reads them)."""
+        stmt = _with_context(JudgmentRow, DocumentRow, dataset).where(JudgmentRow.label.is_not(None))
         if annotators is not None:
             from core.judging.identity import canonical_identity
 
@@ -723,6 +762,20 @@ class JudgmentStore:
                              bool(j.doc_hash) and j.doc_hash != d.text_hash)
                     for j, name, q, d in s.execute(stmt)
                 ]
+
+        return self._reading(read)
+
+    def cant_judged(self, dataset: str, annotator: str, query: str) -> dict[str, tuple[str, str | None]]:
+        """doc id -> (reason, note) of one annotator's "can't judge" answers on one query."""
+        from core.judging.identity import canonical_identity
+
+        stmt = (_with_context(JudgmentRow, DocumentRow, dataset)
+                .where(JudgmentRow.label.is_(None), Annotator.name == canonical_identity(annotator),
+                       QueryRow.text_hash == text_hash(query)))
+
+        def read() -> dict[str, tuple[str, str | None]]:
+            with self._read() as s:
+                return {d.doc_id: (j.reason or "", j.note) for j, _, _, d in s.execute(stmt)}
 
         return self._reading(read)
 

@@ -16,6 +16,8 @@ in code; there is no alembic.ini. One revision per schema version:
   ``core.judging.deletion``).
 - ``0008`` v8: ``label_requests``: the idempotency key of every label request applied, so a label resent
   after a lost acknowledgement is stored once.
+- ``0009`` v9: "can't judge" in free judging: ``judgments.label`` nullable with ``judgments.reason`` (as
+  ``campaign_labels``), ``judgment_history.reason`` / ``reason_before`` (``JudgmentStore.cant_judge``).
 
 ``meta.schema_version`` is kept in step with the revision (older app builds read it and refuse a
 newer database). Databases written before Alembic have ``meta`` but no ``alembic_version``: they are
@@ -38,7 +40,7 @@ from sqlalchemy.engine import Engine
 from core.judging.schema import SCHEMA_VERSION, Base
 
 SCRIPTS = Path(__file__).resolve().parent / "alembic"
-REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007", 8: "0008"}
+REVISIONS = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006", 7: "0007", 8: "0008", 9: "0009"}
 """Studio schema version -> Alembic revision."""
 
 V1_DDL = (

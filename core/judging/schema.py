@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 MAX_REQUEST_CHARS = 64
 MAX_NAME_CHARS = 80
 
@@ -78,11 +78,12 @@ class JudgmentRow(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
-    label: Mapped[int] = mapped_column(Integer)
+    label: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: "can't judge" (v9), see reason
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     systems: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the text this label was given on
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it cannot be judged (label None)
     annotator: Mapped[Annotator] = relationship()
     query: Mapped[QueryRow] = relationship()
     document: Mapped[DocumentRow] = relationship()
@@ -94,7 +95,7 @@ class HistoryRow(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
     document_id: Mapped[int] = mapped_column(ForeignKey("documents.id"))
-    action: Mapped[str] = mapped_column(String(16))  # "set" | "clear" | "undo" | "migrated"
+    action: Mapped[str] = mapped_column(String(16))  # "set" | "cant_judge" | "clear" | "undo" | "migrated"
     label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     previous_label: Mapped[int | None] = mapped_column(Integer, nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -102,6 +103,8 @@ class HistoryRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     note_before: Mapped[str | None] = mapped_column(Text, nullable=True)
     doc_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # v9: the "can't judge" reason given
+    reason_before: Mapped[str | None] = mapped_column(Text, nullable=True)  # v9: the one the change replaced
 
 
 class GuidelinesRow(Base):

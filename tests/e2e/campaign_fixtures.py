@@ -37,6 +37,18 @@ class TeamApp:
     downloads: Path
     items: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # item id -> (query id, doc id, doc text)
     queues: dict[str, list[int]] = field(default_factory=dict)  # annotator -> assigned item ids
+    server: list = field(default_factory=list)  # [the running server process, how to start another]
+    restarts: int = 0
+
+    def restart(self) -> None:
+        """SIGKILL the server (a crash: nothing flushed, no goodbye to the browsers) and start it again on the
+        same port, database and secrets (the login cookies stay valid); back when it answers."""
+        proc, start = self.server
+        proc.kill()
+        proc.wait(timeout=30)
+        self.server[0] = start()
+        wait_healthy(self.url, self.server[0])
+        self.restarts += 1
 
 
 def _create_campaign(db_url: str, var: Path) -> tuple[dict, dict]:
@@ -66,7 +78,7 @@ def _create_campaign(db_url: str, var: Path) -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def team_app(oidc_provider, postgres_server, e2e_var, tmp_path_factory):  # noqa: F811
-    """`streamlit run app.py` with OIDC login (the local provider), QRS_DB_URL on PostgreSQL, QRS_OWNERS."""
+    """`streamlit run serve.py` with OIDC login (the local provider), QRS_DB_URL on PostgreSQL, QRS_OWNERS."""
     from tests.e2e.conftest import browser_binaries
 
     chrome, driver = browser_binaries()
@@ -86,18 +98,22 @@ def team_app(oidc_provider, postgres_server, e2e_var, tmp_path_factory):  # noqa
     env = {**server_env(var), "QRS_DB_URL": db_url, "QRS_OWNERS": OWNER}
     for name in ("QRS_TRUSTED_HEADER", "QRS_USER"):
         env.pop(name, None)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false", "--secrets.files", str(secrets)]
     log = e2e_var / "campaign-streamlit.log"
-    server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+    server = [start(), start]
     try:
         items, queues = _create_campaign(db_url, var)  # while the server starts
-        wait_healthy(url, server)
-        yield TeamApp(url, db_url, var, downloads, items, queues)
+        wait_healthy(url, server[0])
+        yield TeamApp(url, db_url, var, downloads, items, queues, server)
     finally:
-        stop(server)
+        stop(server[0])
         print(f"\n[e2e] campaign server log: {log}")
 
 

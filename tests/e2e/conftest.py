@@ -95,7 +95,7 @@ def server_env(var: Path) -> dict[str, str]:
 
 
 def start_streamlit(var: Path, port: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false"]
     return subprocess.Popen(cmd, cwd=ROOT, env=server_env(var), stdout=log.open("wb"), stderr=subprocess.STDOUT,

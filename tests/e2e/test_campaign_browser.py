@@ -1,8 +1,11 @@
 """In real browsers: a team judges one campaign against a real PostgreSQL server.
 
 Three annotators log in through the local OIDC provider (oidc-provider-mock on 127.0.0.1) in three headless
-Chromium sessions and judge a campaign with overlap 2 at the same time (a thread and a WebDriver each). One
-browser is killed (SIGKILL) after it committed some labels, with one more click in flight. Afterwards every
+Chromium sessions and judge a campaign with overlap 2 at the same time (a thread and a WebDriver each). The
+server (``streamlit run serve.py``: labels go through the panel's commit endpoint) is killed (SIGKILL) once
+right after each annotator pressed their third key and started again; each annotator opens the campaign again
+and the labels not acknowledged are resent from the browser's storage. One browser is killed (SIGKILL) after it
+committed some labels, with one more click in flight. Afterwards every
 label a session saw committed is in the store (nothing else, bar that in-flight click), the killed annotator
 resumes in a new browser where they stopped, agreement is computed, the owner adjudicates every conflict on
 the Campaigns page and downloads TREC qrels whose file name names the rule. Negative tests: a visitor who is
@@ -11,7 +14,7 @@ not logged in gets the login page and nothing else; an annotator opening an item
 
 Judging happens in the judging panel, with keys only: ann's first label is the key 2 pressed right after
 choosing the campaign in the "Judge" picker, her second right after typing a rationale (R opens the box; a
-digit typed there is text, not a label; Enter leaves it), and she reloads the page right after her third key
+digit typed there is text, not a label; Enter leaves it), and she reloads the page right after her fourth key
 (the label is resent from the browser's storage and stored once). Bob undoes one label with U and labels the
 item again, and judges the second half of his queue in list mode (L; J and K move). Every label counted as
 seen was shown saved by the panel (acknowledged by the server).
@@ -39,6 +42,7 @@ from tests.e2e.conftest import new_driver  # noqa: E402
 
 WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
 KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
+RESTART_AT = 2  # the server is killed and started again right after everyone's third key (queue position 2)
 DECISION = 1  # the owner's decision on every conflict
 RATIONALE = "near-duplicate wording"  # ann's rationale on her second item
 BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stStatusWidgetRunningIcon"]',
@@ -150,12 +154,15 @@ def panel_state(driver):
 
 
 def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: list[int],
-                kill_after: int | None = None, undone: list[int] | None = None) -> None:
+                kill_after: int | None = None, undone: list[int] | None = None,
+                restart: threading.Barrier | None = None) -> None:
     """Log in as ``who`` and label their queue with keys in the judging panel; ``seen`` gets each label the
     panel showed saved (acknowledged by the server). With ``kill_after``: after that many, press one more key
     and kill the browser at once. ann presses her first key right after the campaign picker, her second right
     after a rationale, and reloads the page right after her third key; bob undoes one label with U and judges
-    the second half of his queue in list mode (J/K checked there)."""
+    the second half of his queue in list mode (J/K checked there). With ``restart``: right after the key at
+    ``RESTART_AT`` each waits there until the server was killed and started again (the barrier's action), then
+    opens the campaign again; the label is counted once the panel shows it saved."""
     undone = [] if undone is None else undone
     login(driver, app, who)
     open_campaign(driver, app)
@@ -183,7 +190,10 @@ def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: lis
         press(driver, str(label))  # to whatever has the focus, as a person's key press goes
         if n + 1 < len(queue):  # the next item is painted by the browser, before any answer of the server
             assert panel_state(driver)[0] == str(queue[n + 1]), (who, panel_state(driver))
-        if who == TEAM[0] and n == 2:  # a reload right after the key: the label is resent, stored once
+        if restart is not None and n == RESTART_AT:  # the server dies now (whatever was in flight) and comes back
+            restart.wait()
+            open_campaign(driver, app)  # a new session: the campaign is picked again, the rest is resent
+        if who == TEAM[0] and n == 3:  # a reload right after the key: the label is resent, stored once
             driver.refresh()
             open_campaign(driver, app)
         wait_for(driver, lambda d: (s := panel_state(d)) is not None and s[1] == 0,
@@ -297,12 +307,14 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         in_flight: list[int] = []
         undone: list[int] = []
         errors: dict[str, BaseException] = {}
+        restart = threading.Barrier(len(TEAM), action=app.restart, timeout=WAIT)
 
         def work(who: str, driver) -> None:
             try:
                 judge_queue(driver, app.url, who, seen[who], in_flight, KILL_AFTER if who == KILLED else None,
-                            undone)
+                            undone, restart)
             except BaseException as exc:  # noqa: BLE001 - reported below
+                restart.abort()  # the others stop waiting for this one
                 shot(driver, f"failed-{who.split('@')[0]}")
                 errors[who] = exc
 
@@ -313,6 +325,7 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
             t.join(timeout=300)
         assert not [t for t in threads if t.is_alive()], "an annotator's browser session hung"
         assert not errors, errors
+        assert app.restarts == 1 and app.server[0].poll() is None
         quit_quietly(drivers.pop(names[2]))
 
         # --- every committed label is in the store, with its history; the in-flight click at most adds one

@@ -1,6 +1,6 @@
-"""In a real browser: the judging panel's help overlay, "can't judge" with a reason, the mouse, and a server
-killed mid-stream (SIGKILL) and started again: every label the panel showed saved is stored once, and the
-labels sent while the server was down are resent from the browser's storage when the campaign is open again.
+"""In a real browser: the judging panel's help overlay, "can't judge" with a reason and the mouse; every answer
+the panel showed saved is stored once. (A server killed mid-stream and started again, with the labels not
+acknowledged resent from the browser's storage, is test_campaign_browser's, with three annotators at once.)
 
 The annotator is named by a trusted proxy header (``QRS_TRUSTED_HEADER``), which Chromium sends through the
 DevTools protocol; the database is SQLite (the PostgreSQL path of the same panel is in test_campaign_browser).
@@ -28,7 +28,7 @@ WAIT = 120
 
 def _start(folder, port: int, db_url: str) -> subprocess.Popen:
     env = {**server_env(folder), "QRS_DB_URL": db_url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.address",
            "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false"]
     log = (folder / "streamlit.log").open("ab")
@@ -62,7 +62,7 @@ def _press(d, key: str) -> None:
     ActionChains(d).send_keys(key).perform()
 
 
-def test_panel_help_cant_judge_mouse_and_a_killed_server(tmp_path, e2e_var):
+def test_panel_help_cant_judge_and_mouse(tmp_path, e2e_var):
     db_url = f"sqlite:///{tmp_path / 'j.sqlite'}"
     queries = ("q1", "q2")
     cs = CampaignStore(db_url)
@@ -103,22 +103,8 @@ def test_panel_help_cant_judge_mouse_and_a_killed_server(tmp_path, e2e_var):
         _wait(d, lambda x: _state(x) == (str(queue[4]), 0), "four answers saved")
         got = {it.item_id: (it.label, it.cant_judge) for it in cs.queue(WHO, CAMPAIGN)}
         assert [got[i] for i in queue[:4]] == [(2, None), (0, None), (None, "the candidate is cut off"), (1, None)]
-        # the server dies right after two more keys; the browser keeps what was not acknowledged
-        _press(d, "2")
-        _press(d, "1")
-        server.kill()
-        server.wait(timeout=30)
-        time.sleep(1)
-        pending = _state(d)[1]
-        server = _start(tmp_path, port, db_url)
-        wait_healthy(url, server)
-        _open(d, url)  # a new session after the restart: the campaign is picked again, the rest is resent
-        _wait(d, lambda x: (s := _state(x)) is not None and s[1] == 0, "every label saved after the restart")
-        got = {it.item_id: it.label for it in cs.queue(WHO, CAMPAIGN)}
-        assert [got[i] for i in queue[4:6]] == [2, 1], (pending, got)
         history = cs.history(OWNER, CAMPAIGN)
-        assert len(history) == 6 and len({(h.item_id, h.action) for h in history}) == 6  # each label once
-        print(f"\n[e2e] labels not acknowledged when the server was killed: {pending}")
+        assert len(history) == 4 and len({(h.item_id, h.action) for h in history}) == 4  # each answer once
     finally:
         if d is not None:
             d.quit()

@@ -1,8 +1,10 @@
 // The judging panel (Streamlit components v2): the browser holds the items and answers each key at once;
-// every label goes to the server as a trigger ("ops") carrying an idempotency key made here. Labels not yet
-// acknowledged stay in localStorage (per annotator and campaign or dataset) and are resent until the server
-// says they are saved (data.acked) or refused (data.failed). Nothing is fetched: this file is the whole
-// program. Texts are written with textContent only.
+// every label goes to the server carrying an idempotency key made here: POSTed to the app's own commit
+// endpoint when the server gave a token (data.endpoint: the store answers at once, no script run), else (or
+// when the endpoint refuses or cannot be reached) as a trigger ("ops"). Labels not yet acknowledged stay in
+// localStorage (per annotator and campaign or dataset) and are resent until the server says they are saved
+// (the endpoint's answer, or data.acked) or refused (data.failed). Nothing else is fetched: this file is the
+// whole program. Texts are written with textContent only.
 const INSTANCES = new WeakMap();
 const RESEND_MS = 2500;
 const KEYMAP = [
@@ -11,7 +13,7 @@ const KEYMAP = [
   ["P", "previous item"],
   ["N", "next unjudged item"],
   ["J / K", "next / previous item (list mode)"],
-  ["S", "can't judge, with a reason (campaigns)"],
+  ["S", "can't judge, with a reason"],
   ["R", "write a rationale (Enter or Esc leaves the box)"],
   ["L", "switch item mode / list mode"],
   ["?", "this help (Esc closes it)"],
@@ -60,6 +62,9 @@ class Judge {
     this.data = {};
     this.lastSent = 0;
     this.navSent = null;
+    this.posting = false; // a POST to the commit endpoint is in flight
+    this.endpointDown = null; // the token the endpoint refused (or failed with): the trigger until a new one
+    this.synced = null;
     window.__qrsJudgeTimings = window.__qrsJudgeTimings || [];
     this.onKey = (e) => this.key(e);
     window.addEventListener("keydown", this.onKey, true); // capture: before the page's own shortcuts
@@ -129,20 +134,14 @@ class Judge {
       this.mode = store("qrs-judge:mode:" + this.data.annotator) || this.data.mode || "item";
       for (const op of this.outbox) { this.remember(op, "pending"); }
     }
-    const failed = this.data.failed || {};
-    const acked = new Set(this.data.acked || []);
-    this.outbox = this.outbox.filter((op) => {
-      if (acked.has(op.key)) { this.settle(op, "saved"); return false; }
-      if (failed[op.key]) { this.settle(op, "failed", failed[op.key]); return false; }
-      return true;
-    });
-    for (const [uid, st] of this.local) {
-      if (st.state === "pending" && acked.has(st.key)) { st.state = "saved"; }
-      if (st.state === "saved" && !this.outbox.some((op) => op.uid === uid)) { this.local.delete(uid); }
-    }
-    store("qrs-judge:outbox:" + this.scope, this.outbox);
+    this.settleAll(this.data.acked || [], this.data.failed || {});
     this.items = this.data.items || [];
     this.index = new Map(this.items.map((it, i) => [it.uid, i]));
+    for (const [uid, st] of this.local) { // the server's item shows a saved label: its own view again
+      if (st.state === "saved" && !this.outbox.some((op) => op.uid === uid) && this.agrees(uid, st)) {
+        this.local.delete(uid);
+      }
+    }
     if (this.atEnd && this.index.has(this.cursor) && this.index.get(this.cursor) + 1 < this.items.length) {
       this.atEnd = false; // more items came: show the one after the last labelled
       this.cursor = this.items[this.index.get(this.cursor) + 1].uid;
@@ -163,6 +162,27 @@ class Judge {
     if (this.outbox.length) { this.send(); }
   }
 
+  settleAll(ackedKeys, failed) {
+    const acked = new Set(ackedKeys);
+    this.outbox = this.outbox.filter((op) => {
+      if (acked.has(op.key)) { this.settle(op, "saved"); return false; }
+      if (failed[op.key]) { this.settle(op, "failed", failed[op.key]); return false; }
+      return true;
+    });
+    for (const st of this.local.values()) {
+      if (st.state === "pending" && acked.has(st.key)) { st.state = "saved"; }
+    }
+    store("qrs-judge:outbox:" + this.scope, this.outbox);
+  }
+
+  agrees(uid, st) {
+    const i = this.index.get(uid);
+    if (i === undefined) { return true; }
+    const it = this.items[i];
+    if (!it.judged) { return (st.label === null || st.label === undefined) && !st.cant; }
+    return (it.cant || null) === (st.cant || null) && (!!st.cant || it.label === st.label);
+  }
+
   remember(op, state, msg) {
     if (op.kind === "undo") {
       this.local.set(op.uid, { label: op.restore, cant: op.restoreCant, rationale: null, key: op.key, state, msg });
@@ -180,7 +200,7 @@ class Judge {
   // ------------------------------------------------------------------ what an item shows
   view(it) {
     const st = this.local.get(it.uid);
-    if (st && (st.state === "pending" || st.state === "failed")) { return st; }
+    if (st && (st.state === "pending" || st.state === "failed" || st.state === "saved")) { return st; }
     return { label: it.label, cant: it.cant, rationale: it.rationale, state: it.judged ? "saved" : "none" };
   }
 
@@ -288,12 +308,52 @@ class Judge {
   }
 
   send() {
-    if (!this.outbox.length || !this.setTrigger) { return; }
+    if (!this.outbox.length) { return; }
+    const ep = this.data.endpoint || {};
+    if (ep.token && this.endpointDown !== ep.token && window.fetch) { this.post(ep); return; }
+    if (!this.setTrigger) { return; }
     // one request in flight: labels given meanwhile go with the next one, sent as soon as the answer comes
     // (or after RESEND_MS without one), so the server never queues reruns that only repeat each other
     if (this.inflight && performance.now() - this.lastSent < RESEND_MS) { return; }
     this.inflight = true;
     this.lastSent = performance.now();
+    this.setTrigger("ops", { ops: this.outbox.slice(0, 200), sent: Date.now() });
+  }
+
+  post(ep) {
+    if (this.posting && performance.now() - this.lastSent < RESEND_MS) { return; }
+    this.posting = true;
+    this.lastSent = performance.now();
+    const headers = { "Content-Type": "application/json" };
+    headers[ep.header] = ep.token;
+    window.fetch(ep.url, { method: "POST", headers, body: JSON.stringify({ ops: this.outbox.slice(0, 200) }),
+      credentials: "same-origin", cache: "no-store" })
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status))))
+      .then((answer) => {
+        this.posting = false;
+        const acked = answer.acked || [];
+        this.settleAll(acked, answer.failed || {});
+        this.render();
+        this.sync();
+        if (acked.length && this.outbox.length) { this.send(); } // labels given meanwhile; a busy store waits
+      })
+      .catch(() => { // refused, restarted or unreachable: the trigger carries the labels until a new token
+        this.posting = false;
+        this.endpointDown = ep.token;
+        this.send();
+      });
+  }
+
+  sync() {
+    // the page refreshes (progress, an open campaign's next query) only in a script run: near the end of the
+    // items loaded here, ask for one, once per render
+    const ep = this.data.endpoint || {};
+    if (!this.setTrigger || this.data.navigable || this.synced === ep.token) { return; }
+    const i = this.index.get(this.cursor);
+    const ahead = this.atEnd || i === undefined ? 0 : this.items.slice(i).filter((x) => !this.judged(x)).length;
+    if (ahead > 3) { return; }
+    this.synced = ep.token;
+    this.inflight = true;
     this.setTrigger("ops", { ops: this.outbox.slice(0, 200), sent: Date.now() });
   }
 

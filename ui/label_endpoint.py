@@ -1,0 +1,130 @@
+"""The judging panel's commit endpoint: labels reach the store without waiting for a Streamlit script run.
+
+``serve.py`` mounts ``routes()`` beside Streamlit through ``st.App(..., routes=...)`` (Streamlit's public
+ASGI entry; ``streamlit run serve.py`` finds the ``app`` and serves it with uvicorn). Each render of the panel registers its
+``commit`` function under a random handle (``register``) and puts a token into the component's data: an
+HMAC-SHA256 signature, with a secret made once per server process, over the handle, the annotator, the
+panel's scope and an expiry. The browser POSTs its pending ops with that token to ``PATH``; the endpoint
+checks the signature, the expiry and that the handle is still registered for that annotator and scope, then
+hands the body to the registered ``apply`` (the panel's: the same ``parse_ops``, ``apply_ops`` and ``commit``
+as the component value path; the store's idempotency key is the op's key, so an op sent both ways is applied
+once). A refused request gets one line (``{"error": ...}``) and changes nothing; the browser then
+uses the component value path, which also covers a server restart (a new process knows no earlier handle).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+PATH = "/qrs/labels"
+TOKEN_HEADER = "X-QRS-Token"
+TTL_S = 4 * 3600  # a token (and its handle) lives this long after the panel's last render
+MAX_HANDLES = 10_000  # registered panels kept per process (the oldest expiring first)
+MAX_BODY = 1_000_000  # bytes: far above MAX_OPS ops
+
+_SECRET = secrets.token_bytes(32)  # per server process: a restart invalidates every token
+_LOCK = threading.Lock()
+_HANDLES: dict[str, "Registration"] = {}
+_MOUNTED = False
+
+
+class TokenError(Exception):
+    """A token that is malformed, forged, expired or names a panel this process does not know."""
+
+
+@dataclass
+class Registration:
+    """One rendered panel: whose labels it commits, into which scope, until when; ``apply(ops)`` commits a
+    request's ops and returns the keys saved and a refusal line per key refused."""
+
+    annotator: str
+    scope: str
+    apply: Callable[[list], tuple[list[str], dict[str, str]]]
+    expires: float
+
+
+def mounted() -> bool:
+    """Whether this process serves ``PATH`` (``routes()`` was built): only then does the panel get a token."""
+    return _MOUNTED
+
+
+def sign(handle: str, annotator: str, scope: str, expires: float) -> str:
+    """The token of one registration: base64url(JSON payload) + "." + hex HMAC-SHA256 of that text."""
+    body = base64.urlsafe_b64encode(json.dumps([handle, annotator, scope, int(expires)]).encode()).decode()
+    return body + "." + hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()
+
+
+def register(handle: str, annotator: str, scope: str, apply: Callable[[list], tuple[list[str], dict[str, str]]],
+             now: float | None = None) -> str:
+    """Keep ``apply`` under ``handle`` for ``annotator`` and ``scope``; return the token the browser sends."""
+    now = time.time() if now is None else now
+    expires = now + TTL_S
+    with _LOCK:
+        for old in [h for h, r in _HANDLES.items() if r.expires < now]:
+            del _HANDLES[old]
+        _HANDLES.pop(handle, None)
+        while len(_HANDLES) >= MAX_HANDLES:
+            del _HANDLES[next(iter(_HANDLES))]
+        _HANDLES[handle] = Registration(annotator, scope, apply, expires)
+    return sign(handle, annotator, scope, expires)
+
+
+def verify(token: str, now: float | None = None) -> Registration:
+    """The registration a token names, or ``TokenError`` with the one-line reason."""
+    now = time.time() if now is None else now
+    body, _, mac = (token or "").partition(".")
+    good = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()
+    if not body or not hmac.compare_digest(mac, good):
+        raise TokenError("the label token is not valid (signed by another server?); nothing was changed")
+    handle, annotator, scope, expires = json.loads(base64.urlsafe_b64decode(body.encode()))
+    if expires < now:
+        raise TokenError("the label token has expired; nothing was changed")
+    with _LOCK:
+        reg = _HANDLES.get(handle)
+    if reg is None or reg.annotator != annotator or reg.scope != scope:
+        raise TokenError("this server does not know the panel of this token (restarted?); nothing was changed")
+    return reg
+
+
+def commit_request(token: str, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Answer one POST: the HTTP status and its JSON body (``acked`` keys and ``failed`` lines, or ``error``)."""
+    try:
+        reg = verify(token)
+    except TokenError as exc:
+        return 401, {"error": str(exc)}
+    if not isinstance(payload, dict) or not isinstance(payload.get("ops"), list):
+        return 400, {"error": 'the body must be a JSON object {"ops": [...]}; nothing was changed'}
+    acked, failed = reg.apply(payload["ops"])
+    return 200, {"acked": acked, "failed": failed}
+
+
+def routes() -> list:
+    """The Starlette route of the endpoint, for ``st.App(routes=...)``; marks this process as serving it."""
+    global _MOUNTED
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def labels(request: Request) -> JSONResponse:
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            return JSONResponse({"error": f"the request is over {MAX_BODY} bytes; nothing was changed"}, 413)
+        try:
+            payload = json.loads(raw or b"null")
+        except ValueError:
+            return JSONResponse({"error": "the body is not JSON; nothing was changed"}, 400)
+        # the store is synchronous: commit on a worker thread, never on the event loop Streamlit's socket uses
+        status, body = await run_in_threadpool(commit_request, request.headers.get(TOKEN_HEADER, ""), payload)
+        return JSONResponse(body, status, headers={"Cache-Control": "no-store"})
+
+    _MOUNTED = True
+    return [Route(PATH, labels, methods=["POST"])]
