@@ -30,7 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models",),  # torch modules citing the papers' equations: no core import at all
     ("core.data",),  # datasets, text pipeline, tokenizers, vectors, candidate lists: no retrieval, no serving
     ("core.retrieval.base",),  # Retriever / Reranker protocols, Ranking, to_run
-    ("core.evaluation",),  # the evaluation contract (ranx, pytrec_eval conventions): trainers' dev metric too
+    ("core.evaluation",),  # ranx wrappers, metric names, the tie order, TREC run IO, pair AUC: trainers' dev metric too
+    ("core.evaluation_contract",),  # the evaluation contract: query set, both conventions, trec_eval names
     ("core.registry",),  # system names, specs, folders
     ("core.build_status",),  # where the background build stands (its status files and lock), read-only
     ("core.transfer",),  # a trained model applied to another dataset: which folder serves a name

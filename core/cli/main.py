@@ -268,7 +268,8 @@ def _loading(ds, run_spec):  # noqa: ANN001, ANN202
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.evaluation import DEFAULT_METRICS, check_metrics, evaluate_contract, read_trec_run, short, write_trec_run
+    from core.evaluation import DEFAULT_METRICS, check_metrics, read_trec_run, short, write_trec_run
+    from core.evaluation_contract import evaluate_contract
     from core.registry import parse_name
     from core.serving.runner import SystemChoice, loader_for, rank_many
 
