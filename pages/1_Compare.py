@@ -28,7 +28,7 @@ from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.retrieval.base import validate_query
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob

@@ -36,7 +36,7 @@ from core.data.trec import qrels_text, run_text
 from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.datasets import QUERY_FORMS

@@ -22,7 +22,7 @@ from core.judging.casestudy import (
 from core.analysis.compare import compare
 from core.data.datasets import list_datasets
 from core.errors import StudioError
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from ui.cache import cached_loader, case_store, dataset
 from ui.nav import ensure_navigation
 from ui.render import error

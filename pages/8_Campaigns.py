@@ -10,7 +10,7 @@ from core.judging.campaign_pool import choose_queries, items_from_rankings, rank
 from core.judging.campaigns import (RULES, CampaignSpec, CampaignStore, QuerySet, export_filename, qrels_text,
                                     rule_description)
 from core.judging.deletion import delete_campaign, delete_labels, plan_campaign, plan_labels
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.judging.pooling import available_systems
 from ui.auth import current_identity
 from ui.budget_view import render_budget

@@ -203,7 +203,8 @@ def test_table_dict_round_trip():
 # ----------------------------------------------------------------------------- saved cases
 def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
     from core.judging.casestudy_store import CASE_SCHEMA_VERSION, CaseStudyError, CaseStudyStore
-    from core.judging.judgments import SCHEMA_VERSION, JudgmentStore
+    from core.judging.judgments import JudgmentStore
+    from core.judging.schema import SCHEMA_VERSION
 
     url = f"sqlite:///{tmp_path / 'judgments.sqlite'}"
     judgments = JudgmentStore(url)
@@ -232,7 +233,7 @@ def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
 
 def test_case_table_added_to_an_old_judgments_database(tmp_path):
     from core.judging.casestudy_store import CaseStudyStore
-    from core.judging.judgments import make_engine
+    from core.judging.database import make_engine
     from core.judging.migrations import create_v1
 
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"

@@ -6,7 +6,8 @@ import pytest
 
 from core.judging.campaigns import CampaignAuthError, CampaignStore
 from core.judging.deletion import delete_campaign, delete_labels, deletions, plan_campaign, plan_labels
-from core.judging.judgments import JudgmentError, JudgmentStore
+from core.judging.database import JudgmentError
+from core.judging.judgments import JudgmentStore
 from tests.test_campaigns import OWNER, _items, _spec
 
 

@@ -33,7 +33,8 @@ from core.analysis.significance import holm, randomization_test
 from core.data.trec import run_text
 from core.errors import DataFormatError, StudioError
 from core.evaluation import evaluate_run
-from core.judging.judgments import JudgmentStore, query_key
+from core.judging.judgments import JudgmentStore
+from core.judging.label_records import query_key
 from core.judging.pooling import build_pool, shuffle_seed
 from core.retrieval.base import Ranking
 

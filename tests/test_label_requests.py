@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from core.judging.campaigns import CampaignSpec, CampaignStore, ItemSpec, QuerySet
-from core.judging.judgments import JudgmentError, JudgmentStore
+from core.judging.database import JudgmentError
+from core.judging.judgments import JudgmentStore
 
 OWNER, TEAM = "olivia@lab", ("ann", "bob")
 

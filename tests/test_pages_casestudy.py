@@ -92,7 +92,7 @@ def test_compare_why_explains_a_row_and_the_saved_case_keeps_it(built):
     """Compare's "why": any row of any system, a heatmap and the top words in one line; the saved case study and
     its Markdown export keep the explanation."""
     from core.judging.casestudy import escape_markdown, to_markdown
-    from core.judging.judgments import default_url
+    from core.judging.database import default_url
     from ui.cache import case_store
 
     at = _app("pages/1_Compare.py")

@@ -132,7 +132,8 @@ def judgment_labels(dataset_name: str, query_id: str | None, query: str) -> dict
 
     Read fresh on every call (a label set on Annotate shows at once); an empty or absent database gives {}.
     """
-    from core.judging.judgments import default_url, query_key
+    from core.judging.database import default_url
+    from core.judging.label_records import query_key
 
     store = judgment_store(default_url())
     return store.qrels(dataset_name).get(query_key(query_id, query), {})

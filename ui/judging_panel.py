@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from core.errors import StudioError
-from core.judging.judgments import StoreBusyError
+from core.judging.database import StoreBusyError
 
 ASSETS = Path(__file__).resolve().parent / "components" / "judging"
 SOURCES = {"html": "judge.html", "css": "judge.css", "js": "judge.js"}

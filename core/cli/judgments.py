@@ -131,7 +131,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete an annotator's labels (owners), after the typed confirmation; the audit keeps who and what."""
     from core.judging.deletion import delete_labels, plan_labels
-    from core.judging.judgments import JudgmentError
+    from core.judging.database import JudgmentError
 
     store = _store(args)
     plan = plan_labels(store, args.annotator, args.dataset)

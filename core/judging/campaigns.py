@@ -40,7 +40,9 @@ from sqlalchemy.orm import Session
 from core.data.trec import qrels_text
 from core.judging.agreement import CampaignLabel
 from core.judging.identity import canonical_identity
-from core.judging.judgments import MAX_NOTE_CHARS, JudgmentError, JudgmentStore, LabelResult, query_key
+from core.judging.database import JudgmentError
+from core.judging.judgments import MAX_NOTE_CHARS, JudgmentStore
+from core.judging.label_records import LabelResult, query_key
 from core.judging.schema import (MAX_NAME_CHARS, Annotator, CampaignAdjudicationRow, CampaignHistoryRow,
                                  CampaignItemRow, CampaignLabelRow, CampaignMemberRow, CampaignRow, CampaignSlotRow,
                                  DocumentRow, QueryRow, _now, _utc, text_hash)
