@@ -45,7 +45,7 @@ def configured_owner(actor: str) -> bool:
 
 def require_owner(actor: str, doing: str) -> None:
     """``CampaignAuthError`` (one line, nothing done) unless ``actor`` is an owner of the configuration."""
-    from core.judging.campaigns import CampaignAuthError
+    from core.judging.campaign_records import CampaignAuthError
     from core.judging.identity import canonical_identity, configured_people
 
     if not configured_owner(actor):
@@ -59,7 +59,7 @@ def _ids(text: str | None) -> list[str]:
 
 
 def _query_set(args: argparse.Namespace):
-    from core.judging.campaigns import CampaignError, QuerySet
+    from core.judging.campaign_records import CampaignError, QuerySet
 
     chosen = [flag for flag, value in (("--queries", args.queries), ("--sample", args.sample)) if value]
     if len(chosen) > 1:
@@ -90,7 +90,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     """Pool the chosen queries and store the campaign with its assignment."""
     from core.data.datasets import load_dataset
     from core.judging.campaign_pool import choose_queries, items_from_pool, items_from_rankings, rank_pool
-    from core.judging.campaigns import CampaignError, CampaignSpec
+    from core.judging.campaign_records import CampaignError, CampaignSpec
 
     require_owner(args.actor, "create campaigns")
     ds = load_dataset(args.dataset)
@@ -199,7 +199,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write TREC qrels with the aggregation rule in the file name, and say what the rule did."""
-    from core.judging.campaigns import rule_description
+    from core.judging.campaign_results import rule_description
     from core.paths import var_dir
 
     store = _store(args)
@@ -241,7 +241,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete a campaign (its owners), after the typed confirmation; the audit keeps who and what."""
-    from core.judging.campaigns import CampaignError
+    from core.judging.campaign_records import CampaignError
     from core.judging.deletion import delete_campaign, plan_campaign
 
     store = _store(args)
@@ -258,7 +258,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign ...`` on the main CLI's subparsers."""
     from core.cli.main import _positive_int
     from core.data.datasets import DEFAULT_DATASET
-    from core.judging.campaigns import RULES
+    from core.judging.campaign_results import RULES
 
     c = sub.add_parser("campaign", help="judging campaigns: create, list, status, assign, export, agreement, delete")
     csub = c.add_subparsers(dest="action", required=True)
