@@ -61,7 +61,7 @@ def main() -> int:
             return cache[key]
 
         if args.get("page_defaults"):  # the Compare page's own default state in this tree (index, tree knobs)
-            from core.judging.casestudy import CompareState
+            from core.judging.compare_state import CompareState
 
             names = [c["name"] for c in args["choices"]]
             state = CompareState(ds.name, systems=tuple(n for n in names if n != "frm"),

@@ -878,7 +878,7 @@ def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_en
 
 
 def test_case_study_marks_label_one_as_related_not_relevant():
-    from core.judging.casestudy import CaseHit
+    from core.judging.case_tables import CaseHit
 
     hits = [CaseHit(1, "a", "x", 1.0, user_label=1), CaseHit(2, "b", "y", 0.9, user_label=2),
             CaseHit(3, "c", "z", 0.8, qrel=1), CaseHit(4, "d", "w", 0.7, qrel=0, user_label=2)]

@@ -13,23 +13,19 @@ from ranx import Run
 
 from core.data.text import strip_control
 
-from core.judging.casestudy import (
+from core.judging.case_tables import (
     CaseColumn,
     CaseHit,
     CaseTable,
-    CompareState,
-    StateOptions,
-    changes,
-    disagreements,
     escape_latex,
     escape_markdown,
-    figure_image,
-    resolve_dataset,
     to_csv,
     to_latex,
     to_markdown,
     truncate,
 )
+from core.judging.casestudy import changes, disagreements, figure_image
+from core.judging.compare_state import CompareState, StateOptions, resolve_dataset
 
 OPTIONS = StateOptions(
     dataset="qqp-bimpm",

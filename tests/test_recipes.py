@@ -235,7 +235,7 @@ def test_models_page_builds_a_recipe_and_shows_what_runs(built, monkeypatch):
 
 def test_compare_offers_recipes_with_their_index_knobs(built):
     from core.data.datasets import load_dataset
-    from core.judging.casestudy import CompareState
+    from core.judging.compare_state import CompareState
     from core.transfer import system_choices
 
     ds = load_dataset("qqp-bimpm")

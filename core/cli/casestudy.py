@@ -40,7 +40,8 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def cmd_casestudy(args: argparse.Namespace) -> int:
     """Write one case-study table per query (see module docstring)."""
-    from core.judging.casestudy import case_table, disagreements, to_csv, to_latex, to_markdown
+    from core.judging.case_tables import case_table, to_csv, to_latex, to_markdown
+    from core.judging.casestudy import disagreements
     from core.analysis.compare import SystemChoice, compare
     from core.data.datasets import load_dataset
     from core.analysis.error_analysis import system_runs
