@@ -237,8 +237,10 @@ def import_beir_to_milvus(
     ``MilvusRetriever`` whose hits carry the BEIR ids, queries encoded by ``encoder``.
     """
     from core.retrieval.dense import l2_normalize
-    from core.retrieval.milvus import Layout, MilvusRetriever, Route, alias_name, index_spec, milvus_config, ping, \
-        write_collection
+    from core.retrieval.milvus import MilvusRetriever
+    from core.retrieval.milvus_client import alias_name, index_spec, milvus_config, ping
+    from core.retrieval.milvus_collections import Layout, write_collection
+    from core.retrieval.milvus_plan import Route
 
     settings = milvus_config(uri, token)
     spec = index_spec(index)
