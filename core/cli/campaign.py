@@ -241,22 +241,21 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete a campaign (its owners), after the typed confirmation; the audit keeps who and what."""
+    from functools import partial
+
+    from core.cli.console import confirmed_deletion
     from core.judging.campaign_records import CampaignError
     from core.judging.deletion import delete_campaign, plan_campaign
 
     store = _store(args)
     plan = plan_campaign(store, args.actor, args.name)
-    if args.confirm is None:
-        print(f"would delete {plan.describe()}")
-        raise CampaignError(f"nothing was deleted: repeat with --confirm {args.name!r} to delete it")
-    record = delete_campaign(store, args.actor, args.name, confirm=args.confirm)
-    print(f"deleted {plan.describe()}; audit: {record.actor} at {record.at:%Y-%m-%d %H:%M:%S} UTC")
-    return 0
+    return confirmed_deletion(plan, args.confirm, partial(delete_campaign, store, args.actor, args.name), CampaignError,
+                              f"{args.name!r} to delete it")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign ...`` on the main CLI's subparsers."""
-    from core.cli.main import _positive_int
+    from core.cli.console import positive_int
     from core.data.datasets import DEFAULT_DATASET
     from core.judging.campaign_results import RULES
 
@@ -276,13 +275,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default=DEFAULT_DATASET)
     p.add_argument("--owner", action="append", help="another owner (repeatable); --as is always one")
     p.add_argument("--annotator", action="append", help="a named annotator (repeatable); none: an open campaign")
-    p.add_argument("--overlap", type=_positive_int, default=2, help="annotators per item (r)")
+    p.add_argument("--overlap", type=positive_int, default=2, help="annotators per item (r)")
     p.add_argument("--split", default="test", help="query split (default test; 'all' = every query)")
     p.add_argument("--queries", help="comma-separated query ids instead of a split")
-    p.add_argument("--sample", type=_positive_int, help="a seeded random sample of this many queries of --split")
+    p.add_argument("--sample", type=positive_int, help="a seeded random sample of this many queries of --split")
     p.add_argument("--seed", type=int, default=0, help="seed of --sample")
     p.add_argument("--systems", help="comma-separated systems to pool (the one runner ranks them)")
-    p.add_argument("--depth", type=_positive_int, default=10, help="pool depth: top k of every system")
+    p.add_argument("--depth", type=positive_int, default=10, help="pool depth: top k of every system")
     p.add_argument("--pool", type=Path, help='explicit pool JSON {"query id": ["doc id", ...]} instead of --systems')
     p.add_argument("--guidelines", type=Path, help="text file with the judging guidelines")
     p.set_defaults(func=cmd_create)
@@ -291,7 +290,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = common(csub.add_parser("status", help="per-annotator and per-query progress"))
     p.add_argument("--json", action="store_true")
-    p.add_argument("--budget", type=_positive_int, help="queries humans will label in all: print the budget-aware "
+    p.add_argument("--budget", type=positive_int, help="queries humans will label in all: print the budget-aware "
                                                         "labelling order and the comparisons' interval widths")
     p.add_argument("--judge", help="the judge identity to plan with (judge:SYSTEM; default: the first)")
     p.set_defaults(func=cmd_status)
