@@ -39,7 +39,7 @@ from core.evaluation import check_metrics
 from core.judging.database import default_url
 from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
-from core.data.datasets import QUERY_FORMS
+from core.data.dataset_model import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name

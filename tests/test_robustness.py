@@ -470,7 +470,7 @@ def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
 
 
 def test_missing_dataset_file_is_a_clear_error(tmp_path):
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     missing = tmp_path / "nope.tsv"
     with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
@@ -481,7 +481,7 @@ def test_unreadable_dataset_file_is_a_clear_error(tmp_path, monkeypatch):
     """A file that exists but cannot be opened (permission denied): named, with the reason."""
     import pathlib
 
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     path = tmp_path / "locked.tsv"
     path.write_text("1\ta\tb\n", encoding="utf-8")

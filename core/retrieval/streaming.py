@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.datasets import parse_jsonl_line
+from core.data.readers import parse_jsonl_line
 from core.errors import DataFormatError, StudioError
 from core.progress import ProgressFn, no_progress
 
@@ -70,7 +70,7 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
 
     ``DataFormatError`` names the file and line of the first malformed document.
     """
-    from core.data.datasets import beir_id, check_text
+    from core.data.readers import beir_id, check_text
 
     path = Path(folder) / "corpus.jsonl"
     if not path.is_file():
