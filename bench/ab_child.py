@@ -107,7 +107,8 @@ def main() -> int:
             np.save(args["save"], vectors)
             json.dump(pick, open(args["save"] + ".texts.json", "w"))
     elif task == "first_view":
-        from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, label_set
+        from core.analysis.error_analysis import ANALYSIS_METRICS, analyze
+        from core.analysis.label_sources import label_set
         from core.analysis.runs import default_split, load_runs
 
         t_import = time.perf_counter() - t_start

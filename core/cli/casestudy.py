@@ -7,7 +7,7 @@
   ``--systems`` (default: the two).
 
 Tables go through the same ``core.analysis.compare.compare`` as the Compare page and the same exporters as its
-download buttons (``core.judging.casestudy``). Rerankers rescore ``--first-stage``'s top ``--depth``.
+download buttons (``core.judging.case_tables``). Rerankers rescore ``--first-stage``'s top ``--depth``.
 Without ``--out`` the tables are printed.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def cmd_casestudy(args: argparse.Namespace) -> int:
     from core.judging.casestudy import disagreements
     from core.analysis.compare import SystemChoice, compare
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import system_runs
+    from core.analysis.compared_runs import system_runs
     from core.evaluation import check_metrics, short
     from core.registry import get_spec
     from core.serving.loader import load as load_system

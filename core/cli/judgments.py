@@ -89,7 +89,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 def cmd_import_run(args: argparse.Namespace) -> int:
     """Keep a TREC run of an outside system so the page and ``compare`` can use it by name."""
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import import_run
+    from core.analysis.compared_runs import import_run
 
     name, path = import_run(args.path, load_dataset(args.dataset), args.name)
     print(f"imported run {name!r} -> {path}")
@@ -99,7 +99,9 @@ def cmd_import_run(args: argparse.Namespace) -> int:
 def compare_from_args(args: argparse.Namespace):
     """The ``Analysis`` behind ``compare`` (also used by tests)."""
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
+    from core.analysis.compared_runs import imported_runs, load_run_file, system_runs
+    from core.analysis.error_analysis import ANALYSIS_METRICS, analyze
+    from core.analysis.label_sources import label_set
     from core.judging.judgments import JudgmentStore
 
     ds = load_dataset(args.dataset)
