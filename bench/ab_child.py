@@ -61,7 +61,7 @@ def main() -> int:
             return cache[key]
 
         if args.get("page_defaults"):  # the Compare page's own default state in this tree (index, tree knobs)
-            from core.judging.casestudy import CompareState
+            from core.judging.compare_state import CompareState
 
             names = [c["name"] for c in args["choices"]]
             state = CompareState(ds.name, systems=tuple(n for n in names if n != "frm"),
@@ -107,7 +107,8 @@ def main() -> int:
             np.save(args["save"], vectors)
             json.dump(pick, open(args["save"] + ".texts.json", "w"))
     elif task == "first_view":
-        from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, label_set
+        from core.analysis.error_analysis import ANALYSIS_METRICS, analyze
+        from core.analysis.label_sources import label_set
         from core.analysis.runs import default_split, load_runs
 
         t_import = time.perf_counter() - t_start

@@ -27,7 +27,7 @@ def main() -> None:
     import torch
 
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import system_runs
+    from core.analysis.compared_runs import system_runs
     from core.errors import StudioError
     from core.evaluation import evaluate_run
     from core.serving.loader import load as load_system

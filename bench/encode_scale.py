@@ -82,7 +82,8 @@ def main() -> None:
     from core.executor import cluster_cpus
     from core.retrieval.bert import MiniLMEncoder
     from core.retrieval.encoding import encode_collection
-    from core.retrieval.milvus import Layout, index_spec, milvus_config, write_collection
+    from core.retrieval.milvus_client import index_spec, milvus_config
+    from core.retrieval.milvus_collections import Layout, write_collection
     from core.retrieval.milvus_server import LocalMilvusServer
 
     probe_before, load_before = python_speed(), os.getloadavg()

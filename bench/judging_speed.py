@@ -51,7 +51,8 @@ def _quantiles(values: list[float]) -> dict[str, float]:
 
 
 def _campaign(db_url: str, annotators: list[str], judgments: int) -> None:
-    from core.judging.campaigns import CampaignSpec, CampaignStore, ItemSpec, QuerySet
+    from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet
+    from core.judging.campaigns import CampaignStore
 
     queries = [f"bq{i:03d}" for i in range(math.ceil(judgments / DOCS_PER_QUERY))]
     items = [ItemSpec(q, f"benchmark query {q}: how do I judge quickly?", f"{q}-d{j}",

@@ -155,8 +155,10 @@ def bench_faiss(name: str, factory: str, vectors: np.ndarray, queries: np.ndarra
 
 def bench_milvus(index_name: str, uri: str, server_pid: int, vectors: np.ndarray, queries: np.ndarray,
                  truth: np.ndarray, latency_queries: int) -> dict:
-    from core.retrieval.milvus import Layout, MilvusRetriever, Route, alias_name, index_spec, milvus_config, \
-        write_collection
+    from core.retrieval.milvus import MilvusRetriever
+    from core.retrieval.milvus_client import alias_name, index_spec, milvus_config
+    from core.retrieval.milvus_collections import Layout, write_collection
+    from core.retrieval.milvus_plan import Route
 
     config = milvus_config(uri)
     spec = index_spec(index_name)

@@ -5,7 +5,7 @@
 runner as ``python -m core eval --query-form ...``: each query dropped from its own ranking, exact
 serving (each system's default), rerankers over BM25's top 20.
 
-Scored by ``core.evaluation.evaluate_contract`` (trec_eval's query set and tie order), the one contract.
+Scored by ``core.evaluation_contract.evaluate_contract`` (trec_eval's query set and tie order), the one contract.
 
 Usage: QRS_VAR=... python -m bench.query_forms [--systems bm25 minilm ...] [--split test] [--out FILE]
 """
@@ -27,7 +27,8 @@ METRICS = ["recall@100", "hit_rate@1", "mrr@100", "ndcg@10", "map@100"]
 
 
 def main() -> None:
-    from core.evaluation import TIE_RULES, evaluate_contract
+    from core.evaluation import TIE_RULES
+    from core.evaluation_contract import evaluate_contract
     from core.data.datasets import load_dataset
     from core.errors import StudioError
     from core.registry import get_spec

@@ -9,7 +9,7 @@ protocol. Seed 13 is the built model (``var/systems/<dataset>/<system>[@variant]
 
 (folders ``<system>@<variant>+seed14``; a missing one is listed with that command, never trained here). Every
 model ranks the test queries through ``core.serving.runner.rank_many`` (exact search, each query dropped from
-its own ranking) and is scored by ``core.evaluation.evaluate_contract``; the per-query paired tests between
+its own ranking) and is scored by ``core.evaluation_contract.evaluate_contract``; the per-query paired tests between
 neighbouring rows use each query's primary measure averaged over the seeds (randomization test and Student's t,
 ``bench.seed_stats.paired``); the seed-level tests are ``bench.seed_tests`` on the report this writes.
 
@@ -67,7 +67,7 @@ STUDIES = {s.name: s for s in (
         ("recall@100", "mrr@100", "map@100", "ndcg@10", "hit_rate@1"), "recall@100", "densetrans_ablations.json",
         "densetrans-cai2021.md §4.4.1, Table 3",
         "QQP test queries against the whole collection, each dropped from its own ranking, exact search, scored by "
-        "core.evaluation.evaluate_contract (trec_eval's query set and tie order: score desc, then doc id desc); the "
+        "core.evaluation_contract.evaluate_contract (trec_eval's query set and tie order: score desc, then doc id desc); the "
         "project's recipe for every row (mean pooling, τ 0.05, d 60 on GloVe 6B-50d, 600-step cap, dev R@100 early "
         "stopping); only the architecture differs (models/densetrans.py VARIANTS)",
         extra_pair=("full", "-AllDense")),
@@ -76,7 +76,7 @@ STUDIES = {s.name: s for s in (
         ("hit_rate@1", "hit_rate@10", "mrr@100"), "hit_rate@1", "sdml_losses.json",
         "sdml-bonadiman2019.md Table 4 (SDML against the triplet-loss baselines TL (Rand) with SSD and Euclidean distance)",
         "QQP test queries against the whole collection, each dropped from its own ranking, exact search, scored by "
-        "core.evaluation.evaluate_contract (trec_eval's query set and tie order); the SDML-CNN encoder and schedule "
+        "core.evaluation_contract.evaluate_contract (trec_eval's query set and tie order); the SDML-CNN encoder and schedule "
         "for every row (GloVe 6B-50d inputs, 450-step cap, early stopping on dev H@1); only the loss differs "
         "(core/retrieval/sdml.py LOSSES)",
         extra_pair=("sdml", "tl-euc")),
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError
-    from core.evaluation import evaluate_contract
+    from core.evaluation_contract import evaluate_contract
     from core.registry import system_path
     from core.serving.runner import SystemChoice, rank_many
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
               "commit": head_commit(), "machine": platform.platform(), "study": study.name, "system": study.system,
               "paper": study.paper, "dataset": ds.name, "split": "test", "queries": len(queries),
               "collection": len(ds.corpus), "seeds": args.seeds, "primary": study.primary, "protocol": study.protocol,
-              "scorer": "core.evaluation.evaluate_contract", "ties": "trec_eval",
+              "scorer": "core.evaluation_contract.evaluate_contract", "ties": "trec_eval",
               "variants": rows, "paired": tests, "seconds": round(time.perf_counter() - started, 1)}
     write_report(args.out or REPORTS / study.report, report)
     return 0

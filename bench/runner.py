@@ -1,7 +1,7 @@
 """The one experiment runner: a declared :class:`bench.experiments.Experiment` to one report.
 
 Every ranking comes from ``core.serving.runner.rank_many`` (the loader and runner the app serves with),
-every number from ``core.evaluation.evaluate_contract`` (trec_eval's query set and tie order;
+every number from ``core.evaluation_contract.evaluate_contract`` (trec_eval's query set and tie order;
 both conventions, the dataset kind's headline), every report through ``bench.reporting.write_report``
 with its command, commit, scorer and tie rule. Each system is tested against the experiment's baseline
 (its first system) on the per-query values of the headline convention: a paired test per measure, Holm's
@@ -20,12 +20,13 @@ import numpy as np
 from bench.experiments import Experiment, system_entry
 from bench.reporting import REPORTS, head_commit, write_report
 from core.analysis.significance import holm
-from core.evaluation import TIE_RULES, evaluate_contract
+from core.evaluation import TIE_RULES
+from core.evaluation_contract import evaluate_contract
 from core.data.datasets import Dataset, load_dataset
 from core.registry import get_spec, parse_name, system_dir
 from core.serving.runner import SystemChoice, rank_many
 
-SCORER = "core.evaluation.evaluate_contract"
+SCORER = "core.evaluation_contract.evaluate_contract"
 TIES = "trec_eval"
 RANDOMIZATION_PERMUTATIONS = 10_000
 

@@ -11,7 +11,7 @@ Runs the exact commands a researcher types, in a private artifacts folder (``--v
    ``python -m core eval --system my-bm25 --split test``: MAP within 0.0005.
 
 Every eval also writes its run (``--run-out``); the numbers in the report are those runs scored through
-``core.evaluation.evaluate_contract`` (full precision; the CLI prints 4 decimals).
+``core.evaluation_contract.evaluate_contract`` (full precision; the CLI prints 4 decimals).
 
     nice -n 5 .venv/bin/python -m bench.user_systems
 """
@@ -50,7 +50,8 @@ def _cli(args: list[str], env: dict) -> dict:
 
 
 def _scores(run_file: Path, dataset) -> dict:
-    from core.evaluation import evaluate_contract, read_trec_run
+    from core.evaluation import read_trec_run
+    from core.evaluation_contract import evaluate_contract
 
     qrels = dataset.split_qrels("test")
     result = evaluate_contract(qrels, read_trec_run(run_file), METRICS, queries=list(qrels))
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "nice -n 5 .venv/bin/python -m bench.user_systems [--part minilm|bm25]",
         "dataset": "qqp-bimpm", "split": "test", "queries": len(ds.split_qrels("test")),
         "protocol": "each query removed from its own ranking (ignore_identical_ids); headline convention of "
-                    "core.evaluation.evaluate_contract; ties in trec_eval order",
+                    "core.evaluation_contract.evaluate_contract; ties in trec_eval order",
         "notes": ["minilm encodes with max length 64 WordPiece tokens (core/retrieval/bert.py); my-minilm with the "
                   "folder's own sentence-transformers settings (max_seq_length 256): the QQP questions longer than "
                   "64 tokens are the only texts encoded differently",

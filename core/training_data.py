@@ -5,13 +5,13 @@ protocol: ``pairs["train" | "dev" | "test"]`` of (id1, id2, label) into ``corpus
 and positive ``qrels``. ``training_data(dataset)`` gives that view of any labelled dataset:
 
 - **pairs TSV / QQP**: the dataset itself; split = connected components of all pairs, so every
-  paraphrase cluster stays whole (``core.data.datasets.split_by_component``).
+  paraphrase cluster stays whole (``core.data.clusters.split_by_component``).
 - **BEIR (qrels)**: (query, relevant document) positives (grade > 0) and, per query, its top
   ``negatives`` BM25 documents that are not judged relevant as label-0 pairs; split by query.
 - **candidate lists**: (query, candidate, label) pairs; split by query (TrecQA keeps its own
   TRAIN / DEV / TEST).
 
-The split by query is a stable hash of the query id cut at 80 / 10 / 10 (``core.data.datasets.cluster_split``);
+The split by query is a stable hash of the query id cut at 80 / 10 / 10 (``core.data.clusters.cluster_split``);
 on tiny data the highest-hashed training queries move to an empty dev or test split so that every
 split has a query with a relevant item. Query texts are looked up through the view's ``corpus`` (a
 query id that clashes with a different document gets the prefix ``query:``), while iterating the
@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.data.datasets import SPLITS, Dataset, Pair, split_by_query
+from core.data.clusters import split_by_query
+from core.data.dataset_model import SPLITS
+from core.data.datasets import Dataset, Pair
 from core.errors import StudioError
 
 QUERY_PREFIX = "query:"
@@ -61,7 +63,7 @@ class TrainingData:
 
 
 def split_queries(qids: list[str], positive: set[str]) -> dict[str, list[str]]:
-    """Deterministic 80/10/10 split by query (``core.data.datasets.split_by_query``: the split imported data carries)."""
+    """Deterministic 80/10/10 split by query (``core.data.clusters.split_by_query``: the split imported data carries)."""
     if len(positive) < 3:
         raise StudioError(f"training needs at least 3 queries with a relevant item (train, dev, test); "
                           f"this dataset has {len(positive)}")

@@ -9,28 +9,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core.judging.casestudy import (
-    INDEXES,
-    TREE_BRANCHING,
-    CompareState,
-    StateOptions,
-    case_table,
-    figure_html,
-    figure_image,
-    resolve_dataset,
-    rows_csv,
-    to_csv,
-    to_latex,
-    to_markdown,
-    truncate,
-)
+from core.judging.case_tables import case_table, rows_csv, to_csv, to_latex, to_markdown, truncate
+from core.judging.casestudy import figure_html, figure_image
+from core.judging.compare_state import INDEXES, TREE_BRANCHING, CompareState, StateOptions, resolve_dataset
 from core.analysis.compare import SystemChoice, compare, pooled_ids
 from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
 from core.errors import StudioError
 from core.evaluation import tie_note
 from core.retrieval.base import validate_query
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.transfer import system_choices
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob

@@ -15,7 +15,8 @@ import streamlit as st
 
 from core.errors import NotReadyError, StudioError
 from core.judging.campaigns import CampaignStore
-from core.judging.judgments import JudgmentError, default_url, query_key
+from core.judging.database import JudgmentError, default_url
+from core.judging.label_records import query_key
 from core.judging.pooling import build_pool, pool_choices
 from core.retrieval.base import validate_query
 from ui.auth import current_identity

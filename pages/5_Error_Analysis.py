@@ -11,35 +11,32 @@ import pandas as pd
 import streamlit as st
 
 from core.judging.agreement import agreement
+from core.analysis import LABEL_SOURCES
+from core.analysis.compared_runs import RunData, import_run, imported_runs, run_from_dict
 from core.analysis.error_analysis import (
     ANALYSIS_METRICS,
-    RunData,
-    run_from_dict,
     analysis_from_values,
-    LABEL_SOURCES,
-    PRECEDENCE,
-    import_run,
-    imported_runs,
-    label_set,
-    qrels_label_set,
+    per_query_rows,
+    query_deltas,
+    rows_to_csv,
+)
+from core.analysis.error_buckets import (
     length_bucket,
     metric_by_group,
     most_unjudged,
     pair_bucket_counts,
-    per_query_rows,
     query_buckets,
-    query_deltas,
-    rows_to_csv,
     unjudged_rate,
 )
+from core.analysis.label_sources import PRECEDENCE, label_set, qrels_label_set
 from core.data.trec import qrels_text, run_text
 from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
-from core.data.datasets import QUERY_FORMS
+from core.data.dataset_model import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
 from core.analysis.held_out import held_out_note
 from core.registry import contamination_note, deviation_note, display_name

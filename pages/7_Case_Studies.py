@@ -1,6 +1,6 @@
 """Case studies: saved comparisons — reopen, rename, delete, export, re-run today's models beside them.
 
-Layout only; logic in core.judging.casestudy / core.judging.casestudy_store. Dataset and user text via st.text / st.dataframe.
+Layout only; logic in core.judging.compare_state / case_tables / casestudy / casestudy_store. Dataset and user text via st.text / st.dataframe.
 """
 from __future__ import annotations
 
@@ -9,20 +9,13 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from core.judging.casestudy import (
-    CompareState,
-    StateOptions,
-    case_table,
-    change_marks,
-    changes,
-    to_csv,
-    to_latex,
-    to_markdown,
-)
+from core.judging.case_tables import case_table, to_csv, to_latex, to_markdown
+from core.judging.casestudy import change_marks, changes
+from core.judging.compare_state import CompareState, StateOptions
 from core.analysis.compare import compare
 from core.data.datasets import list_datasets
 from core.errors import StudioError
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from ui.cache import cached_loader, case_store, dataset
 from ui.nav import ensure_navigation
 from ui.render import error

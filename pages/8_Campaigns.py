@@ -7,10 +7,12 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judging.campaign_pool import choose_queries, items_from_rankings, rank_pool
-from core.judging.campaigns import (RULES, CampaignSpec, CampaignStore, QuerySet, export_filename, qrels_text,
-                                    rule_description)
+from core.data.trec import qrels_text
+from core.judging.campaign_records import CampaignSpec, QuerySet
+from core.judging.campaign_results import RULES, export_filename, rule_description
+from core.judging.campaigns import CampaignStore
 from core.judging.deletion import delete_campaign, delete_labels, plan_campaign, plan_labels
-from core.judging.judgments import default_url
+from core.judging.database import default_url
 from core.judging.pooling import available_systems
 from ui.auth import current_identity
 from ui.budget_view import render_budget

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from core.judging.agreement import agreement, cohen_kappa, fleiss_kappa
-from core.judging.judgments import Judgment, JudgmentStore
+from core.judging.judgments import JudgmentStore
+from core.judging.label_records import Judgment
 
 # Fleiss' kappa, worked example of Wikipedia "Fleiss' kappa" (10 subjects, 14 raters, 5 categories):
 # P̄ = 0.378, P̄e = 0.213, κ = 0.210.

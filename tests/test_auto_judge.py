@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from core.judging.campaigns import CampaignSpec, CampaignStore, ItemSpec, QuerySet
+from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet
+from core.judging.campaigns import CampaignStore
 
 OWNER = "olivia@lab"
 TEAM = ("ann", "bob")
@@ -94,7 +95,7 @@ def test_cli_judge_prints_the_report_and_refuses_non_owners(trec_campaign, tmp_p
 def test_budget_plan_orders_the_remaining_queries_and_shrinks_the_interval(trec_campaign):
     from core.judging.auto_judge import judge_campaign
     from core.judging.budget_plan import budget_plan
-    from core.judging.campaigns import CampaignError
+    from core.judging.campaign_records import CampaignError
     from tests.conftest import run_main
 
     cs, db = trec_campaign

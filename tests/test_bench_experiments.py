@@ -32,7 +32,7 @@ def test_no_bench_module_edits_sys_path():
 
 def _cut_trecqa(target, questions: int = 4) -> None:
     """The first ``questions`` question groups of every TrecQA folder (train-all read from its .gz files)."""
-    from core.data.datasets import _read_token_file
+    from core.data.loaders import _read_token_file
 
     source = ROOT / "data" / "trecqa" / "toks"
     for folder in TRECQA_FOLDERS:

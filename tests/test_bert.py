@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from core.data.datasets import Pair, dataset_from_pairs
+from core.data.clusters import dataset_from_pairs
+from core.data.datasets import Pair
 from core.errors import MissingArtifactError
 from models.bert import BertBiEncoder, BertCrossEncoder, CosineMSELoss, pool
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from core.data.datasets import load_qqp_bimpm
+from core.data.loaders import load_qqp_bimpm
 from core.errors import MissingArtifactError, QueryError
 from core.retrieval import bm25
 from core.retrieval.bm25 import BM25Config, BM25Retriever, tokenize

@@ -70,7 +70,7 @@ def test_supports_candidate_lists_except_tree_search(byod):
 # ----------------------------------------------------------------------------- candidate lists
 def test_bm25_ranks_each_querys_own_candidates(byod):
     from core.retrieval.bm25 import BM25PairScorer
-    from core.analysis.error_analysis import system_runs
+    from core.analysis.compared_runs import system_runs
     from core.serving.runner import SystemChoice, rank_one
     from core.evaluation import evaluate_run
     from core.retrieval.bm25 import BM25Retriever

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.judging.campaigns import (CampaignAuthError, CampaignError, CampaignSpec, CampaignStore, ItemSpec, QuerySet,
-                                    aggregate, export_filename)
+from core.judging.campaign_records import CampaignAuthError, CampaignError, CampaignSpec, ItemSpec, QuerySet
+from core.judging.campaign_results import aggregate, export_filename
+from core.judging.campaigns import CampaignStore
 from core.data.trec import read_qrels as read_trec_qrels
 from tests.panel_driver import label_op, panel_data, send, undo_op
 
@@ -300,7 +301,7 @@ def test_campaign_agreement_with_missing_ratings_and_cant_judge():
     from datetime import datetime, timezone
 
     from core.judging.agreement import campaign_agreement, krippendorff_alpha
-    from core.judging.campaigns import CampaignLabel
+    from core.judging.agreement import CampaignLabel
 
     now = datetime.now(timezone.utc)
     rows = [  # (item, query, annotator, label); overlap 2 of 3 annotators; item 4 has a can't judge
@@ -880,7 +881,7 @@ def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_en
 
 
 def test_case_study_marks_label_one_as_related_not_relevant():
-    from core.judging.casestudy import CaseHit
+    from core.judging.case_tables import CaseHit
 
     hits = [CaseHit(1, "a", "x", 1.0, user_label=1), CaseHit(2, "b", "y", 0.9, user_label=2),
             CaseHit(3, "c", "z", 0.8, qrel=1), CaseHit(4, "d", "w", 0.7, qrel=0, user_label=2)]

@@ -13,23 +13,19 @@ from ranx import Run
 
 from core.data.text import strip_control
 
-from core.judging.casestudy import (
+from core.judging.case_tables import (
     CaseColumn,
     CaseHit,
     CaseTable,
-    CompareState,
-    StateOptions,
-    changes,
-    disagreements,
     escape_latex,
     escape_markdown,
-    figure_image,
-    resolve_dataset,
     to_csv,
     to_latex,
     to_markdown,
     truncate,
 )
+from core.judging.casestudy import changes, disagreements, figure_image
+from core.judging.compare_state import CompareState, StateOptions, resolve_dataset
 
 OPTIONS = StateOptions(
     dataset="qqp-bimpm",
@@ -203,7 +199,8 @@ def test_table_dict_round_trip():
 # ----------------------------------------------------------------------------- saved cases
 def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
     from core.judging.casestudy_store import CASE_SCHEMA_VERSION, CaseStudyError, CaseStudyStore
-    from core.judging.judgments import SCHEMA_VERSION, JudgmentStore
+    from core.judging.judgments import JudgmentStore
+    from core.judging.schema import SCHEMA_VERSION
 
     url = f"sqlite:///{tmp_path / 'judgments.sqlite'}"
     judgments = JudgmentStore(url)
@@ -232,7 +229,7 @@ def test_saved_case_survives_restart_in_the_judgments_database(tmp_path):
 
 def test_case_table_added_to_an_old_judgments_database(tmp_path):
     from core.judging.casestudy_store import CaseStudyStore
-    from core.judging.judgments import make_engine
+    from core.judging.database import make_engine
     from core.judging.migrations import create_v1
 
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"

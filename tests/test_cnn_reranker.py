@@ -99,7 +99,7 @@ def test_without_features_join_is_smaller():
 # ----------------------------------------------------------------------------- system contract
 @pytest.fixture()
 def tiny_qa(tmp_path, monkeypatch):
-    from core.data.datasets import load_candidates_tsv
+    from core.data.loaders import load_candidates_tsv
 
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
     import core.data.vectors

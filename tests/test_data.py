@@ -5,7 +5,10 @@ import json
 
 import pytest
 
-from core.data.datasets import Pair, load_dataset, load_qqp_bimpm, paraphrase_clusters, read_pairs_tsv
+from core.data.clusters import paraphrase_clusters
+from core.data.datasets import Pair, load_dataset
+from core.data.loaders import load_qqp_bimpm
+from core.data.readers import read_pairs_tsv
 from core.errors import DataFormatError, UnknownNameError
 from core.data.imports import import_dataset, imported_datasets
 from core.data.text import display_form

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.judging.campaigns import CampaignAuthError, CampaignStore
+from core.judging.campaign_records import CampaignAuthError
+from core.judging.campaigns import CampaignStore
 from core.judging.deletion import delete_campaign, delete_labels, deletions, plan_campaign, plan_labels
-from core.judging.judgments import JudgmentError, JudgmentStore
+from core.judging.database import JudgmentError
+from core.judging.judgments import JudgmentStore
 from tests.test_campaigns import OWNER, _items, _spec
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.data.datasets import dataset_from_pairs
+from core.data.clusters import dataset_from_pairs
 from core.errors import MissingArtifactError
 from core.evaluation import evaluate_run
 from models.densetrans import VARIANTS, DenseTrans, layer_input_widths

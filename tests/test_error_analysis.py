@@ -9,31 +9,24 @@ import pytest
 from ranx import Qrels, Run, compare
 
 from core.data.datasets import load_dataset
-from core.analysis.error_analysis import (
-    ANALYSIS_METRICS,
-    analyze,
-    import_run,
-    imported_runs,
+from core.analysis.compared_runs import import_run, imported_runs, load_run_file, run_from_dict, system_runs
+from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, query_deltas, rows_to_csv
+from core.analysis.error_buckets import (
     jaccard,
-    label_set,
     length_bucket,
-    load_run_file,
-    merge_qrels,
     most_unjudged,
     pair_bucket,
     pair_bucket_counts,
     query_buckets,
-    query_deltas,
-    rows_to_csv,
-    run_from_dict,
-    system_runs,
     unjudged_rate,
 )
+from core.analysis.label_sources import label_set, merge_qrels
 from core.analysis.significance import holm, randomization_test
 from core.data.trec import run_text
 from core.errors import DataFormatError, StudioError
 from core.evaluation import evaluate_run
-from core.judging.judgments import JudgmentStore, query_key
+from core.judging.judgments import JudgmentStore
+from core.judging.label_records import query_key
 from core.judging.pooling import build_pool, shuffle_seed
 from core.retrieval.base import Ranking
 
@@ -282,7 +275,8 @@ def test_p_values_are_readable_and_the_baseline_row_has_no_none():
 
 def test_analysis_from_values_equals_ranx_compare(env):
     """The page's analysis from cached per-query values gives ranx compare's t-test p-values and the same means."""
-    from core.analysis.error_analysis import analysis_from_values, system_runs
+    from core.analysis.compared_runs import system_runs
+    from core.analysis.error_analysis import analysis_from_values
     from core.evaluation import compare_runs, per_query
 
     ds = env

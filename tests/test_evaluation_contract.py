@@ -17,14 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Qrels, Run, evaluate
 
-from core.evaluation import (
-    evaluate_contract,
-    evaluate_run,
-    headline_convention,
-    ordered_ids,
-    rescored_run,
-    trec_eval_name,
-)
+from core.evaluation import evaluate_run, ordered_ids, rescored_run
+from core.evaluation_contract import evaluate_contract, headline_convention, trec_eval_name
 from core.errors import UnknownNameError
 from core.retrieval.base import Ranking
 

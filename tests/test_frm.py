@@ -188,7 +188,7 @@ def test_ablations_run(variant):
 def tiny_frm(tmp_path_factory):
     import os
 
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.rerank import frm as F
 
     old = os.environ.get("QRS_VAR")
@@ -274,7 +274,7 @@ def test_frm_trains_single_threaded_on_cpu_and_restores_threads(monkeypatch):
 
 
 def test_missing_frm_names_build_command(tmp_path, monkeypatch):
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.errors import MissingArtifactError
     from core.rerank import frm as F
 

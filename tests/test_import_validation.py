@@ -83,7 +83,7 @@ def test_a_utf8_bom_is_accepted_and_stripped(tmp_path, fresh_var):
 
 
 def test_non_utf8_is_reported_by_line(tmp_path):
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     path = tmp_path / "latin1.tsv"
     path.write_bytes("1\ta\tb\n0\tc\td\n1\tcafé\tcafe\n".encode("latin-1"))
@@ -93,7 +93,7 @@ def test_non_utf8_is_reported_by_line(tmp_path):
 
 
 def test_text_length_limit_is_configurable(tmp_path, monkeypatch):
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     path = tmp_path / "long.tsv"
     path.write_text("1\t" + "word " * 30 + "\tshort\n", encoding="utf-8")
@@ -114,7 +114,7 @@ def test_a_50_mb_single_line_is_refused_without_loading_it(tmp_path):
         f.write("\n")
     code = (
         "import resource, sys\n"
-        "from core.data.datasets import read_pairs_tsv\n"
+        "from core.data.readers import read_pairs_tsv\n"
         "from core.errors import DataFormatError\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "try:\n"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from core.judging.judgments import JudgmentError, StoreBusyError
+from core.judging.database import JudgmentError, StoreBusyError
 from ui import judging_panel as jp
 
 URL = re.compile(r"""(https?:)?//[\w.-]+\.[a-z]{2,}|\bimport\s*\(|\bfetch\s*\((?!ep\.url,)|XMLHttpRequest|WebSocket\(|src\s*=|href\s*=""",

@@ -18,16 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ranx import Qrels
 
-from core.judging.judgments import (
-    DEFAULT_GUIDELINES,
-    JudgmentError,
-    LabelResult,
-    JudgmentStore,
-    default_url,
-    query_key,
-    text_hash,
-)
-from core.judging.judgments import StoreBusyError, StoreError
+from core.judging.database import JudgmentError, default_url
+from core.judging.judgments import JudgmentStore
+from core.judging.label_reads import DEFAULT_GUIDELINES
+from core.judging.label_records import LabelResult, query_key
+from core.judging.schema import text_hash
+from core.judging.database import StoreBusyError, StoreError
 from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.migrations import current_version
 from core.judging.schema import SCHEMA_VERSION
@@ -339,7 +335,7 @@ def test_held_write_lock_never_blocks_reads_and_bounds_writes(db_url, capsys):
     """With another process holding the write lock, opening the store and reading answer at
     once (no write lock for a current schema, WAL readers) and a write fails within its bound."""
     from core.cli.main import main
-    from core.judging.judgments import DEFAULT_LOCK_TIMEOUT
+    from core.judging.database import DEFAULT_LOCK_TIMEOUT
 
     assert DEFAULT_LOCK_TIMEOUT <= 10
     s = JudgmentStore(db_url)

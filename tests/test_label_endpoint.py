@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.judging.judgments import JudgmentError, StoreBusyError
+from core.judging.database import JudgmentError, StoreBusyError
 from tests.conftest import ROOT
 from ui import judging_panel as jp
 from ui import label_endpoint as le

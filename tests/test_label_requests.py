@@ -8,8 +8,10 @@ import threading
 
 import pytest
 
-from core.judging.campaigns import CampaignSpec, CampaignStore, ItemSpec, QuerySet
-from core.judging.judgments import JudgmentError, JudgmentStore
+from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet
+from core.judging.campaigns import CampaignStore
+from core.judging.database import JudgmentError
+from core.judging.judgments import JudgmentStore
 
 OWNER, TEAM = "olivia@lab", ("ann", "bob")
 

@@ -30,7 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("models",),  # torch modules citing the papers' equations: no core import at all
     ("core.data",),  # datasets, text pipeline, tokenizers, vectors, candidate lists: no retrieval, no serving
     ("core.retrieval.base",),  # Retriever / Reranker protocols, Ranking, to_run
-    ("core.evaluation",),  # the evaluation contract (ranx, pytrec_eval conventions): trainers' dev metric too
+    ("core.evaluation",),  # ranx wrappers, metric names, the tie order, TREC run IO, pair AUC: trainers' dev metric too
+    ("core.evaluation_contract",),  # the evaluation contract: query set, both conventions, trec_eval names
     ("core.system_spec",),  # what a system is: SystemSpec, Recipe, the SystemProvider protocol and its checks
     ("core.systems",),  # the built-in systems' registrations, one light module each (no system code imported)
     ("core.plugins", "core.user_systems_file"),  # qrs.systems plugins as installed now; the user systems file

@@ -87,7 +87,8 @@ def test_dense_hnsw_serves_close_to_exact(tiny_systems, milvus_uri):
 
 
 def test_bm25_parity_with_bm25s(tiny_systems, milvus_uri):
-    from core.retrieval.milvus import bm25_query_vectors, milvus_retriever
+    from core.retrieval.milvus import milvus_retriever
+    from core.retrieval.milvus_plan import bm25_query_vectors
 
     dataset, bm25, _glove = tiny_systems
     served = milvus_retriever(bm25, dataset.name, uri=milvus_uri)
@@ -197,7 +198,8 @@ def test_rebuild_switches_alias_while_searching(tiny_systems, milvus_uri):
 def test_failed_build_is_never_served(tiny_systems, milvus_uri):
     from pymilvus import MilvusClient
 
-    from core.retrieval.milvus import Layout, MilvusError, alias_name, index_spec, milvus_config, write_collection
+    from core.retrieval.milvus_client import MilvusError, alias_name, index_spec, milvus_config
+    from core.retrieval.milvus_collections import Layout, write_collection
 
     config = milvus_config(milvus_uri)
     alias = alias_name("broken", "tiny", "flat")
@@ -219,7 +221,8 @@ def test_failed_build_is_never_served(tiny_systems, milvus_uri):
 
 
 def test_unreachable_server_one_line_naming_uri(tiny_systems, monkeypatch):
-    from core.retrieval.milvus import MilvusError, milvus_config, milvus_retriever
+    from core.retrieval.milvus import milvus_retriever
+    from core.retrieval.milvus_client import MilvusError, milvus_config
     from core.retrieval.milvus_server import free_port
 
     dataset, _bm25, glove = tiny_systems
@@ -242,7 +245,7 @@ def test_silent_server_times_out(tiny_systems):
     """A port that accepts connections but never answers (a hung server) fails within the timeout."""
     import socket
 
-    from core.retrieval.milvus import MilvusConfig, MilvusError, connect
+    from core.retrieval.milvus_client import MilvusConfig, MilvusError, connect
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

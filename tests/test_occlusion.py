@@ -188,7 +188,7 @@ def test_top_words_of_the_model_beat_random_and_a_wrong_explanation_does_not():
 def test_a_case_study_keeps_its_explanations_through_save_and_export():
     from core.analysis.keywords import word_importance
     from core.judging.case_explanations import CaseExplanation
-    from core.judging.casestudy import CaseTable, escape_markdown, to_markdown
+    from core.judging.case_tables import CaseTable, escape_markdown, to_markdown
 
     why = word_importance(CountingModel(), "How can I stop my depression?", "How do I overcome depression?")
     kept = CaseExplanation.of("toy-pairs", 2, "q7", why)

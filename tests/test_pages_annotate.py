@@ -128,7 +128,9 @@ def _cli_compare(argv: list[str]) -> dict:
 
 
 def test_error_analysis_numbers_equal_the_cli(env, tmp_path):
-    from core.analysis.error_analysis import format_p, import_run, label_set, system_runs
+    from core.analysis.compared_runs import import_run, system_runs
+    from core.analysis.error_analysis import format_p
+    from core.analysis.label_sources import label_set
     from core.data.trec import run_text
 
     ds = env

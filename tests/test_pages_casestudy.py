@@ -91,8 +91,8 @@ def test_save_then_reopen_after_restart_with_exports(built):
 def test_compare_why_explains_a_row_and_the_saved_case_keeps_it(built):
     """Compare's "why": any row of any system, a heatmap and the top words in one line; the saved case study and
     its Markdown export keep the explanation."""
-    from core.judging.casestudy import escape_markdown, to_markdown
-    from core.judging.judgments import default_url
+    from core.judging.case_tables import escape_markdown, to_markdown
+    from core.judging.database import default_url
     from ui.cache import case_store
 
     at = _app("pages/1_Compare.py")

@@ -66,7 +66,8 @@ def test_compare_refuses_a_query_without_words(built):
 def test_compare_user_label_mark_however_the_question_is_typed(built):
     """A label given to "How do I learn Python fast?" marks the same hit for "how do i learn python fast"."""
     from core.data.datasets import load_dataset
-    from core.judging.judgments import JudgmentStore, default_url
+    from core.judging.database import default_url
+    from core.judging.judgments import JudgmentStore
     from core.serving.runner import SystemChoice, rank_one
 
     ds = load_dataset("qqp-bimpm")
@@ -105,7 +106,8 @@ def test_compare_fused_column_names_missing_parts_and_bad_links(built):
 def test_compare_marks_user_labels(built):
     """The 👤 mark (a label from Annotate) shows on Compare; it never could (a missing import was swallowed)."""
     from core.data.datasets import load_dataset
-    from core.judging.judgments import JudgmentStore, default_url
+    from core.judging.database import default_url
+    from core.judging.judgments import JudgmentStore
     from core.serving.runner import SystemChoice, rank_one
 
     ds = load_dataset("qqp-bimpm")

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.data.datasets import PAPER_004_SPLIT, load_dataset
+from core.data.datasets import load_dataset
+from core.data.loaders import PAPER_004_SPLIT
 
 
 def test_paper_004_is_the_first_question_of_each_positive_pair(tiny_data):

@@ -107,7 +107,7 @@ def test_display_names_and_deviation_notes_say_what_runs():
 
 def test_recipes_have_their_own_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.rerank import frm as F
     from core.retrieval import densetrans as dt
 
@@ -235,7 +235,7 @@ def test_models_page_builds_a_recipe_and_shows_what_runs(built, monkeypatch):
 
 def test_compare_offers_recipes_with_their_index_knobs(built):
     from core.data.datasets import load_dataset
-    from core.judging.casestudy import CompareState
+    from core.judging.compare_state import CompareState
     from core.transfer import system_choices
 
     ds = load_dataset("qqp-bimpm")
@@ -257,7 +257,7 @@ def test_no_kw_loss_builds_beside_the_default_and_loads_by_name(tmp_path, monkey
 
     import torch
 
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.rerank import frm as F
     from core.serving.loader import load
 

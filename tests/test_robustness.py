@@ -387,7 +387,7 @@ def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
     ("q1 Q0 d1 1 2.0 x extra\n", 1, "expected 6 columns"),
 ])
 def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragment, tiny_ds, monkeypatch, tmp_path):
-    from core.analysis.error_analysis import import_run, imported_runs
+    from core.analysis.compared_runs import import_run, imported_runs
 
     ds = tiny_ds
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
@@ -400,7 +400,7 @@ def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragm
 
 
 def test_run_with_unknown_doc_ids_is_refused_and_stores_nothing(tiny_ds, monkeypatch, tmp_path):
-    from core.analysis.error_analysis import import_run, imported_runs
+    from core.analysis.compared_runs import import_run, imported_runs
 
     ds = tiny_ds
     monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
@@ -470,7 +470,7 @@ def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
 
 
 def test_missing_dataset_file_is_a_clear_error(tmp_path):
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     missing = tmp_path / "nope.tsv"
     with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
@@ -481,7 +481,7 @@ def test_unreadable_dataset_file_is_a_clear_error(tmp_path, monkeypatch):
     """A file that exists but cannot be opened (permission denied): named, with the reason."""
     import pathlib
 
-    from core.data.datasets import read_pairs_tsv
+    from core.data.readers import read_pairs_tsv
 
     path = tmp_path / "locked.tsv"
     path.write_text("1\ta\tb\n", encoding="utf-8")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.data.datasets import dataset_from_pairs
+from core.data.clusters import dataset_from_pairs
 from core.errors import MissingArtifactError
 from core.data.tokenizers import WordVocab, stable_bucket
 from models.losses import SDMLLoss, TripletLoss, smoothed_targets

@@ -102,7 +102,7 @@ def test_compare_default_ranking_equals_cli_search(built, query):
     """The page's engine with the page's default state gives exactly ``python -m core search``'s ranking."""
     from core.analysis.compare import compare
     from core.data.datasets import load_dataset
-    from core.judging.casestudy import CompareState
+    from core.judging.compare_state import CompareState
     from core.serving.runner import loader_for
 
     ds = load_dataset("qqp-bimpm")

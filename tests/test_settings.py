@@ -132,7 +132,7 @@ def test_a_malformed_value_is_one_line_where_it_is_used(name, value, expected):
 
 def test_milvus_timeout_abc_through_the_milvus_config(monkeypatch):
     from core.errors import StudioError
-    from core.retrieval.milvus import milvus_config
+    from core.retrieval.milvus_client import milvus_config
 
     monkeypatch.setenv("QRS_MILVUS_URI", "http://127.0.0.1:1")
     monkeypatch.setenv("QRS_MILVUS_TIMEOUT", "abc")

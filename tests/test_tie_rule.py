@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 from ranx import Run
 
-from core.analysis.error_analysis import analyze, label_set, load_run_file, system_runs
+from core.analysis.compared_runs import load_run_file, system_runs
+from core.analysis.error_analysis import analyze
+from core.analysis.label_sources import label_set
 from core.data.datasets import load_dataset
-from core.evaluation import DEFAULT_TIES, TIE_RULES, evaluate_contract, per_query, per_query_metrics
+from core.evaluation import DEFAULT_TIES, TIE_RULES, per_query, per_query_metrics
+from core.evaluation_contract import evaluate_contract
 from core.retrieval.base import Ranking
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"

@@ -171,7 +171,7 @@ def test_tree_retriever_drops_self_and_counts(vectors):
 
 def test_tree_bert_load_without_build_names_command(tmp_path, monkeypatch):
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.retrieval import tree
 
     ds = dataset_from_pairs("toy", "toy", [(1, "a b", "a c", "1"), (0, "d e", "f g", "2")])
@@ -220,7 +220,7 @@ def test_load_tree_rebuilds_for_another_kmeans_seed(tmp_path, monkeypatch, vecto
     saved tree; another seed rebuilds it in memory, deterministically, with different clusters."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
     from core.artifacts import save_json
-    from core.data.datasets import dataset_from_pairs
+    from core.data.clusters import dataset_from_pairs
     from core.data.pipeline import stamped
     from core.retrieval import tree as T
 

@@ -160,7 +160,8 @@ def test_add_remove_round_trip_and_bad_input(built, fresh_registry, tmp_path):
 
 def test_run_file_reproduces_its_own_metrics_and_refuses_typed_queries(built, fresh_registry, tmp_path):
     from core.data.datasets import load_dataset
-    from core.evaluation import evaluate_contract, read_trec_run
+    from core.evaluation import read_trec_run
+    from core.evaluation_contract import evaluate_contract
     from core.serving.runner import SystemChoice, rank_many, rank_one
 
     run_file = tmp_path / "bm25.trec"

@@ -142,7 +142,8 @@ def judgment_labels(dataset_name: str, query_id: str | None, query: str) -> dict
 
     Read fresh on every call (a label set on Annotate shows at once); an empty or absent database gives {}.
     """
-    from core.judging.judgments import default_url, query_key
+    from core.judging.database import default_url
+    from core.judging.label_records import query_key
 
     store = judgment_store(default_url())
     return store.qrels(dataset_name).get(query_key(query_id, query), {})
@@ -159,7 +160,7 @@ def pool_ids(system_name: str, dataset_name: str, query: str, query_id: str | No
 @st.cache_data(show_spinner="Running the system over the queries…", max_entries=32)
 def run_dict(system_name: str, dataset_name: str, queries: tuple[tuple[str, str], ...], k: int) -> dict:
     """One system's run over ``queries`` as ``{qid: {doc: score}}`` (same code as ``python -m core compare``)."""
-    from core.analysis.error_analysis import system_runs
+    from core.analysis.compared_runs import system_runs
 
     (run,) = system_runs([system_name], dataset(dataset_name), dict(queries), k=k, loader=cached_loader(dataset_name))
     return run.to_dict()
@@ -229,7 +230,7 @@ def per_query_values(run_key: Hashable, name: str, data: Callable[[], dict], qre
     rule), kept per run key (its
     model fingerprint, queries, depth) and labels: a widget that changes neither never recomputes them; a new
     metric computes only that metric. ``data()`` gives the run's ``{qid: {doc: score}}`` when something is missing."""
-    from core.analysis.error_analysis import run_from_dict
+    from core.analysis.compared_runs import run_from_dict
     from core.evaluation import DEFAULT_TIES, per_query_metrics
 
     cache = result_cache("per_query", 1024)
@@ -324,7 +325,7 @@ def imported_run(path, name: str) -> tuple[tuple, dict]:
     """(cache key, ``{qid: {doc: score}}``) of an imported TREC run file, read once per file version."""
     from pathlib import Path
 
-    from core.analysis.error_analysis import load_run_file
+    from core.analysis.compared_runs import load_run_file
 
     st_ = Path(path).stat()
     key = ("imported", str(path), st_.st_size, st_.st_mtime_ns, name)

@@ -15,7 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import StudioError
-from core.judging.campaigns import CampaignError, CampaignStore, QueueItem
+from core.judging.campaign_records import CampaignError, QueueItem
+from core.judging.campaigns import CampaignStore
 from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.render import error
 

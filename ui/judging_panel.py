@@ -24,7 +24,7 @@ from typing import Any
 import streamlit as st
 
 from core.errors import StudioError
-from core.judging.judgments import StoreBusyError
+from core.judging.database import StoreBusyError
 from ui import label_endpoint
 
 ASSETS = Path(__file__).resolve().parent / "components" / "judging"

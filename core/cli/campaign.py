@@ -45,7 +45,7 @@ def configured_owner(actor: str) -> bool:
 
 def require_owner(actor: str, doing: str) -> None:
     """``CampaignAuthError`` (one line, nothing done) unless ``actor`` is an owner of the configuration."""
-    from core.judging.campaigns import CampaignAuthError
+    from core.judging.campaign_records import CampaignAuthError
     from core.judging.identity import canonical_identity, configured_people
 
     if not configured_owner(actor):
@@ -59,7 +59,7 @@ def _ids(text: str | None) -> list[str]:
 
 
 def _query_set(args: argparse.Namespace):
-    from core.judging.campaigns import CampaignError, QuerySet
+    from core.judging.campaign_records import CampaignError, QuerySet
 
     chosen = [flag for flag, value in (("--queries", args.queries), ("--sample", args.sample)) if value]
     if len(chosen) > 1:
@@ -90,7 +90,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     """Pool the chosen queries and store the campaign with its assignment."""
     from core.data.datasets import load_dataset
     from core.judging.campaign_pool import choose_queries, items_from_pool, items_from_rankings, rank_pool
-    from core.judging.campaigns import CampaignError, CampaignSpec
+    from core.judging.campaign_records import CampaignError, CampaignSpec
 
     require_owner(args.actor, "create campaigns")
     ds = load_dataset(args.dataset)
@@ -199,7 +199,7 @@ def cmd_assign(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write TREC qrels with the aggregation rule in the file name, and say what the rule did."""
-    from core.judging.campaigns import rule_description
+    from core.judging.campaign_results import rule_description
     from core.paths import var_dir
 
     store = _store(args)
@@ -241,24 +241,23 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete a campaign (its owners), after the typed confirmation; the audit keeps who and what."""
-    from core.judging.campaigns import CampaignError
+    from functools import partial
+
+    from core.cli.console import confirmed_deletion
+    from core.judging.campaign_records import CampaignError
     from core.judging.deletion import delete_campaign, plan_campaign
 
     store = _store(args)
     plan = plan_campaign(store, args.actor, args.name)
-    if args.confirm is None:
-        print(f"would delete {plan.describe()}")
-        raise CampaignError(f"nothing was deleted: repeat with --confirm {args.name!r} to delete it")
-    record = delete_campaign(store, args.actor, args.name, confirm=args.confirm)
-    print(f"deleted {plan.describe()}; audit: {record.actor} at {record.at:%Y-%m-%d %H:%M:%S} UTC")
-    return 0
+    return confirmed_deletion(plan, args.confirm, partial(delete_campaign, store, args.actor, args.name), CampaignError,
+                              f"{args.name!r} to delete it")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``campaign ...`` on the main CLI's subparsers."""
-    from core.cli.main import _positive_int
+    from core.cli.console import positive_int
     from core.data.datasets import DEFAULT_DATASET
-    from core.judging.campaigns import RULES
+    from core.judging.campaign_results import RULES
 
     c = sub.add_parser("campaign", help="judging campaigns: create, list, status, assign, export, agreement, delete")
     csub = c.add_subparsers(dest="action", required=True)
@@ -276,13 +275,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", default=DEFAULT_DATASET)
     p.add_argument("--owner", action="append", help="another owner (repeatable); --as is always one")
     p.add_argument("--annotator", action="append", help="a named annotator (repeatable); none: an open campaign")
-    p.add_argument("--overlap", type=_positive_int, default=2, help="annotators per item (r)")
+    p.add_argument("--overlap", type=positive_int, default=2, help="annotators per item (r)")
     p.add_argument("--split", default="test", help="query split (default test; 'all' = every query)")
     p.add_argument("--queries", help="comma-separated query ids instead of a split")
-    p.add_argument("--sample", type=_positive_int, help="a seeded random sample of this many queries of --split")
+    p.add_argument("--sample", type=positive_int, help="a seeded random sample of this many queries of --split")
     p.add_argument("--seed", type=int, default=0, help="seed of --sample")
     p.add_argument("--systems", help="comma-separated systems to pool (the one runner ranks them)")
-    p.add_argument("--depth", type=_positive_int, default=10, help="pool depth: top k of every system")
+    p.add_argument("--depth", type=positive_int, default=10, help="pool depth: top k of every system")
     p.add_argument("--pool", type=Path, help='explicit pool JSON {"query id": ["doc id", ...]} instead of --systems')
     p.add_argument("--guidelines", type=Path, help="text file with the judging guidelines")
     p.set_defaults(func=cmd_create)
@@ -291,7 +290,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = common(csub.add_parser("status", help="per-annotator and per-query progress"))
     p.add_argument("--json", action="store_true")
-    p.add_argument("--budget", type=_positive_int, help="queries humans will label in all: print the budget-aware "
+    p.add_argument("--budget", type=positive_int, help="queries humans will label in all: print the budget-aware "
                                                         "labelling order and the comparisons' interval widths")
     p.add_argument("--judge", help="the judge identity to plan with (judge:SYSTEM; default: the first)")
     p.set_defaults(func=cmd_status)

@@ -7,7 +7,7 @@
   ``--systems`` (default: the two).
 
 Tables go through the same ``core.analysis.compare.compare`` as the Compare page and the same exporters as its
-download buttons (``core.judging.casestudy``). Rerankers rescore ``--first-stage``'s top ``--depth``.
+download buttons (``core.judging.case_tables``). Rerankers rescore ``--first-stage``'s top ``--depth``.
 Without ``--out`` the tables are printed.
 """
 from __future__ import annotations
@@ -40,10 +40,11 @@ def _slug(text: str, limit: int = 40) -> str:
 
 def cmd_casestudy(args: argparse.Namespace) -> int:
     """Write one case-study table per query (see module docstring)."""
-    from core.judging.casestudy import case_table, disagreements, to_csv, to_latex, to_markdown
+    from core.judging.case_tables import case_table, to_csv, to_latex, to_markdown
+    from core.judging.casestudy import disagreements
     from core.analysis.compare import SystemChoice, compare
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import system_runs
+    from core.analysis.compared_runs import system_runs
     from core.evaluation import check_metrics, short
     from core.registry import get_spec
     from core.serving.loader import load as load_system

@@ -24,7 +24,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     """Run the judge on the campaign and print its report."""
     from core.artifacts import save_json
     from core.judging.auto_judge import judge_campaign
-    from core.judging.campaigns import CampaignStore, export_filename
+    from core.judging.campaign_results import export_filename
+    from core.judging.campaigns import CampaignStore
     from core.paths import var_dir
 
     store = CampaignStore(args.db, create=False)
@@ -67,7 +68,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``judge`` on the main CLI's subparsers."""
-    from core.judging.campaigns import RULES
+    from core.judging.campaign_results import RULES
 
     p = sub.add_parser("judge", help="an automatic judge for a campaign, calibrated on its human labels")
     p.add_argument("--campaign", required=True, help="campaign name")

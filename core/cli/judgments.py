@@ -89,7 +89,7 @@ def cmd_agreement(args: argparse.Namespace) -> int:
 def cmd_import_run(args: argparse.Namespace) -> int:
     """Keep a TREC run of an outside system so the page and ``compare`` can use it by name."""
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import import_run
+    from core.analysis.compared_runs import import_run
 
     name, path = import_run(args.path, load_dataset(args.dataset), args.name)
     print(f"imported run {name!r} -> {path}")
@@ -99,7 +99,9 @@ def cmd_import_run(args: argparse.Namespace) -> int:
 def compare_from_args(args: argparse.Namespace):
     """The ``Analysis`` behind ``compare`` (also used by tests)."""
     from core.data.datasets import load_dataset
-    from core.analysis.error_analysis import ANALYSIS_METRICS, analyze, imported_runs, label_set, load_run_file, system_runs
+    from core.analysis.compared_runs import imported_runs, load_run_file, system_runs
+    from core.analysis.error_analysis import ANALYSIS_METRICS, analyze
+    from core.analysis.label_sources import label_set
     from core.judging.judgments import JudgmentStore
 
     ds = load_dataset(args.dataset)
@@ -130,22 +132,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete an annotator's labels (owners), after the typed confirmation; the audit keeps who and what."""
+    from functools import partial
+
+    from core.cli.console import confirmed_deletion
+    from core.judging.database import JudgmentError
     from core.judging.deletion import delete_labels, plan_labels
-    from core.judging.judgments import JudgmentError
 
     store = _store(args)
     plan = plan_labels(store, args.annotator, args.dataset)
-    if args.confirm is None:
-        print(f"would delete {plan.describe()}")
-        raise JudgmentError(f"nothing was deleted: repeat with --confirm {plan.target!r} to delete them")
-    record = delete_labels(store, args.actor, args.annotator, args.dataset, confirm=args.confirm)
-    print(f"deleted {plan.describe()}; audit: {record.actor} at {record.at:%Y-%m-%d %H:%M:%S} UTC")
-    return 0
+    return confirmed_deletion(plan, args.confirm, partial(delete_labels, store, args.actor, args.annotator, args.dataset),
+                              JudgmentError, f"{plan.target!r} to delete them")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``judgments ...`` and ``compare`` on the main CLI's subparsers."""
-    from core.cli.main import _positive_int
+    from core.cli.console import positive_int
     from core.data.datasets import DEFAULT_DATASET
     from core.analysis import LABEL_SOURCES
 
@@ -196,16 +197,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="dataset qrels, user judgments, or both (user judgments win)")
     p.add_argument("--annotator", action="append", help="only these annotators' judgments")
     p.add_argument("--split", default="all")
-    p.add_argument("--k", type=_positive_int, default=100, help="retrieval depth of built-in systems")
+    p.add_argument("--k", type=positive_int, default=100, help="retrieval depth of built-in systems")
     p.add_argument("--first-stage", default=default_first_stage(), help="candidates for rerankers")
-    p.add_argument("--depth", type=_positive_int, default=20, help="first-stage depth for rerankers")
+    p.add_argument("--depth", type=positive_int, default=20, help="first-stage depth for rerankers")
     p.add_argument("--json", action="store_true", help="full-precision JSON")
     p.set_defaults(func=cmd_compare)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m core.cli.judgments``) with the same verbs."""
-    from core.cli.main import OneLineParser, dispatch
+    from core.cli.console import OneLineParser
+    from core.cli.main import dispatch
 
     parser = OneLineParser(prog="python -m core.cli.judgments")
     add_commands(parser.add_subparsers(dest="verb", required=True))

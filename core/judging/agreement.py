@@ -23,7 +23,7 @@ from datetime import datetime
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from core.judging.judgments import Judgment
+from core.judging.label_records import Judgment
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from sqlalchemy import select
 from core.judging.agreement import campaign_agreement, krippendorff_alpha
 from core.judging.calibration import (Thresholds, calibration_split, choose_grade_model, cross_fitted_probs,
                                      fit_thresholds)
-from core.judging.campaigns import CampaignError, CampaignStore
+from core.judging.campaign_records import CampaignError
+from core.judging.campaigns import CampaignStore
 from core.judging.schema import CampaignJudgeLabelRow, _now
 
 JUDGE_PREFIX = "judge:"

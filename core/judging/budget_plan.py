@@ -23,7 +23,8 @@ from core.analysis.budget import budget_order, inclusion_probabilities, metric_u
 from core.analysis.ppi import (PRIOR_DF, t_quantile, calibration_kappa, moderated_variance, per_query_values,
                                posterior_samples, ppi_mean)
 from core.judging.auto_judge import ORDER_METRIC, _runs, judges, pool_items, soft_judge
-from core.judging.campaigns import CampaignError, CampaignStore
+from core.judging.campaign_records import CampaignError
+from core.judging.campaigns import CampaignStore
 
 LEVEL = 0.9
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from core.data.datasets import Dataset
-from core.judging.campaigns import CampaignError, ItemSpec, QuerySet
+from core.judging.campaign_records import CampaignError, ItemSpec, QuerySet
 from core.judging.pooling import build_pool
 from core.serving.runner import Loader
 

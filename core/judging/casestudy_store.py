@@ -23,7 +23,7 @@ from sqlalchemy import JSON, Connection, DateTime, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from core.errors import StudioError
-from core.judging.casestudy import CaseTable
+from core.judging.case_tables import CaseTable
 from core.judging.judgments import JudgmentStore
 from core.judging.schema import Base
 

@@ -20,9 +20,11 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from core.judging.campaigns import CampaignAuthError, CampaignError, CampaignStore
+from core.judging.campaign_records import CampaignAuthError, CampaignError
+from core.judging.campaigns import CampaignStore
 from core.judging.identity import canonical_identity, configured_people
-from core.judging.judgments import JudgmentError, JudgmentStore
+from core.judging.database import JudgmentError
+from core.judging.judgments import JudgmentStore
 from core.judging.schema import (Annotator, CampaignAdjudicationRow, CampaignHistoryRow, CampaignItemRow,
                                  CampaignJudgeLabelRow, CampaignLabelRow, CampaignMemberRow, CampaignRow,
                                  CampaignSlotRow, DeletionRow, HistoryRow, JudgmentRow, QueryRow, _now, _utc)

@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
-from core.data.datasets import Dataset, training_split_view
+from core.data.datasets import Dataset
+from core.data.loaders import training_split_view
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
 from core.evaluation import evaluate_run
 from core.data.overlap import OverlapFeaturizer, normalize_tokens

@@ -84,7 +84,7 @@ class LocalMilvusServer:
             socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
         except OSError:
             return False
-        from core.retrieval.milvus import MilvusConfig, ping
+        from core.retrieval.milvus_client import MilvusConfig, ping
 
         try:
             ping(MilvusConfig(self.uri, timeout=2.0))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.datasets import parse_jsonl_line
+from core.data.readers import parse_jsonl_line
 from core.errors import DataFormatError, StudioError
 from core.progress import ProgressFn, no_progress
 
@@ -70,7 +70,7 @@ def iter_beir_corpus(folder: str | Path) -> Iterator[tuple[str, str, int]]:
 
     ``DataFormatError`` names the file and line of the first malformed document.
     """
-    from core.data.datasets import beir_id, check_text
+    from core.data.readers import beir_id, check_text
 
     path = Path(folder) / "corpus.jsonl"
     if not path.is_file():
@@ -237,8 +237,10 @@ def import_beir_to_milvus(
     ``MilvusRetriever`` whose hits carry the BEIR ids, queries encoded by ``encoder``.
     """
     from core.retrieval.dense import l2_normalize
-    from core.retrieval.milvus import Layout, MilvusRetriever, Route, alias_name, index_spec, milvus_config, ping, \
-        write_collection
+    from core.retrieval.milvus import MilvusRetriever
+    from core.retrieval.milvus_client import alias_name, index_spec, milvus_config, ping
+    from core.retrieval.milvus_collections import Layout, write_collection
+    from core.retrieval.milvus_plan import Route
 
     settings = milvus_config(uri, token)
     spec = index_spec(index)

@@ -54,7 +54,8 @@ class TeamApp:
 def _create_campaign(db_url: str, var: Path) -> tuple[dict, dict]:
     from core.data.datasets import load_dataset
     from core.judging.campaign_pool import items_from_pool
-    from core.judging.campaigns import CampaignSpec, CampaignStore, QuerySet
+    from core.judging.campaign_records import CampaignSpec, QuerySet
+    from core.judging.campaigns import CampaignStore
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("QRS_DATA", str(TINY_DATA))

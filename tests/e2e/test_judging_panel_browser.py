@@ -18,7 +18,8 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from core.judging.campaigns import CampaignSpec, CampaignStore, ItemSpec, QuerySet  # noqa: E402
+from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet  # noqa: E402
+from core.judging.campaigns import CampaignStore  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.e2e.conftest import free_port, new_driver, server_env, stop, wait_healthy  # noqa: E402
 

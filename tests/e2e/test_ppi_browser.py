@@ -18,7 +18,8 @@ def _campaign(var) -> None:
     from core.data.datasets import load_dataset
     from core.judging.auto_judge import pool_items, save_judge_labels
     from core.judging.campaign_pool import items_from_pool
-    from core.judging.campaigns import CampaignSpec, CampaignStore, QuerySet
+    from core.judging.campaign_records import CampaignSpec, QuerySet
+    from core.judging.campaigns import CampaignStore
     from ui.auth import local_user
 
     with pytest.MonkeyPatch.context() as mp:
