@@ -42,8 +42,10 @@ for group, pages in GROUPS.items():
     if shown := [_page(p) for p in pages if p in allowed]:
         navigation[group] = shown
 page = st.navigation(navigation)
-try:  # once per server process: compile ranx's numba code in the background (Error Analysis's first view)
-    warm_evaluation(current_dataset())
-except StudioError:
-    pass  # the page shows why the dataset cannot be loaded
-page.run()
+try:
+    page.run()
+finally:  # once per server process, after the first page has drawn (it does not compete with it): compile ranx's
+    try:  # numba code in the background, for the first metrics a page shows (Error Analysis, Compare)
+        warm_evaluation(current_dataset())
+    except StudioError:
+        pass  # the page shows why the dataset cannot be loaded

@@ -129,8 +129,9 @@ def main() -> None:
                   f"warm {row['warm']['seconds']} s (load {row['warm']['load_before']})", flush=True)
         else:
             print(f"{page}: failed", flush=True)
-    report = {"command": "python -m bench.page_speed " + " ".join(sys.argv[1:]), "commit": head_commit(),
-              "var": args.var, "dataset": args.dataset, "cpus": os.cpu_count(), "python": platform.python_version(),
+    shown = ["$QRS_VAR" if a == args.var else a for a in sys.argv[1:]]  # no machine path in a report
+    report = {"command": "python -m bench.page_speed " + " ".join(shown), "commit": head_commit(),
+              "var": "$QRS_VAR (a built default-build artifacts folder)", "dataset": args.dataset, "cpus": os.cpu_count(), "python": platform.python_version(),
               "python_speed_probe_s": {"start": probe_start, "end": python_speed()},
               "targets": {"warm_s": 3, "cold_s": 10, "machine": "idle, 2 cores"}, "pages": rows}
     write_report(args.out, report)
