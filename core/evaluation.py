@@ -15,9 +15,10 @@ trec_eval names) is ``core.evaluation_contract``.
 """
 from __future__ import annotations
 
+import math
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numba
@@ -98,6 +99,12 @@ def comparable(run: Run, qrels: Qrels) -> Run:
                          name=run.name)
 
 
+def mean_or_nan(values: Iterable[float]) -> float:
+    """The mean of ``values``, NaN when there are none."""
+    values = list(values)
+    return sum(values) / len(values) if values else math.nan
+
+
 def evaluate_run(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Ranking] | Run,
@@ -107,7 +114,7 @@ def evaluate_run(
     """Mean of each metric over the queries of ``qrels`` (a query the run misses scores 0), score ties broken
     by the contract's rule (``per_query_metrics``), so a trainer's dev number and a page's number agree."""
     per = per_query_metrics(qrels, run, metrics, ties)
-    return {m: _mean(values.values()) for m, values in per.items()}
+    return {m: mean_or_nan(values.values()) for m, values in per.items()}
 
 
 def per_query(

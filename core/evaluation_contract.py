@@ -23,7 +23,8 @@ from ranx import evaluate
 
 from core.errors import StudioError, UnknownNameError
 from core.evaluation import (
-    DEFAULT_METRICS, DEFAULT_TIES, TIE_RULES, RunLike, check_metrics, ordered_ids, run_in_order, short, to_qrels,
+    DEFAULT_METRICS, DEFAULT_TIES, TIE_RULES, RunLike, check_metrics, mean_or_nan, ordered_ids, run_in_order, short,
+    to_qrels,
 )
 
 CONVENTIONS = ("answerable", "all")
@@ -60,11 +61,6 @@ def trec_eval_name(metric: str) -> str:
     if base not in _TREC_EVAL_NAMES or not cutoff:
         raise UnknownNameError("metric with a trec_eval counterpart", metric, [f"{k}@K" for k in _TREC_EVAL_NAMES] + ["mrr@K"])
     return f"{_TREC_EVAL_NAMES[base]}_{cutoff}"
-
-
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else math.nan
 
 
 @dataclass(frozen=True)
@@ -157,8 +153,8 @@ def evaluate_contract(
     all_relevant = sum(1 for q in ranked if all(qrels[q].get(d, 0) > 0 for d in ordered[q]))
     return Evaluation(
         metrics=metrics,
-        all={m: _mean(per[m].values()) for m in metrics},
-        answerable={m: _mean(per[m][q] for q in answerable) for m in metrics},
+        all={m: mean_or_nan(per[m].values()) for m in metrics},
+        answerable={m: mean_or_nan(per[m][q] for q in answerable) for m in metrics},
         n_queries=len(evaluated),
         n_answerable=len(answerable),
         n_unanswerable=len(evaluated) - len(answerable),
