@@ -23,8 +23,9 @@ def test_rule_picks_the_best_dev_mrr_and_prefers_the_reranker_on_ties():
     from core.rerank.interpolation import GRID, choose
 
     qrels = {"q1": {"a": 1}, "q2": {"c": 1}}
-    # the reranker puts the relevant candidate second for q1; BM25 has it first by a wide margin
-    helped = {"q1": (["a", "b"], [0.40, 0.50], [9.0, 1.0]), "q2": (["c", "d"], [0.9, 0.1], [1.0, 2.0])}
+    # the reranker puts the relevant candidate second for q1; BM25 has it first by a wide margin; both agree on q2
+    # (no exact tie at a grid point: a tie would be broken by the contract's rule, doc id descending)
+    helped = {"q1": (["a", "b"], [0.40, 0.50], [9.0, 1.0]), "q2": (["c", "d"], [0.9, 0.1], [2.0, 1.0])}
     alpha, table = choose(helped, qrels)
     assert alpha > 0 and table[f"{alpha:.1f}"]["mrr@100"] == max(v["mrr@100"] for v in table.values())
     assert table["0.0"]["mrr@100"] == pytest.approx(0.75)  # q1: rank 2, q2: rank 1
