@@ -346,15 +346,16 @@ class Judge {
 
   sync() {
     // the page refreshes (progress, an open campaign's next query) only in a script run: near the end of the
-    // items loaded here, ask for one, once per render
+    // items loaded here, ask for one each time fewer are left, once what was given is stored (so the run shows it)
     const ep = this.data.endpoint || {};
-    if (!this.setTrigger || this.data.navigable || this.synced === ep.token) { return; }
+    if (!this.setTrigger || this.data.navigable || this.outbox.length) { return; }
     const i = this.index.get(this.cursor);
     const ahead = this.atEnd || i === undefined ? 0 : this.items.slice(i).filter((x) => !this.judged(x)).length;
-    if (ahead > 3) { return; }
-    this.synced = ep.token;
+    const mark = ep.token + "|" + ahead;
+    if (ahead > 3 || this.synced === mark) { return; }
+    this.synced = mark;
     this.inflight = true;
-    this.setTrigger("ops", { ops: this.outbox.slice(0, 200), sent: Date.now() });
+    this.setTrigger("ops", { ops: [], sent: Date.now() });
   }
 
   resend(force) {
