@@ -186,11 +186,8 @@ rfig = go.Figure()
 for name in picked:
     try:
         curve = recall_curve(name, ds_name, split, max_q, until)
-    except LoadingError as exc:
-        st.info(str(exc), icon="⏳")
-        continue
-    except StudioError as exc:
-        st.info(f"{name}: {exc}")
+    except StudioError as exc:  # still computing (its line names the system), or it cannot be drawn
+        st.info(str(exc) if isinstance(exc, LoadingError) else f"{name}: {exc}")
         continue
     rfig.add_trace(go.Scatter(x=list(curve), y=list(curve.values()), name=name, mode="lines+markers"))
 rfig.update_layout(xaxis_title="cutoff k", yaxis_title="Recall@k", xaxis_type="log", height=380,

@@ -89,3 +89,15 @@ def built_frm(tiny_data, fresh_var):
     frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=24, max_epochs=1, batch_size=8, eval_every=3))
     torch.set_num_threads(before)
     return ds
+
+
+def wait_for_background_loads(seconds: float) -> None:
+    """Until nothing runs on the pages' background threads (``ui.background_loads``); fails after ``seconds``."""
+    import time
+
+    import ui.background_loads as bg
+
+    deadline = time.monotonic() + seconds
+    while bg.loading():
+        assert time.monotonic() < deadline, "the background loads did not end"
+        time.sleep(0.1)

@@ -2,7 +2,7 @@
 a progress callback through ``ui.cache``: a bar, or Compare's background load line), never a bare spinner."""
 from __future__ import annotations
 
-from tests.conftest import app_test
+from tests.conftest import app_test, wait_for_background_loads
 
 
 def test_compare_never_waits_for_a_first_use_build_it_loads_in_the_background(tiny_data, fresh_var, monkeypatch):
@@ -10,7 +10,6 @@ def test_compare_never_waits_for_a_first_use_build_it_loads_in_the_background(ti
     the load's progress (counts, time left) refreshed below; once the load ends, the next run shows its results
     and no loading line; the load reported its indexing to the end."""
     import threading
-    import time
 
     import streamlit as st
 
@@ -34,10 +33,7 @@ def test_compare_never_waits_for_a_first_use_build_it_loads_in_the_background(ti
     assert any("bm25: loading in the background" in i.value for i in at.info), [i.value for i in at.info]
     assert any("Loading in the background" in c.value and "bm25" in c.value for c in at.caption)
     gate.set()
-    deadline = time.monotonic() + 120
-    while bg.loading():
-        assert time.monotonic() < deadline, "the background load did not end"
-        time.sleep(0.1)
+    wait_for_background_loads(120)
     at.run()
     assert not at.exception and not any("loading in the background" in i.value for i in at.info)
     assert any("bm25" in d.value.columns.tolist() or "system" in d.value.columns for d in at.dataframe)

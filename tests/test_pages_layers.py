@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.conftest import app_test
+from tests.conftest import app_test, wait_for_background_loads
 
 
 @pytest.fixture
@@ -109,10 +109,6 @@ def test_layers_preselects_only_what_the_default_build_builds(built):
 def test_layers_computes_a_new_curve_in_the_background_and_fills_in(built_minilm, monkeypatch):
     """A visit never waits for a curve: with no wait allowed, the first run says it is computing in the background
     (with its progress below) and draws no chart; once done, the next run draws it from the cache."""
-    import time
-
-    import ui.background_loads as bg
-
     monkeypatch.setenv("QRS_PAGE_WAIT", "0")
     at = app_test("pages/2_Layers.py")
     at.session_state["layers.sources"] = ["MiniLM mean"]
@@ -123,10 +119,7 @@ def test_layers_computes_a_new_curve_in_the_background_and_fills_in(built_minilm
         [i.value for i in at.info]
     traces = lambda: [t.get("name") for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]]
     assert "MiniLM mean" not in traces()
-    deadline = time.monotonic() + 300
-    while bg.loading():
-        assert time.monotonic() < deadline, "the curve was not computed"
-        time.sleep(0.2)
+    wait_for_background_loads(300)
     at.run()
     assert not at.exception and not any("in the background" in i.value for i in at.info)
     assert "MiniLM mean" in traces()
