@@ -39,9 +39,8 @@ class Load:
     started: float = field(default_factory=time.monotonic)
     fraction: float = 0.0
     message: str = "queued"
-    done: bool = False
     error: BaseException | None = None
-    finished: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)  # set once it ended (error or not)
 
     def progress(self, fraction: float, message: str) -> None:
         """The load's ``ProgressFn``: keeps the latest fraction and message for the page to show."""
@@ -78,7 +77,6 @@ def start_load(key: Hashable, label: str, work: Callable[[ProgressFn], object]) 
         except BaseException as exc:  # kept for the page's next run, which shows it
             load.error = exc
         finally:
-            load.done = True
             if load.error is None:
                 with _GUARD:
                     _LOADS.pop(key, None)
@@ -92,7 +90,7 @@ def take_failure(key: Hashable) -> BaseException | None:
     """The error a finished background load of ``key`` ended with (forgotten once taken: the next visit retries)."""
     with _GUARD:
         load = _LOADS.get(key)
-        if load is None or not load.done or load.error is None:
+        if load is None or not load.finished.is_set() or load.error is None:
             return None
         del _LOADS[key]
         return load.error
@@ -129,7 +127,7 @@ def in_background(key: Hashable, label: str, work: Callable[[ProgressFn], object
 def loading() -> list[Load]:
     """The loads still running or queued in this process."""
     with _GUARD:
-        return [load for load in _LOADS.values() if not load.done]
+        return [load for load in _LOADS.values() if not load.finished.is_set()]
 
 
 def refresh_when_loaded() -> None:
