@@ -77,24 +77,27 @@ def latency(system, spec, method: str, pairs, corpus) -> dict:
 
 
 def probes(system, spec, method: str, dataset, first_stage) -> dict:
-    """The two probes of the Keywords page on an explanation: the candidate is the first stage's top hit that is
-    not the query itself."""
+    """The two probes of the Keywords page on an explanation, as ``core explain`` without a candidate answers them:
+    the query's words weighed by what they do to the system's own top 10
+    (``core.analysis.ranking_importance``); beside them, the pair's weights against the system's top hit."""
     from core.analysis.keywords import word_importance
-
-    from core.data.pipeline import terms
+    from core.analysis.ranking_importance import ranking_importance
+    from core.retrieval.base import Reranker
 
     out = {}
     for query, want in PROBES.items():
-        hits = first_stage.search(query, k=5)  # its top hit that is not the query itself (as `core explain`)
-        others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
-        cand = dataset.corpus[others[0]] if others else query
-        w = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
+        ranked = ranking_importance(system, query, dataset,
+                                    first_stage=first_stage if isinstance(system, Reranker) else None)
+        top = [x.lower() for x in ranked.ranked(4)]
         if "top2" in want:
-            ok = {x.lower() for x in w.top(2)} == want["top2"]
+            ok = set(top[:2]) == want["top2"]
         else:
-            ok = len({x.lower() for x in w.top(4)} & want["top4_at_least_3_of"]) >= 3
-        out[query] = {"candidate": cand, "query": [[k, round(float(x), 4)] for k, x in w.query], "top4": w.top(4),
-                      "passes": ok}
+            ok = len(set(top) & want["top4_at_least_3_of"]) >= 3
+        cand = dataset.corpus[ranked.top[0]]
+        pair = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
+        out[query] = {"measure": ranked.measure, "query": [[k, round(float(x), 4)] for k, x in ranked.query],
+                      "top4": ranked.ranked(4), "passes": ok, "candidate": cand,
+                      "pair_query": [[k, round(float(x), 4)] for k, x in pair.query]}
     return out
 
 
@@ -129,7 +132,8 @@ def markdown(report: dict) -> str:
     lines += ["", f"Decision rule: {report['decision_rule']}", "",
               f"Default: {report['default']} ({report['why']})."]
     if report.get("probes"):
-        lines += ["", "Probes on the default:"]
+        lines += ["", "Probes on the default (as `core explain` without a candidate: the query's words weighed by what "
+                      "they do to the system's own top 10, 1 − RBO with the word left out):"]
         lines += [f"- {q}: top-4 {p['top4']} → {'passes' if p['passes'] else 'FAILS'}"
                   for q, p in report["probes"].items()]
     if report["skipped"]:

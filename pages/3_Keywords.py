@@ -17,7 +17,7 @@ from core.data.text import display_form
 from core.retrieval.base import validate_query
 from core.user_systems import source_key
 from ui.cache import system
-from ui.explain_view import explainable_systems, heatmap, measure_caption, why_line
+from ui.explain_view import explainable_systems, heatmap, measure_caption, ranked_view, why_line
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -116,6 +116,9 @@ else:
                "for each system's held-out faithfulness figures.")
 if shown.paper_loss_note and method == "w" and spec.recipes and name.variant is None:
     st.warning(f"{shown.paper_loss_note} Pick “{display_name(shown.system)}: {METHODS[shown.method]}” above.")
+
+# ----------------------------------------------------------------------------- the query's words, for its ranking
+ranked_view(explainer, picked_system, query, ds, lambda: system(FIRST_STAGE, ds_name, progress=True))
 
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []

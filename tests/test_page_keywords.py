@@ -27,6 +27,11 @@ def test_keywords_page_draws_heatmap(built_frm):
     assert at.text_input(key="keywords.query").value == built_frm.display_query(qid)
     assert any("removed from its own BM25 ranking" in c.value for c in at.caption)
     assert not at.error
+    # first, the query's words weighed by the shown system's own top 10
+    assert any("decide" in h.value and "top 10" in h.value for h in at.subheader)
+    assert any("1 − RBO" in c.value and "The most important:" in c.value for c in at.caption)
+    ranked = [c for c in charts if '"1 − RBO"' in c.proto.spec or "1 − RBO" in c.proto.spec]
+    assert ranked, "the ranking-importance heatmap is drawn"
 
 
 def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeypatch):
@@ -56,8 +61,9 @@ def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeyp
     assert not at.exception, at.exception
     at.selectbox(key="keywords.method.bm25").set_value("terms").run()
     assert not at.exception, at.exception
-    spec = json.loads(next(c for c in at.get("plotly_chart")).proto.spec)
-    trace = spec["data"][0]
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert specs[0]["data"][0]["zmin"] == 0 and specs[0]["data"][0]["zmax"] == 1  # the ranking view: 1 − RBO
+    trace = next(s["data"][0] for s in specs if "zmid" in s["data"][0])  # candidate A's pair
     values = [x for row in trace["z"] for x in row if x is not None]
     assert trace["zmid"] == 0 and trace["zmax"] == pytest.approx(max(abs(x) for x in values))
     assert trace["zmin"] == pytest.approx(-trace["zmax"])
@@ -152,7 +158,8 @@ def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_ze
     assert reload.text_input(key="keywords.query").value == typed
     heat = [json.loads(c.proto.spec) for c in reload.get("plotly_chart") if '"heatmap"' in c.proto.spec]
     tokens = [t for t in heat if t["data"][0].get("colorscale") and t["data"][0].get("texttemplate") == "%{text}"]
-    assert tokens
+    ranked, tokens = tokens[0], tokens[1:]  # the ranking view comes first: 1 − RBO from 0 (white) to 1
+    assert (ranked["data"][0]["zmin"], ranked["data"][0]["zmax"]) == (0.0, 1.0) and tokens
     for fig in tokens:
         weights = [w for row in fig["data"][0]["z"] for w in row if w is not None]
         # diverging around 0 (white: no importance), normalised per pair: never the shown minimum to maximum

@@ -46,6 +46,20 @@ def heatmap(result: WordImportance, height: int = 170) -> go.Figure:
     return fig
 
 
+def ranking_heatmap(ranked, height: int = 110) -> go.Figure:
+    """One row: the query's words coloured by their importance to the system's own top k (0 white, 1 full red:
+    leaving the word out changes every place of the top k); exact values on hover."""
+    z = [[float(x) for _, x in ranked.query]]
+    words = [[w for w, _ in ranked.query]]
+    fig = go.Figure(go.Heatmap(z=z, text=words, texttemplate="%{text}", zmin=0.0, zmax=1.0, colorscale="Reds",
+                               customdata=[[f"{x:.3f}" for _, x in ranked.query]],
+                               hovertemplate="%{text}: 1 − RBO %{customdata}<extra></extra>",
+                               colorbar={"title": {"text": "1 − RBO"}}))
+    fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 10, "b": 10}, xaxis={"showticklabels": False},
+                      yaxis={"showticklabels": False})
+    return fig
+
+
 def why_line(result: WordImportance, k: int = 3) -> str:
     """The top words named in one line: "bm25 (occlusion): query stop, depression, my; candidate overcome, …"."""
     q = ", ".join(w for w in result.top(k) if dict(result.query).get(w, 0) > 0) or "none raises the score"
@@ -101,3 +115,27 @@ def render_why(result, ds, query: str, loader, key: str = "compare.why"):
     from core.judging.case_explanations import CaseExplanation
 
     return CaseExplanation.of(label, rank + 1, ids[rank], explained)
+
+
+def ranked_view(explainer, label: str, query: str, ds, first_stage) -> None:
+    """The Keywords page's first answer: which query words decide the system's own top 10 (a reranker: over
+    ``first_stage()``'s top 20); one info line where there is no such ranking (one word, a candidate list, a
+    system that cannot rank a typed query)."""
+    import streamlit as st
+
+    from core.analysis.ranking_importance import ranking_importance
+    from core.errors import StudioError
+    from core.registry import display_name
+    from core.retrieval.base import Reranker
+
+    st.subheader(f"Which query words decide {display_name(label)}'s top 10")
+    try:
+        ranked = ranking_importance(explainer, query, ds, depth=20,
+                                    first_stage=first_stage() if isinstance(explainer, Reranker) else None)
+    except StudioError as exc:
+        st.info(str(exc))
+        return
+    st.plotly_chart(ranking_heatmap(ranked), key="keywords.ranked")
+    st.caption(f"Colours: {ranked.measure}" + (" (reranking BM25's top 20 for the query)"
+                                               if isinstance(explainer, Reranker) else "")
+               + ". The most important: " + ", ".join(ranked.ranked(3)) + ".")

@@ -26,7 +26,7 @@ from core.data.pipeline import tokens
 MAX_WORDS = 32  # keyword_candidates' default cap of distinct words per side
 
 
-def _without(text: str, word: str | None) -> str:
+def left_out(text: str, word: str | None) -> str:
     """``text`` in token form, every occurrence of ``word`` (case-insensitive) left out; None: all tokens."""
     kept = [t for t in tokens(text, lower=False) if word is None or t.lower() != word.lower()]
     return " ".join(kept)
@@ -37,10 +37,10 @@ def occlusion(score: Callable[[list[str], list[str]], np.ndarray], query: str, c
     """(query words, candidate words, full score, notes): each word with s(full) − s(word left out), one batch."""
     q_words, _ = keyword_candidates(query, MAX_WORDS)
     d_words, _ = keyword_candidates(candidate, MAX_WORDS)
-    full_q, full_d = _without(query, None), _without(candidate, None)
+    full_q, full_d = left_out(query, None), left_out(candidate, None)
     queries, docs = [full_q], [full_d]
-    q_sides = [_without(query, w) for w in q_words] if len(q_words) > 1 else []
-    d_sides = [_without(candidate, w) for w in d_words] if len(d_words) > 1 else []
+    q_sides = [left_out(query, w) for w in q_words] if len(q_words) > 1 else []
+    d_sides = [left_out(candidate, w) for w in d_words] if len(d_words) > 1 else []
     queries += q_sides + [full_q] * len(d_sides)
     docs += [full_d] * len(q_sides) + d_sides
     scores = np.asarray(score(queries, docs), dtype=np.float64)

@@ -1,0 +1,96 @@
+"""Which query words decide what a system retrieves: occlusion on the system's own ranking, not on one pair.
+
+A pair's occlusion (``core.analysis.occlusion``) answers "why this score for this candidate"; without a candidate
+the question is "which words of the query made the system rank what it ranked". For each distinct word w of the
+query (``keyword_candidates``), the query is ranked again with every occurrence of w left out, by the same system
+through the same search (a retriever: ``search_many``; a reranker: ``rerank_many`` over the full query's fixed
+first-stage pool), and
+
+    importance(w) = 1 − RBO_p(top-k of q, top-k of q \\ w)
+
+with RBO the rank-biased overlap of Webber, Moffat & Zobel (2010, "A similarity measure for indefinite rankings",
+Eq. 7 truncated at depth k and divided by its maximum 1 − p^k, so two equal lists give 1). 0: leaving the word out
+changes nothing in the top k; 1: nothing of the top k is left. Faithful by construction (it is the system's own
+ranking without the word), and the same for every system that ranks a typed text. A question of the collection
+whose words are the query's own (the query itself, in the QQP protocol) is left out of every ranking.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.analysis.occlusion import left_out
+from core.data.keywords import keyword_candidates
+from core.errors import StudioError
+
+__all__ = ["RankingImportance", "rank_biased_overlap", "ranking_importance"]
+
+DEPTH = 10  # the top k compared
+PERSISTENCE = 0.9  # RBO's p: the top 10 carries about 86 % of the weight
+MEASURE = "1 − RBO(p = 0.9) between the system's top 10 for the query and for the query with the word left out"
+
+
+@dataclass(frozen=True)
+class RankingImportance:
+    """Per-word importance of a query to one system's ranking (words in question order)."""
+
+    system: str
+    query: list[tuple[str, float]]
+    top: list[str]  # the full query's top k (collection ids)
+    k: int = DEPTH
+    p: float = PERSISTENCE
+    measure: str = MEASURE
+
+    def ranked(self, k: int) -> list[str]:
+        """The ``k`` most important words (ties: the earlier word)."""
+        order = sorted(range(len(self.query)), key=lambda i: (-self.query[i][1], i))
+        return [self.query[i][0] for i in order[:k]]
+
+    def as_json(self) -> dict:
+        return {"system": self.system, "measure": self.measure, "k": self.k, "p": self.p, "top": list(self.top),
+                "query": [[w, round(float(x), 6)] for w, x in self.query]}
+
+
+def rank_biased_overlap(a: list[str], b: list[str], p: float = PERSISTENCE) -> float:
+    """RBO of two top-k lists truncated at ``len(a)`` (Webber et al. 2010, Eq. 7), divided by 1 − p^k: 1 when equal."""
+    k = len(a)
+    if k == 0:
+        return 1.0
+    total = sum(p ** (d - 1) * len(set(a[:d]) & set(b[:d])) / d for d in range(1, k + 1))
+    return (1 - p) * total / (1 - p ** k)
+
+
+def ranking_importance(system, query: str, dataset, k: int = DEPTH, first_stage=None,
+                       depth: int = 20) -> RankingImportance:
+    """Each query word's 1 − RBO between the system's top ``k`` with and without it (module docstring). ``system``:
+    a loaded retriever or reranker; a reranker reorders ``first_stage``'s top ``depth`` for the full query (one
+    fixed pool for every variant). ``query`` must be validated text. Raises ``StudioError`` (one line) when the
+    query has one word or the system cannot rank a typed text."""
+    from core.data.pipeline import terms
+    from core.retrieval.base import Ranking, Reranker, Retriever
+
+    words, _ = keyword_candidates(query, 32)
+    if len(words) < 2:
+        raise StudioError("the query has one word: leaving it out leaves nothing to rank, so there is no ranking "
+                          "importance to show (give a candidate to weigh the pair)")
+    own = terms(query)
+    if getattr(dataset, "candidates", None):
+        raise StudioError(f"{dataset.name} ranks each question's own candidate list, not the collection: give a "
+                          "candidate to weigh the pair")
+    texts = {"full": left_out(query, None), **{f"w{i}": left_out(query, w) for i, w in enumerate(words)}}
+    extra = 3  # room for the query's own question(s), dropped below
+    if isinstance(system, Reranker):
+        if first_stage is None:
+            raise StudioError(f"{system.name} reranks candidates: it needs a first stage to rank a typed query")
+        pool = first_stage.search(query, depth + extra)
+        keep = [d for d in pool.doc_ids if terms(dataset.corpus[d]) != own][:depth]
+        pool = Ranking(pool.system, keep, [pool.scores[pool.doc_ids.index(d)] for d in keep])
+        out = system.rerank_many(texts, {key: pool for key in texts}, dataset.corpus, k=k)
+    elif isinstance(system, Retriever):
+        out = system.search_many(texts, k=k + extra, ignore_identical_ids=False)
+    else:
+        raise StudioError(f"{getattr(system, 'name', type(system).__name__)} does not rank a typed query")
+    top = {key: [d for d in r.doc_ids if terms(dataset.corpus[d]) != own][:k]
+           for key, r in out.items()}
+    base = top["full"]
+    weights = [(w, 1.0 - rank_biased_overlap(base, top[f"w{i}"])) for i, w in enumerate(words)]
+    return RankingImportance(getattr(system, "name", type(system).__name__), weights, base, k)
