@@ -107,3 +107,59 @@ def test_serve_py_is_an_st_app_that_streamlit_run_serves_with_the_route():
     requirement = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
                        if line.startswith("streamlit=="))
     assert requirement == f"streamlit=={st.__version__}", "re-check serve.py's st.App against the new Streamlit"
+
+
+def test_under_a_base_url_path_the_route_and_the_browser_url_carry_the_prefix(monkeypatch):
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+    from streamlit import config
+
+    monkeypatch.setattr(le, "_MOUNTED", False)
+    before = config.get_option("server.baseUrlPath")
+    config.set_option("server.baseUrlPath", "/studio/")
+    try:
+        assert le.url_path() == "/studio/qrs/labels"
+        client = TestClient(Starlette(routes=le.routes()))
+        assert client.post("/studio/qrs/labels", json={"ops": []}).status_code == 401  # reached: no token
+        assert client.post(le.PATH, json={"ops": []}).status_code == 404  # not beside the app's prefix
+    finally:
+        config.set_option("server.baseUrlPath", before)
+    assert le.url_path() == le.PATH
+
+
+def test_streamlit_run_serves_the_route_under_server_base_url_path(tmp_path):
+    """A real ``streamlit run serve.py --server.baseUrlPath studio``: the endpoint answers at /studio/qrs/labels
+    (a request without a token gets its one line, 401), where the panel tells the browser to post."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.baseUrlPath", "studio", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**__import__("os").environ, "QRS_VAR": str(tmp_path / "var")})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/studio/_stcore/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+                time.sleep(0.5)
+        request = urllib.request.Request(f"{base}/studio/qrs/labels", data=b'{"ops": []}', method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 401 and "not valid" in json.loads(refused.value.read())["error"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -167,7 +167,7 @@ def judging_panel(
     endpoint: dict[str, str] = {}
     if label_endpoint.mounted() and annotator:  # served by serve.py: labels go straight to the store
         handle = st.session_state.setdefault(f"{key}.handle", uuid.uuid4().hex)
-        endpoint = {"url": label_endpoint.PATH, "header": label_endpoint.TOKEN_HEADER,
+        endpoint = {"url": label_endpoint.url_path(), "header": label_endpoint.TOKEN_HEADER,
                     "token": label_endpoint.register(handle, annotator, scope, lambda raw: commit_now(raw, commit))}
     data = {
         "scope": scope,

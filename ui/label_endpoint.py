@@ -4,7 +4,8 @@
 ASGI entry; ``streamlit run serve.py`` finds the ``app`` and serves it with uvicorn). Each render of the panel registers its
 ``commit`` function under a random handle (``register``) and puts a token into the component's data: an
 HMAC-SHA256 signature, with a secret made once per server process, over the handle, the annotator, the
-panel's scope and an expiry. The browser POSTs its pending ops with that token to ``PATH``; the endpoint
+panel's scope and an expiry. The browser POSTs its pending ops with that token to ``url_path()`` (``PATH``
+under ``server.baseUrlPath``); the endpoint
 checks the signature, the expiry and that the handle is still registered for that annotator and scope, then
 hands the body to the registered ``apply`` (the panel's: the same ``parse_ops``, ``apply_ops`` and ``commit``
 as the component value path; the store's idempotency key is the op's key, so an op sent both ways is applied
@@ -49,6 +50,16 @@ class Registration:
     scope: str
     apply: Callable[[list], tuple[list[str], dict[str, str]]]
     expires: float
+
+
+def url_path() -> str:
+    """``PATH`` under Streamlit's ``server.baseUrlPath`` (``/studio/qrs/labels`` when the app is served at
+    ``/studio/``): where the route is mounted and where the browser posts, so a proxy that forwards only the app's
+    prefix forwards the labels too."""
+    from streamlit import config
+
+    base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    return f"/{base}{PATH}" if base else PATH
 
 
 def mounted() -> bool:
@@ -127,4 +138,4 @@ def routes() -> list:
         return JSONResponse(body, status, headers={"Cache-Control": "no-store"})
 
     _MOUNTED = True
-    return [Route(PATH, labels, methods=["POST"])]
+    return [Route(url_path(), labels, methods=["POST"])]
