@@ -33,7 +33,7 @@ from core.paths import REPO_ROOT
 from core.settings import settings
 
 __all__ = ["ExecutorError", "Job", "JobResult", "JobsCancelled", "check_reachable", "cluster_cpus", "executor",
-           "in_job", "job_environment", "run_jobs", "worker_setup", "WORKER_NICE"]
+           "in_job", "job_environment", "run_jobs", "start_ray", "worker_setup", "WORKER_NICE"]
 
 HEARTBEAT_SECONDS = 30.0  # a "running" event per running job when none has finished for this long
 WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
@@ -183,15 +183,13 @@ def cluster_cpus() -> int:
     return settings().ray_cpus or os.cpu_count() or 1
 
 
-@contextmanager
-def executor() -> Iterator[None]:
-    """Ray running for the work inside: joined when already up (a test's or a lab's cluster), else started
-    embedded here and stopped after (or joined at ``QRS_RAY_ADDRESS``)."""
+def start_ray() -> None:
+    """Start Ray for this process: joined at ``QRS_RAY_ADDRESS`` (checked first: one line when nothing answers),
+    else embedded here. :func:`executor` calls it for the work inside and stops Ray after; a caller that runs many
+    pieces of work (a test session) may call it once and stop Ray itself (``ray.shutdown()``): every job and actor
+    carries its own settings (:func:`worker_setup`), so one Ray serves work of any settings."""
     import ray
 
-    if ray.is_initialized():
-        yield
-        return
     address = settings().ray_address
     env = {"env_vars": {"PYTHONPATH": str(REPO_ROOT), "OMP_WAIT_POLICY": "PASSIVE", **job_environment()}}
     if address:
@@ -201,6 +199,18 @@ def executor() -> Iterator[None]:
         ray.init(address="local", num_cpus=cluster_cpus(), include_dashboard=False,  # "local": never a RAY_ADDRESS
                  object_store_memory=OBJECT_STORE_BYTES,
                  runtime_env=env, log_to_driver=False, logging_level="ERROR", configure_logging=False)
+
+
+@contextmanager
+def executor() -> Iterator[None]:
+    """Ray running for the work inside: joined when already up (a test session's or a lab's cluster), else started
+    (:func:`start_ray`) and stopped after."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    start_ray()
     try:
         yield
     finally:

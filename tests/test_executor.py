@@ -52,7 +52,7 @@ def test_a_registration_adds_its_own_edge(tiny_data):
     assert jobs["glove-mean"].needs == ("minilm",) and jobs["minilm"].needs == ()
 
 
-def test_a_bad_cluster_address_is_one_line_and_writes_nothing(tiny_data, fresh_var, monkeypatch):
+def test_a_bad_cluster_address_is_one_line_and_writes_nothing(no_shared_ray, tiny_data, fresh_var, monkeypatch):
     monkeypatch.setenv("QRS_RAY_ADDRESS", "127.0.0.1:9")  # the discard port: nothing listens
     code, out, err = run_main("build", "--dataset", "qqp-bimpm", "--systems", "bm25,glove-mean")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "QRS_RAY_ADDRESS" in err, err
@@ -96,6 +96,8 @@ def two_node_cluster():
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
+    if ray.is_initialized():  # the session's one-node Ray (tests.conftest.shared_ray): this test needs two nodes
+        ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()

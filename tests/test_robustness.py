@@ -99,7 +99,7 @@ def tiny_env(tmp_path_factory) -> TinyEnv:
 
 
 FEW_STEPS = {"max_steps": 8, "eval_every": 4, "patience": 1, "epochs": 1, "max_epochs": 1, "patience_epochs": 1,
-             "train_pairs": 64, "dev_pairs": 32}
+             "train_pairs": 64, "dev_pairs": 32, "batch_size": 8}
 """Learned systems train a few steps only: the fuzz suite checks behaviour on hostile input, not quality."""
 
 
