@@ -34,18 +34,39 @@ def _timed(command: list[str], env: dict) -> float:
     return time.perf_counter() - start
 
 
+FLOAT_TOLERANCE = 1e-9  # a mean of per-query metrics summed in another order differs in its 16th digit
+
+
+def largest_gap(a, b) -> float:
+    """The largest |a − b| over two reports' numbers at the same places (inf where their shapes or texts differ)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return float("inf")
+        return max([largest_gap(a[k], b[k]) for k in a] or [0.0])
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return float("inf")
+        return max([largest_gap(x, y) for x, y in zip(a, b)] or [0.0])
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b))
+    return 0.0 if a == b else float("inf")
+
+
 def compare(rows: list[dict], committed: list[dict]) -> list[dict]:
-    """Per system: equal in every measured field to the committed sequential build's row, or what differs (a
-    system still building when a build was stopped: its training alone, when it finished training)."""
+    """Per system: equal in every measured field to the committed sequential build's row (numbers within
+    ``FLOAT_TOLERANCE``), or what differs and by how much (a system still building when a build was stopped: its
+    training alone, when it finished training)."""
     before = {r["system"]: r for r in committed}
     out = []
     for row in rows:
         old = before.get(row["system"])
         fields = COMPARED if row["state"] == "ready" else ("training",)
-        differs = [k for k in fields if old is not None and old.get(k) != row.get(k)]
+        gaps = {k: largest_gap(old.get(k), row.get(k)) for k in fields} if old is not None else {}
+        differs = [k for k, gap in gaps.items() if gap > FLOAT_TOLERANCE]
         out.append({"system": row["system"], "state": row["state"], "build_seconds": row["build_seconds"],
                     "compared": list(fields), "equal_to_sequential": None if old is None else not differs,
-                    "differs": differs})
+                    "differs": differs, "largest_gap": {k: (None if gap == float("inf") else gap)
+                                                        for k, gap in gaps.items() if gap > 0}})
     return out
 
 
