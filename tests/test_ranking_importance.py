@@ -29,7 +29,7 @@ def test_bm25_a_word_no_question_uses_weighs_nothing_and_the_topic_word_weighs_m
     from core.serving.loader import load
 
     ds = load_dataset("qqp-bimpm")
-    query = "How do I root an Android device zqxjw ?"
+    query = "How do I root an Android device zqxjw?"  # as a person types it: punctuation attached
     got = ranking_importance(load("bm25", ds), query, ds)
     weights = dict(got.query)
     assert weights["zqxjw"] == pytest.approx(0.0)  # in no question: BM25 scores nothing differently
@@ -131,3 +131,27 @@ def test_the_benchmarks_probes_are_what_core_explain_answers(built):
         expected = ranking_importance(bm25, query, ds)
         assert probe["measure"] == MEASURE and probe["top4"] == expected.ranked(4)
         assert probe["candidate"] == ds.corpus[expected.top[0]] and isinstance(probe["passes"], bool)
+
+
+def test_an_imported_raw_text_file_is_weighed_as_typed(tmp_path, fresh_var):
+    """Raw questions as people write them (punctuation attached, capitals), imported as a pairs file: the query
+    typed the same way finds its words through the one text pipeline, and its own question is left out."""
+    from core.analysis.ranking_importance import ranking_importance
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
+    from core.serving.loader import load
+
+    rows = ["1\tHow can I stop my depression?\tHow do I beat depression?",
+            "0\tHow can I stop smoking?\tWhat is the capital of France?",
+            "1\tWhat's the best way to stop snoring?\tHow can I stop snoring at night?",
+            "0\tWhy do people get depressed in winter?\tHow do I cook rice?",
+            "1\tIs depression curable?\tCan depression be cured?"]
+    path = tmp_path / "raw.tsv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    ds = load_dataset(import_dataset("pairs", path, "raw"))
+    got = ranking_importance(load("bm25", ds), "How can I stop my depression?", ds, k=3)
+    assert ds.corpus[got.top[0]] != "How can I stop my depression?"  # the query's own question is dropped
+    weights = dict(got.query)
+    assert set(weights) == {"How", "can", "I", "stop", "my", "depression"}  # "depression?" split by the pipeline
+    assert all(0.0 <= x <= 1.0 for x in weights.values())
+    assert weights["stop"] > weights["my"]  # "stop" reorders the top 3 of this small archive; "my" changes nothing

@@ -2,7 +2,10 @@
 per-pair heatmap on a diverging scale, and the top words named in one line."""
 from __future__ import annotations
 
+import weakref
+
 import plotly.graph_objects as go
+import streamlit as st
 
 from core.analysis.keywords import METHODS, WordImportance
 
@@ -77,7 +80,6 @@ def render_why(result, ds, query: str, loader, key: str = "compare.why"):
     """Compare's "why": pick a system's row, see which words of the query and of that question drove its score
     (the system's first offered measure: occlusion wherever it scores pairs). One line when it cannot. Returns
     the row's ``CaseExplanation`` (what a saved case study keeps), or None."""
-    import streamlit as st
 
     from core.analysis.keywords import offered_methods, word_importance
     from core.errors import StudioError
@@ -119,23 +121,46 @@ def render_why(result, ds, query: str, loader, key: str = "compare.why"):
 
 def ranked_view(explainer, label: str, query: str, ds, first_stage) -> None:
     """The Keywords page's first answer: which query words decide the system's own top 10 (a reranker: over
-    ``first_stage()``'s top 20); one info line where there is no such ranking (one word, a candidate list, a
-    system that cannot rank a typed query)."""
-    import streamlit as st
-
-    from core.analysis.ranking_importance import ranking_importance
+    ``first_stage()``'s top ``POOL``); one info line where there is no such ranking (one word, a candidate list, a
+    system that cannot rank a typed query). Kept per loaded system and query: picking a candidate below does not
+    rank the query again."""
+    from core.analysis.ranking_importance import POOL
     from core.errors import StudioError
     from core.registry import display_name
     from core.retrieval.base import Reranker
 
     st.subheader(f"Which query words decide {display_name(label)}'s top 10")
     try:
-        ranked = ranking_importance(explainer, query, ds, depth=20,
-                                    first_stage=first_stage() if isinstance(explainer, Reranker) else None)
+        ranked = _ranked(explainer, query, ds, first_stage)
     except StudioError as exc:
         st.info(str(exc))
         return
     st.plotly_chart(ranking_heatmap(ranked), key="keywords.ranked")
-    st.caption(f"Colours: {ranked.measure}" + (" (reranking BM25's top 20 for the query)"
-                                               if isinstance(explainer, Reranker) else "")
+    reranks = isinstance(explainer, Reranker)
+    st.caption(f"Colours: {ranked.measure}" + (f" (reranking BM25's top {POOL} for the query)" if reranks else "")
                + ". The most important: " + ", ".join(ranked.ranked(3)) + ".")
+
+
+_RANKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded system -> {(dataset, query): ranking}
+RANKED_PER_SYSTEM = 256  # queries kept per loaded system
+
+
+def _ranked(explainer, query: str, ds, first_stage):
+    """``ranking_importance`` once per loaded system, dataset and query in this process: kept beside the loaded
+    object, so a rebuilt (reloaded) system is ranked anew and a dropped one takes its entries with it."""
+    from core.analysis.ranking_importance import ranking_importance
+    from core.retrieval.base import Reranker
+
+    def rank():
+        return ranking_importance(explainer, query, ds,
+                                  first_stage=first_stage() if isinstance(explainer, Reranker) else None)
+
+    try:
+        kept = _RANKED.setdefault(explainer, {})
+    except TypeError:  # a system that cannot be weakly referenced or hashed (a plugin's): ranked each time
+        return rank()
+    if (ds.name, query) not in kept:
+        while len(kept) >= RANKED_PER_SYSTEM:
+            kept.pop(next(iter(kept)))  # the oldest query first
+        kept[(ds.name, query)] = rank()
+    return kept[(ds.name, query)]

@@ -22,9 +22,10 @@ from core.analysis.occlusion import left_out
 from core.data.keywords import keyword_candidates
 from core.errors import StudioError
 
-__all__ = ["RankingImportance", "rank_biased_overlap", "ranking_importance"]
+__all__ = ["MEASURE", "POOL", "RankingImportance", "rank_biased_overlap", "ranking_importance"]
 
 DEPTH = 10  # the top k compared
+POOL = 20  # a reranker's fixed pool: the first stage's top 20 (the candidates the Keywords page offers)
 PERSISTENCE = 0.9  # RBO's p: the top 10 carries about 86 % of the weight
 MEASURE = "1 − RBO(p = 0.9) between the system's top 10 for the query and for the query with the word left out"
 
@@ -60,7 +61,7 @@ def rank_biased_overlap(a: list[str], b: list[str], p: float = PERSISTENCE) -> f
 
 
 def ranking_importance(system, query: str, dataset, k: int = DEPTH, first_stage=None,
-                       depth: int = 20) -> RankingImportance:
+                       depth: int = POOL) -> RankingImportance:
     """Each query word's 1 − RBO between the system's top ``k`` with and without it (module docstring). ``system``:
     a loaded retriever or reranker; a reranker reorders ``first_stage``'s top ``depth`` for the full query (one
     fixed pool for every variant). ``query`` must be validated text. Raises ``StudioError`` (one line) when the
@@ -81,16 +82,15 @@ def ranking_importance(system, query: str, dataset, k: int = DEPTH, first_stage=
     if isinstance(system, Reranker):
         if first_stage is None:
             raise StudioError(f"{system.name} reranks candidates: it needs a first stage to rank a typed query")
-        pool = first_stage.search(query, depth + extra)
-        keep = [d for d in pool.doc_ids if terms(dataset.corpus[d]) != own][:depth]
-        pool = Ranking(pool.system, keep, [pool.scores[pool.doc_ids.index(d)] for d in keep])
+        found = first_stage.search(query, depth + extra)
+        kept = [(d, x) for d, x in zip(found.doc_ids, found.scores) if terms(dataset.corpus[d]) != own][:depth]
+        pool = Ranking(found.system, [d for d, _ in kept], [x for _, x in kept])
         out = system.rerank_many(texts, {key: pool for key in texts}, dataset.corpus, k=k)
     elif isinstance(system, Retriever):
         out = system.search_many(texts, k=k + extra, ignore_identical_ids=False)
     else:
         raise StudioError(f"{getattr(system, 'name', type(system).__name__)} does not rank a typed query")
-    top = {key: [d for d in r.doc_ids if terms(dataset.corpus[d]) != own][:k]
-           for key, r in out.items()}
+    top = {key: [d for d in r.doc_ids if terms(dataset.corpus[d]) != own][:k] for key, r in out.items()}
     base = top["full"]
-    weights = [(w, 1.0 - rank_biased_overlap(base, top[f"w{i}"])) for i, w in enumerate(words)]
+    weights = [(w, max(0.0, 1.0 - rank_biased_overlap(base, top[f"w{i}"]))) for i, w in enumerate(words)]  # ≥ 0: rounding
     return RankingImportance(getattr(system, "name", type(system).__name__), weights, base, k)
