@@ -20,8 +20,8 @@ from core.evaluation import tie_note
 from core.retrieval.base import validate_query
 from core.judging.database import default_url
 from core.transfer import system_choices
-from core.analysis.held_out import held_out_note
-from core.registry import contamination_note, deviation_note, get_spec, list_systems, with_knob
+from core.analysis.system_notes import system_notes
+from core.registry import get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
 from ui.background_loads import page_deadline, refresh_when_loaded
@@ -230,7 +230,7 @@ if any(r.metrics for r in result.results if r.ok):
     st.caption(f"Per-query metrics against the dataset's qrels; {tie_note()}, as in `core eval` and Error Analysis.")
 for r in result.results:
     full_name = r.choice.name + (f"@{r.choice.variant}" if r.choice.variant else "")
-    for note in filter(None, (contamination_note(full_name, ds.name), deviation_note(full_name), held_out_note(ds, full_name))):
+    for note in system_notes(ds, full_name):
         st.caption(f"⚠️ {note}")
 if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
     fuser = composite_system(FUSION, fused, ds_name)

@@ -38,8 +38,8 @@ from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.dataset_model import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
-from core.analysis.held_out import held_out_note
-from core.registry import contamination_note, deviation_note, display_name
+from core.analysis.system_notes import system_notes
+from core.registry import display_name
 from ui.auth import current_identity
 from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs
 from ui.nav import ensure_navigation
@@ -205,7 +205,7 @@ what = [f"{n} = {display_name(n)}" for n in chosen if not n.startswith("run:") a
 if what:
     st.caption("What runs: " + "; ".join(what) + ".")
 for name in chosen:
-    for note in filter(None, (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name))):
+    for note in system_notes(ds, name):
         st.caption(f"⚠️ {note}")
 sources = {name: run_status(ds, *(name.split("@", 1) if "@" in name else (name, None))) for name in computed
            if not name.startswith("run:")}  # an imported run is not stored by the build

@@ -28,8 +28,8 @@ from core.model_cards import (
     system_config,
     training_log,
 )
-from core.analysis.held_out import held_out_note
-from core.registry import contamination_note, deviation_note, display_name, list_systems, supports
+from core.analysis.system_notes import system_notes
+from core.registry import deviation_note, display_name, list_systems, supports
 from core.errors import StudioError
 from core.transfer import listing as portable_listing
 from core.user_systems import FOLDER_WAYS, add_user_system, problems as user_problems, read_user_systems, remove_user_system
@@ -252,7 +252,7 @@ else:
                                 for c in ("best dev", "reference dev", "reference test")})
     for spec, variant, status, log in learned:  # each variant's own note: a recipe says what still differs
         name = _label(spec, variant)
-        for note in filter(None, (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name))):
+        for note in system_notes(ds, name):
             st.caption(f"⚠️ {note}")
     st.caption("Reference numbers: the untrained model each learned system must beat, on the same dev queries "
                "(QQP: each query removed from its own ranking).")

@@ -79,14 +79,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
     print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
     print(result.describe())
-    from core.registry import contamination_note, deviation_note, display_name
+    from core.registry import display_name
 
     if not args.run and display_name(name).lower() != name.lower():
         print(f"what runs: {name} = {display_name(name)}")
-    from core.analysis.held_out import held_out_note
+    from core.analysis.system_notes import system_notes
 
-    notes = (contamination_note(name, ds.name), deviation_note(name), held_out_note(ds, name)) if not args.run else ()
-    for note in filter(None, notes):
+    for note in (system_notes(ds, name) if not args.run else ()):
         print(f"note: {note}")
     if args.run_out and rankings is not None:
         print(f"run written to {write_trec_run(rankings, args.run_out, name)}")
