@@ -36,11 +36,14 @@ def _start_numba_keeping_torch_threads() -> None:
     """Start numba's OpenMP pool now and give torch back its thread count. Starting the pool sets the calling
     thread's OpenMP thread count to numba's own (every core); torch shares that OpenMP runtime, so a process
     that ran ``torch.set_num_threads(1)`` (a one-thread training) would then run torch on every core from its
-    first evaluation on, and two such trainings side by side would oversubscribe the CPU (tests/test_evaluation.py)."""
-    numba.get_num_threads()  # starts the pool (numba's public entry to its thread launch)
+    first evaluation on, and two such trainings side by side would oversubscribe the CPU (tests/test_evaluation.py).
+    The count is read before the pool starts: read after, it is already numba's, and a one-thread training that
+    imported this module mid-run (FRM's first dev AUC) went on with two threads and other weights."""
     torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    numba.get_num_threads()  # starts the pool (numba's public entry to its thread launch)
     if torch is not None:
-        torch.set_num_threads(torch.get_num_threads())
+        torch.set_num_threads(threads)
 
 
 _start_numba_keeping_torch_threads()

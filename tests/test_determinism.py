@@ -96,3 +96,35 @@ def test_a_training_killed_and_resumed_ends_with_the_uninterrupted_model(idle_ru
     a, b = _tensors(whole_state), _tensors(state)
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
     assert resumed["test"] == whole_metrics["test"]
+
+
+def test_frm_trained_in_a_fresh_process_equals_frm_trained_after_another(tmp_path):
+    """A fresh Ray worker and the build's own process after an earlier job must train one FRM. The first dev AUC
+    used to import core.evaluation mid-training, whose numba pool reset the one-thread training to every core:
+    a cold process's FRM differed from a warm one's in the last bits from its first step on."""
+    import os
+    import textwrap
+    from pathlib import Path
+
+    from tests.conftest import TINY_DATA
+
+    code = textwrap.dedent("""
+        import hashlib, shutil, torch
+        from core.data.datasets import load_dataset
+        from core.paths import var_dir
+        from core.rerank import frm
+        torch.set_num_threads(1)
+        ds = load_dataset("qqp-bimpm")
+        for run in ("cold", "warm"):
+            shutil.rmtree(var_dir() / "systems" / "qqp-bimpm" / "frm", ignore_errors=True)
+            frm.build(ds, train_config=frm.FRMTrainConfig(train_pairs=48, max_epochs=2, batch_size=8, eval_every=3))
+            weights = torch.load(var_dir() / "systems" / "qqp-bimpm" / "frm" / "weights.pt", weights_only=True)
+            print(run, hashlib.sha1(b"".join(v.numpy().tobytes() for v in weights["model"].values())).hexdigest())
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env.update(QRS_DATA=str(TINY_DATA), QRS_VAR=str(tmp_path / "var"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=str(Path(__file__).parents[1]), env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    digests = dict(line.split() for line in out.stdout.splitlines() if line.startswith(("cold ", "warm ")))
+    assert digests["cold"] == digests["warm"], digests
