@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,16 +147,22 @@ class VectorStore:
         self.cls: dict[str, np.ndarray] = {}
         self.kw: dict[str, np.ndarray] = {}
         for path in sorted(folder.glob("chunk-*.npz")):
-            try:
-                with np.load(path, allow_pickle=False) as data:  # read each array once (NpzFile re-reads per access)
-                    texts = json.loads(str(data["texts"]))
-                    cls, kw, lengths = data["cls"], data["kw"], data["lengths"]
-                offsets = np.concatenate([[0], np.cumsum(lengths)])
-                for i, t in enumerate(texts):
-                    self.cls[t] = cls[i]
-                    self.kw[t] = kw[offsets[i] : offsets[i + 1]]
-            except (OSError, ValueError, KeyError):
-                path.unlink(missing_ok=True)  # corrupt chunk: recompute its texts
+            self._load(path)
+
+    def _load(self, path: Path) -> bool:
+        """Read one chunk into memory; a corrupt one is deleted (its texts are computed again) and gives False."""
+        try:
+            with np.load(path, allow_pickle=False) as data:  # read each array once (NpzFile re-reads per access)
+                texts = json.loads(str(data["texts"]))
+                cls, kw, lengths = data["cls"], data["kw"], data["lengths"]
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)
+            return False
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        for i, t in enumerate(texts):
+            self.cls[t] = cls[i]
+            self.kw[t] = kw[offsets[i] : offsets[i + 1]]
+        return True
 
     _open: dict[Path, VectorStore] = {}
 
@@ -169,19 +178,94 @@ class VectorStore:
 
     def ensure(self, featurizer: Featurizer, feats: Sequence[TextFeatures], progress: ProgressFn = no_progress,
                chunk: int = 2048) -> None:
-        todo = list({f.text: f for f in feats if f.text not in self.cls}.values())
-        for start in range(0, len(todo), chunk):
-            part = todo[start : start + chunk]
-            cls, kws = featurizer.vectors(part, progress=lambda f, m, s=start: progress(
-                (s + f * len(part)) / max(1, len(todo)), f"FRM: MiniLM vectors {s + int(f * len(part))}/{len(todo)} texts"))
-            name = hashlib.sha1("\x00".join(f.text for f in part).encode()).hexdigest()[:16]
-            tmp = self.folder / f".chunk-{name}.tmp.npz"
+        """Compute and cache the vectors of ``feats`` that are missing, in chunks of ``chunk`` texts (in order).
+
+        Builds side by side share the work: a chunk is claimed by a lock file before it is computed, a chunk
+        another process claimed is left to it and read once written (or taken over if that process died). The
+        chunks depend only on the texts asked for, so whoever computes a chunk writes the same vectors."""
+        asked = list({f.text: f for f in feats}.values())
+        parts = [asked[start : start + chunk] for start in range(0, len(asked), chunk)]  # the same in every process
+        parts = [part for part in parts if any(f.text not in self.cls for f in part)]
+        todo, done = sum(len(part) for part in parts), 0
+
+        def report(extra: float = 0.0) -> None:
+            count = int(done + extra)
+            progress(count / max(1, todo), f"FRM: MiniLM vectors {count}/{todo} texts")
+
+        waiting = []
+        for part in parts:
+            if self._compute_claimed(featurizer, part, lambda f, n=len(part): report(f * n)):
+                done += len(part)
+            else:
+                waiting.append(part)
+        while waiting:  # chunks other processes compute: read each once written
+            part = waiting.pop(0)
+            path, lock = self._paths(part)
+            if path.is_file() and self._load(path) or self._compute_claimed(featurizer, part, lambda f: None):
+                done += len(part)
+                report()
+                continue
+            waiting.append(part)
+            time.sleep(0.5)
+
+    def _paths(self, part: Sequence[TextFeatures]) -> tuple[Path, Path]:
+        name = hashlib.sha1("\x00".join(f.text for f in part).encode()).hexdigest()[:16]
+        return self.folder / f"chunk-{name}.npz", self.folder / f".chunk-{name}.lock"
+
+    def _compute_claimed(self, featurizer: Featurizer, part: Sequence[TextFeatures], progress) -> bool:
+        """Compute and write ``part`` unless another live process holds its lock (False then); a chunk already
+        written by another process is read instead."""
+        path, lock = self._paths(part)
+        if path.is_file() and self._load(path):
+            return True
+        if not _claim(lock):
+            return False
+        try:
+            if path.is_file() and self._load(path):  # written between the check and the claim
+                return True
+            cls, kws = featurizer.vectors(part, progress=lambda f, m: progress(f))
+            tmp = path.with_name(f".{path.stem}.tmp.npz")
             np.savez(tmp, texts=np.array(json.dumps([f.text for f in part])), cls=cls.astype(np.float16),
                      kw=np.concatenate([k for k in kws]).astype(np.float16) if kws else np.zeros((0, 384), np.float16),
                      lengths=np.array([len(k) for k in kws], dtype=np.int64))
-            tmp.replace(self.folder / f"chunk-{name}.npz")
+            tmp.replace(path)
             for f, c, k in zip(part, cls, kws):
                 self.cls[f.text], self.kw[f.text] = c.astype(np.float16), k.astype(np.float16)
+            return True
+        finally:
+            lock.unlink(missing_ok=True)
+
+
+def _claim(lock: Path) -> bool:
+    """Create ``lock`` (host and pid inside) unless a live process holds it; a lock left by a process of this host
+    that is gone is taken over."""
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                host, pid = lock.read_text(encoding="utf-8").split(":")
+                gone = host == socket.gethostname() and not _alive(int(pid))
+            except (OSError, ValueError):
+                gone = False  # being written right now: its holder is alive
+            if not gone:
+                return False
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(f"{socket.gethostname()}:{os.getpid()}")
+        return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ----------------------------------------------------------------------------- batching
