@@ -142,7 +142,9 @@ class TrainLog:
     """Early stopping on a dev metric (higher is better) plus the learning curve it saw.
 
     ``record`` returns True when the value is a new best (save the checkpoint then); ``should_stop``
-    is True after ``patience`` evaluations without improvement of more than ``min_delta``. ``finish``
+    is True after ``patience`` evaluations without improvement of more than ``min_delta``; an evaluation at or
+    before ``grace_steps`` (a learning-rate warm-up, whose first steps often lower the dev metric) does not count
+    towards the patience. ``finish``
     says why training ended: "patience" (converged), "cap" (the step/epoch cap was hit while still
     improving: a longer profile should finish the job) or "budget" (a time budget).
     """
@@ -157,6 +159,7 @@ class TrainLog:
     bad: int = 0
     stopped: str = ""
     reference: dict | None = None
+    grace_steps: int = 0
 
     def record(self, step: int, epoch: float, seconds: float, dev: float, loss: float | None = None) -> bool:
         self.curve.append(CurvePoint(int(step), float(epoch), float(seconds), float(dev),
@@ -164,7 +167,8 @@ class TrainLog:
         if dev > self.best_dev + self.min_delta:
             self.best_dev, self.best_step, self.bad = float(dev), int(step), 0
             return True
-        self.bad += 1
+        if step > self.grace_steps:
+            self.bad += 1
         return False
 
     @property
@@ -186,12 +190,13 @@ class TrainLog:
         return {"dev_metric": self.dev_metric, "curve": [asdict(p) for p in self.curve],
                 "best_step": self.best_step, "best_dev": self.best_dev, "stopped": self.stopped,
                 "converged": self.converged, "patience": self.patience, "max_steps": self.max_steps,
-                "reference": self.reference}
+                "reference": self.reference, "grace_steps": self.grace_steps}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainLog":
         log = cls(dev_metric=data["dev_metric"], patience=int(data.get("patience", 3)),
-                  max_steps=data.get("max_steps"), reference=data.get("reference"))
+                  max_steps=data.get("max_steps"), reference=data.get("reference"),
+                  grace_steps=int(data.get("grace_steps", 0)))
         for p in data.get("curve", []):
             log.record(p["step"], p["epoch"], p["seconds"], p["dev"], p.get("loss"))
         log.stopped = data.get("stopped", "")

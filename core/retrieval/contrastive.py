@@ -54,6 +54,12 @@ class TrainPlan:
     dev_distractors: int = 5000
     train_fraction: float = 1.0  # share of the positive train pairs used (data-size curve)
     seed: int = 13
+    patience_after_warmup: bool = False  # evaluations inside the warm-up do not count towards the patience
+
+    @property
+    def grace_steps(self) -> int:
+        """The steps whose evaluations the patience ignores: the warm-up, when ``patience_after_warmup``."""
+        return int(self.max_steps * self.warmup_fraction) if self.patience_after_warmup else 0
 
 
 # ----------------------------------------------------------------------------- data
@@ -186,7 +192,8 @@ def fit(model: torch.nn.Module, to_ids: Callable[[list[str]], torch.Tensor], enc
                              weight_decay=plan.weight_decay)
     sched = linear_warmup_decay(optim, plan.max_steps, plan.warmup_fraction)
     loss_fn = SampledSoftmaxLoss(plan.temperature)
-    log = TrainLog("recall@100", patience=plan.patience, max_steps=plan.max_steps, reference=reference)
+    log = TrainLog("recall@100", patience=plan.patience, max_steps=plan.max_steps, reference=reference,
+                   grace_steps=plan.grace_steps)
     collection = dev_collection(dataset, plan.dev_distractors, plan.seed)
     last = folder / "last.pt"
     parts = {"model": model, "optim": optim, "sched": sched}
