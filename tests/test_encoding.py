@@ -78,3 +78,41 @@ def test_inside_a_job_the_encoding_stays_in_its_process(texts, monkeypatch):
     monkeypatch.setattr(encoding, "RAY_MIN_TEXTS", 0)
     monkeypatch.setitem(executor._job, "running", True)
     assert encode_collection(Counting(), texts).shape == (len(texts), 3)  # its recipe would fail on an actor
+
+
+def test_a_large_length_group_is_cut_at_its_batch_boundaries_into_even_shards():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(6, 30, size=4000)
+    lengths[rng.random(4000) < 0.7] = 12  # a million questions: most of them in a few lengths
+
+    def rows(length):
+        return 4096 // length
+
+    parts = shards(len(lengths), 8, lengths, rows)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(4000))
+    load = np.array([float(np.sum(lengths[p])) for p in parts])
+    assert load.max() <= 1.25 * load.mean()  # whole groups: one shard would hold 70% of the work
+    whole = shards(len(lengths), 8, lengths)
+    assert max(float(np.sum(lengths[p])) for p in whole) >= 0.6 * float(np.sum(lengths))
+    for part in parts:
+        assert np.all(np.diff(part) > 0)
+        for value in set(lengths[part].tolist()):
+            group = np.flatnonzero(lengths == value)
+            at = np.searchsorted(group, part[lengths[part] == value])  # positions inside the group
+            starts = at[np.r_[True, np.diff(at) > 1]]
+            assert np.all(starts % rows(value) == 0)  # each piece begins where a batch of the single process does
+
+
+def test_minilm_with_a_split_length_group_is_bit_identical(shared_ray, fresh_var, monkeypatch):
+    from core.retrieval.bert import MiniLMEncoder
+
+    encoder = MiniLMEncoder.pretrained("mean", 64)
+    candidates = [f"How do I learn topic {i} fast?" for i in range(100, 1300)]
+    counts = np.bincount(encoder.token_lengths(candidates))
+    same = [t for t, n in zip(candidates, encoder.token_lengths(candidates)) if n == counts.argmax()]
+    texts = same + [f"What is {i}?" for i in range(40)]
+    lengths = encoder.token_lengths(texts)
+    assert len(same) > 2 * encoder.batch_rows(int(lengths[0]))  # one large group, over several batches
+    parts = shards(len(texts), 8, lengths, encoder.batch_rows)
+    assert sum(np.any(lengths[p] == lengths[0]) for p in parts) > 1  # the group is split across shards
+    assert np.array_equal(_on_ray(encoder, texts, monkeypatch), encoder.encode(texts))

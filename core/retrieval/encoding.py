@@ -9,9 +9,10 @@ executor job (a build job is itself the unit of parallel work: its encoding stay
 page's script thread. Else the encoder runs here, as before.
 
 Same vectors either way. An encoder that batches texts by token length (``token_lengths``: MiniLM's same-length
-batches, no padding) is sharded by length, each shard holding whole length groups in collection order, and each
-actor runs on the encoder's own thread count: every forward pass is the one the single process makes, so the
-vectors are bit-identical. Other encoders (sentence-transformers' padded batches) are cut into contiguous shards;
+batches, no padding) is sharded by length, each shard holding whole length groups in collection order, or pieces
+of a group cut at its batch boundaries (``batch_rows``) so that no shard is left with most of the work (a million
+questions have length groups of 100,000 rows), and each actor runs on the encoder's own thread count: every
+forward pass is the one the single process makes, so the vectors are bit-identical. Other encoders (sentence-transformers' padded batches) are cut into contiguous shards;
 their vectors equal the single process's within float rounding (tests check max |Δ| ≤ 1e-5).
 """
 from __future__ import annotations
@@ -44,23 +45,31 @@ class EncoderRecipe:
     threads: int = 2
 
 
-def shards(n: int, parts: int, lengths: np.ndarray | None = None) -> list[np.ndarray]:
+def shards(n: int, parts: int, lengths: np.ndarray | None = None,
+           batch_rows: Callable[[int], int] | None = None) -> list[np.ndarray]:
     """Row indices of ``n`` texts in about ``parts`` shards, each in collection order. With ``lengths`` (the
     encoder's token lengths) a shard holds whole length groups, so its same-length batches are the single
-    process's; else contiguous slices."""
+    process's; with ``batch_rows`` too (rows per batch of a length) a group larger than a shard's share is cut into
+    pieces of whole batches, so the batches are still the single process's and the shards carry even work
+    (tokens: rows × length); else contiguous slices."""
     parts = max(1, min(parts, n))
     if lengths is None:
         return [s for s in np.array_split(np.arange(n), parts) if len(s)]
-    values, counts = np.unique(lengths, return_counts=True)
-    work = values * counts  # tokens per length group
-    order = np.argsort(-work, kind="stable")
-    load, owner = np.zeros(parts), {}
-    for g in order:  # largest groups first, each to the lightest shard
+    share = float(np.sum(lengths)) / parts
+    pieces = []  # (tokens, rows) of each piece: a whole length group, or whole batches of one
+    for value in np.unique(lengths):
+        rows = np.flatnonzero(lengths == value)  # collection order
+        step = len(rows)
+        if batch_rows is not None and value * len(rows) > share / 2:
+            per_batch = batch_rows(int(value))
+            step = max(per_batch, int(share / 2 / max(1, value)) // per_batch * per_batch)
+        pieces += [(float(value) * len(rows[s:s + step]), rows[s:s + step]) for s in range(0, len(rows), step)]
+    load, owned = np.zeros(parts), [[] for _ in range(parts)]
+    for tokens, rows in sorted(pieces, key=lambda p: -p[0]):  # largest first, each to the lightest shard
         target = int(np.argmin(load))
-        load[target] += work[g]
-        owner[int(values[g])] = target
-    assignment = np.fromiter((owner[int(v)] for v in lengths), dtype=np.int64, count=n)
-    return [np.flatnonzero(assignment == p) for p in range(parts) if np.any(assignment == p)]
+        load[target] += tokens
+        owned[target].append(rows)
+    return [np.sort(np.concatenate(o)) for o in owned if o]
 
 
 class _EncodeActor:
@@ -99,7 +108,8 @@ def encode_collection(encoder: Any, texts: list[str], batch_size: int = 128,
     lengths = encoder.token_lengths(texts) if hasattr(encoder, "token_lengths") else None  # None: contiguous
     with executor():
         actors = max(1, int(ray.cluster_resources().get("CPU", cluster_cpus())))
-        parts = shards(len(texts), actors * SHARDS_PER_ACTOR, lengths)
+        batch_rows = getattr(encoder, "batch_rows", None) if lengths is not None else None
+        parts = shards(len(texts), actors * SHARDS_PER_ACTOR, lengths, batch_rows)
         items = [{"rows": rows.tolist(), "texts": [texts[i] for i in rows]} for rows in parts]
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False

@@ -66,10 +66,16 @@ def same_length_batches(token_ids: list[list[int]], tokens_per_batch: int = TOKE
         end = start
         while end < len(order) and lengths[order[end]] == length:
             end += 1
-        rows = int(max(1, min(max_rows, tokens_per_batch // max(1, length))))
+        rows = batch_rows(int(length), tokens_per_batch, max_rows)
         out.extend(order[s:min(end, s + rows)] for s in range(start, end, rows))
         start = end
     return out
+
+
+def batch_rows(length: int, tokens_per_batch: int = TOKENS_PER_BATCH, max_rows: int = 512) -> int:
+    """Rows of one same-length batch of texts of ``length`` tokens (a group's batches are cut every this many
+    rows, in collection order)."""
+    return int(max(1, min(max_rows, tokens_per_batch // max(1, length))))
 
 
 def _onnx_available() -> bool:
@@ -138,6 +144,10 @@ class MiniLMEncoder:
         encoder = cls(backbone, tokenizer, pooling, max_length, backend=backend)
         encoder.recipe = EncoderRecipe(cls.pretrained, (pooling, max_length, encoder.backend), torch.get_num_threads())
         return encoder
+
+    def batch_rows(self, length: int, batch_size: int = 128) -> int:
+        """Rows per same-length batch of ``length`` tokens when :meth:`encode` runs with ``batch_size``."""
+        return batch_rows(length, tokens_per_batch=batch_size * 32)
 
     def token_lengths(self, texts: list[str]) -> np.ndarray:
         """Tokens per text as :meth:`encode` batches them (same-length batches: the executor shards by length)."""

@@ -125,6 +125,10 @@ class FolderEncoder:
                                        encoder_id=self.encoder_id.rsplit("|", 1)[0])
         return self._fast
 
+    def batch_rows(self, length: int, batch_size: int = 128) -> int | None:
+        """Rows per same-length batch on the fast path (None on the padded sentence-transformers path)."""
+        return self.fast_encoder.batch_rows(length, batch_size) if self.fast else None
+
     def token_lengths(self, texts: list[str]) -> np.ndarray | None:
         """Tokens per text on the fast path (the executor shards by length); None on sentence-transformers'."""
         return self.fast_encoder.token_lengths(texts) if self.fast else None
