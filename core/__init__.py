@@ -13,5 +13,5 @@ enforce_offline()
 __all__ = [  # what other packages may import: its two set-ups and its modules (tests/test_package_surface.py)
     "enforce_offline", "pin_cpu_kernels", "artifacts", "build", "cpu_kernels", "errors", "evaluation",
     "evaluation_contract", "executor", "model_cards", "paths", "plugins", "progress", "registry", "settings",
-    "system_spec", "systems", "training", "transfer", "user_systems", "user_systems_file"
+    "system_notes", "system_spec", "systems", "training", "transfer", "user_systems", "user_systems_file"
 ]

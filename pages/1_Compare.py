@@ -20,7 +20,7 @@ from core.evaluation import tie_note
 from core.retrieval.base import validate_query
 from core.judging.database import default_url
 from core.transfer import system_choices
-from core.analysis.system_notes import system_notes
+from core.system_notes import system_notes
 from core.registry import get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings

@@ -38,7 +38,7 @@ from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.dataset_model import QUERY_FORMS
 from core.judging.campaigns import CampaignStore
-from core.analysis.system_notes import system_notes
+from core.system_notes import system_notes
 from core.registry import display_name
 from ui.auth import current_identity
 from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs

@@ -28,7 +28,7 @@ from core.model_cards import (
     system_config,
     training_log,
 )
-from core.analysis.system_notes import system_notes
+from core.system_notes import system_notes
 from core.registry import deviation_note, display_name, list_systems, supports
 from core.errors import StudioError
 from core.transfer import listing as portable_listing

@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.build_graph",),  # the build as executor jobs, edges from the registrations
     ("core.build",),  # build every registered system (its jobs on the executor)
     ("core.model_cards",),  # what the Models page shows about each system
+    ("core.system_notes",),  # every note shown beside a system's numbers (the CLI and the pages)
     ("core.cli",),  # one function per verb
     ("core.__main__",),
 )

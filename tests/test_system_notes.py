@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_a_paper_profile_model_says_so_in_eval_and_compare(built):
-    from core.analysis.system_notes import profile_note, system_notes
+    from core.system_notes import profile_note, system_notes
     from core.data.datasets import load_dataset
     from tests.conftest import app_test, run_main
 
@@ -27,7 +27,7 @@ def test_a_paper_profile_model_says_so_in_eval_and_compare(built):
 
 
 def test_the_default_profile_and_other_datasets_add_no_note(built):
-    from core.analysis.system_notes import profile_note, system_notes
+    from core.system_notes import profile_note, system_notes
     from core.data.datasets import load_dataset
     from tests.conftest import run_main
 

