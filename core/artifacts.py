@@ -6,10 +6,13 @@ half-written checkpoint that looks complete.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +82,39 @@ def config_from_dict(cls: type, data: dict) -> Any:
     """Rebuild a config dataclass, ignoring unknown keys (older/newer artifacts)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names})
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[bool]:
+    """Exclusive non-blocking ``flock`` on ``path`` (its holder's pid written in it): yields whether it was taken;
+    released when the block ends or its holder exits or dies."""
+    fh = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        fh.close()
+
+
+def is_locked(path: Path) -> bool:
+    """True while a live process holds :func:`exclusive_lock` on ``path``."""
+    if not path.exists():
+        return False
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return False

@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.artifacts import remove_partial, save_json
+from core.artifacts import exclusive_lock, is_locked, remove_partial, save_json
 from core.data.datasets import Dataset, load_dataset
 from core.paths import REPO_ROOT, artifact_dir
-from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _lock, _locked, _raw_status,  # noqa: F401
+from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _raw_status,  # noqa: F401
                                _status_dir, _status_path, build_lock, build_running, pending_note, percent,
                                write_status)
 from core.progress import ProgressFn, no_progress
@@ -63,7 +63,7 @@ def read_status(dataset: Dataset, spec: SystemSpec, variant: str | None = None) 
         status.state, status.progress = "ready", 1.0
     elif not built and status.state == "ready":
         status.state = "not built"
-    if status.state == "building" and not _locked(_status_path(dataset.name, spec.name, variant).with_suffix(".lock")):
+    if status.state == "building" and not is_locked(_status_path(dataset.name, spec.name, variant).with_suffix(".lock")):
         status.state, status.error = "failed", status.error or "the build process stopped before finishing"
     return status
 
@@ -120,7 +120,7 @@ def build_system(
         _store_run(dataset, previous, variant, listener)  # a built clone without (fresh) stored runs gets them
         return previous
     lock_path = _status_path(dataset.name, name, variant).with_suffix(".lock")
-    with _lock(lock_path) as acquired:
+    with exclusive_lock(lock_path) as acquired:
         if not acquired:
             return BuildStatus(name, "building", message="another process is building it")
         return _build_locked(dataset, module, status, profile, variant, listener, force)

@@ -6,14 +6,12 @@ serving layer can say why a system is not ready without importing the build.
 """
 from __future__ import annotations
 
-import fcntl
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from core.artifacts import save_json
+from core.artifacts import exclusive_lock, is_locked, save_json
 from core.paths import artifact_dir
 from core.registry import slug
 
@@ -112,44 +110,12 @@ def pending_note(dataset_name: str, system: str, variant: str | None = None) -> 
 @contextmanager
 def build_lock(dataset_name: str):
     """An exclusive, non-blocking file lock per dataset; yields whether it was acquired."""
-    with _lock(_status_dir(dataset_name) / "build.lock") as acquired:
+    with exclusive_lock(_status_dir(dataset_name) / "build.lock") as acquired:
         yield acquired
-
-
-@contextmanager
-def _lock(path: Path):
-    """Exclusive non-blocking ``flock`` on ``path``; released when the holder exits or dies."""
-    fh = open(path, "a+")
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-    finally:
-        fh.close()
 
 
 def build_running(dataset_name: str) -> bool:
     """True while a build process holds the dataset's lock."""
-    return _locked(_status_dir(dataset_name) / "build.lock")
+    return is_locked(_status_dir(dataset_name) / "build.lock")
 
 
-def _locked(path: Path) -> bool:
-    if not path.exists():
-        return False
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        return False

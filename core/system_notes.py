@@ -39,13 +39,13 @@ def profile_note(dataset_name: str, name: str) -> str | None:
             "own settings are in its config (Models page)")
 
 
-def system_notes(dataset: Dataset, name: str, held_out: bool = True) -> list[str]:
+def system_notes(dataset: Dataset, name: str) -> list[str]:
     """The notes shown beside ``name``'s numbers on ``dataset``, in reading order (empty when none apply)."""
     from core.analysis.held_out import held_out_note
     from core.registry import contamination_note, deviation_note
 
     notes = (contamination_note(name, dataset.name), deviation_note(name), profile_note(dataset.name, name),
-             held_out_note(dataset, name) if held_out else None)
+             held_out_note(dataset, name))
     return [n for n in notes if n]
 
 

@@ -2,12 +2,13 @@
 and every process ends with the same vectors as a build alone (core.rerank.frm_features.VectorStore)."""
 from __future__ import annotations
 
-import socket
+import hashlib
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -70,10 +71,14 @@ def test_the_chunks_do_not_depend_on_what_is_cached_already(tmp_path):
 def test_a_chunk_locked_by_a_process_that_died_is_computed(tmp_path):
     from core.rerank.frm_features import VectorStore
 
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     store = VectorStore(tmp_path)
-    _, lock = store._paths(TEXTS[:2])
-    lock.write_text(f"{socket.gethostname()}:{int(gone.stdout)}", encoding="utf-8")
+    name = hashlib.sha1("\x00".join(t.text for t in TEXTS[:2]).encode()).hexdigest()[:16]
+    lock = tmp_path / f".chunk-{name}.lock"
+    died = subprocess.run([sys.executable, "-c", "import os, sys\nfrom pathlib import Path\n"
+                           "from core.artifacts import exclusive_lock\n"
+                           "with exclusive_lock(Path(sys.argv[1])) as taken:\n    os._exit(0 if taken else 3)", str(lock)],
+                          cwd=str(Path(__file__).parents[1]))
+    assert died.returncode == 0 and lock.exists()  # it took the chunk's lock and died holding it
     featurizer = _Featurizer()
     store.ensure(featurizer, TEXTS, chunk=2)
     assert featurizer.computed == [t.text for t in TEXTS] and not lock.exists()

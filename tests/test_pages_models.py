@@ -109,7 +109,7 @@ def test_models_header_and_table_show_the_same_progress_and_queued_systems_no_co
                                                           message="MiniLM (mean): 35,944/36,737 texts"))
         build.write_status("qqp-bimpm", build.BuildStatus("dual-encoder", "queued", message="waiting for its turn"))
         lock = build._status_path("qqp-bimpm", "minilm").with_suffix(".lock")
-        with build._lock(lock):
+        with build.exclusive_lock(lock):
             at = app_test("pages/6_Models.py").run()
             assert not at.exception, at.exception
             line = next(c.value for c in at.caption if c.value.startswith("⏳ Background build"))
@@ -144,7 +144,7 @@ def test_the_header_names_every_system_building_at_once_and_the_page_cancels_the
         build.write_status("qqp-bimpm", build.BuildStatus("minilm", "building", progress=0.5, message="encoding"))
         build.write_status("qqp-bimpm", build.BuildStatus("glove-mean", "building", progress=0.25, message="vectors"))
         locks = [build._status_path("qqp-bimpm", s).with_suffix(".lock") for s in ("minilm", "glove-mean")]
-        with build._lock(locks[0]), build._lock(locks[1]):
+        with build.exclusive_lock(locks[0]), build.exclusive_lock(locks[1]):
             at = app_test("pages/6_Models.py").run()
             assert not at.exception, at.exception
             line = next(c.value for c in at.caption if c.value.startswith("⏳ Background build"))

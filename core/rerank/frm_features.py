@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.artifacts import exclusive_lock
 from core.data.keywords import KeywordTagger, LexicalStats, keyword_candidates
 from core.data.pipeline import PIPELINE_VERSION, terms
 from core.paths import artifact_dir
@@ -198,74 +197,39 @@ class VectorStore:
                 done += len(part)
             else:
                 waiting.append(part)
-        while waiting:  # chunks other processes compute: read each once written
+        while waiting:  # chunks other processes compute: read each once written (or computed if they died)
             part = waiting.pop(0)
-            path, lock = self._paths(part)
-            if path.is_file() and self._load(path) or self._compute_claimed(featurizer, part, lambda f: None):
+            if self._compute_claimed(featurizer, part, lambda f: None):
                 done += len(part)
                 report()
-                continue
-            waiting.append(part)
-            time.sleep(0.5)
-
-    def _paths(self, part: Sequence[TextFeatures]) -> tuple[Path, Path]:
-        name = hashlib.sha1("\x00".join(f.text for f in part).encode()).hexdigest()[:16]
-        return self.folder / f"chunk-{name}.npz", self.folder / f".chunk-{name}.lock"
+            else:
+                waiting.append(part)
+                time.sleep(0.5)
 
     def _compute_claimed(self, featurizer: Featurizer, part: Sequence[TextFeatures], progress) -> bool:
-        """Compute and write ``part`` unless another live process holds its lock (False then); a chunk already
-        written by another process is read instead."""
-        path, lock = self._paths(part)
+        """Read ``part``'s chunk if written, else compute and write it under its lock; False while another live
+        process holds the lock (``core.artifacts.exclusive_lock``: a dead holder's lock is free)."""
+        name = hashlib.sha1("\x00".join(f.text for f in part).encode()).hexdigest()[:16]
+        path, lock = self.folder / f"chunk-{name}.npz", self.folder / f".chunk-{name}.lock"
         if path.is_file() and self._load(path):
             return True
-        if not _claim(lock):
-            return False
-        try:
-            if path.is_file() and self._load(path):  # written between the check and the claim
-                return True
-            cls, kws = featurizer.vectors(part, progress=lambda f, m: progress(f))
-            tmp = path.with_name(f".{path.stem}.tmp.npz")
-            np.savez(tmp, texts=np.array(json.dumps([f.text for f in part])), cls=cls.astype(np.float16),
-                     kw=np.concatenate([k for k in kws]).astype(np.float16) if kws else np.zeros((0, 384), np.float16),
-                     lengths=np.array([len(k) for k in kws], dtype=np.int64))
-            tmp.replace(path)
-            for f, c, k in zip(part, cls, kws):
-                self.cls[f.text], self.kw[f.text] = c.astype(np.float16), k.astype(np.float16)
-            return True
-        finally:
-            lock.unlink(missing_ok=True)
-
-
-def _claim(lock: Path) -> bool:
-    """Create ``lock`` (host and pid inside) unless a live process holds it; a lock left by a process of this host
-    that is gone is taken over."""
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                host, pid = lock.read_text(encoding="utf-8").split(":")
-                gone = host == socket.gethostname() and not _alive(int(pid))
-            except (OSError, ValueError):
-                gone = False  # being written right now: its holder is alive
-            if not gone:
+        with exclusive_lock(lock) as acquired:
+            if not acquired:
                 return False
-            lock.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(f"{socket.gethostname()}:{os.getpid()}")
-        return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+            try:
+                if path.is_file() and self._load(path):  # written between the check and the claim
+                    return True
+                cls, kws = featurizer.vectors(part, progress=lambda f, m: progress(f))
+                tmp = path.with_name(f".{path.stem}.tmp.npz")
+                np.savez(tmp, texts=np.array(json.dumps([f.text for f in part])), cls=cls.astype(np.float16),
+                         kw=np.concatenate([k for k in kws]).astype(np.float16) if kws else np.zeros((0, 384), np.float16),
+                         lengths=np.array([len(k) for k in kws], dtype=np.int64))
+                tmp.replace(path)
+                for f, c, k in zip(part, cls, kws):
+                    self.cls[f.text], self.kw[f.text] = c.astype(np.float16), k.astype(np.float16)
+                return True
+            finally:  # the chunk is written (or not) before the lock goes: a later claimer reads it
+                lock.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------------- batching

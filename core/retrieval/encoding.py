@@ -57,8 +57,9 @@ def shards(n: int, parts: int, lengths: np.ndarray | None = None,
         return [s for s in np.array_split(np.arange(n), parts) if len(s)]
     share = float(np.sum(lengths)) / parts
     pieces = []  # (tokens, rows) of each piece: a whole length group, or whole batches of one
-    for value in np.unique(lengths):
-        rows = np.flatnonzero(lengths == value)  # collection order
+    order = np.argsort(lengths, kind="stable")  # by length, collection order inside a length
+    values, starts = np.unique(lengths[order], return_index=True)
+    for value, rows in zip(values, np.split(order, starts[1:])):
         step = len(rows)
         if batch_rows is not None and value * len(rows) > share / 2:
             per_batch = batch_rows(int(value))
