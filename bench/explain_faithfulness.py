@@ -36,6 +36,21 @@ DECISION_RULE = (
     "random), in units of the system's score SD; ties: the faster one (median ms per pair). 4. If no explanation is "
     "faithful on dev, the page keeps its earlier default and the report says so. Test figures are reported, never "
     "used to choose.")
+AMENDED_RULE = (
+    "Amended after the first rule's default (the dual encoder) failed the depression probe, because the default "
+    "serves two jobs and the first rule weighed one: the pair view (a candidate given) and the query view (none "
+    "given: each word weighed by what it does to the system's own top 10, what `core explain` and the Keywords page "
+    "open with). Written before any query-view figure was seen, except a 40-query dev smoke test of BM25 and the dual "
+    "encoder run while the measure was tested (both more faithful than random). On the DEV split only: 1. candidates "
+    "are the (system, method) explanations more faithful than random in both views: the pair view as in the first "
+    "rule's item 1, and the system's query view (bench/query_view_faithfulness.py: CI of comprehensiveness(top) − "
+    "(random) above 0 and CI of sufficiency(top) − (random) below 0 over dev queries); a system that cannot rank a "
+    "typed query has no query view and is no candidate. 2. Among them, those plausible in both views (mean Spearman "
+    "ρ with IDF ≥ 0.2 and stop-word share of the top-2 ≤ 0.25, on dev pairs and on dev queries) come first; if none "
+    "is, all candidates. 3. The default is the one with the smallest sum of its two ranks, by pair gain (SD units) "
+    "and by query gain (1 − RBO units), among them; ties: the larger pair gain, then the faster. 4. If no "
+    "explanation is faithful in both views, the first rule's default stands. Test figures are reported, never used "
+    "to choose; the probes are checked on the default and reported, never used to choose.")
 PROBES = {"How can I stop my depression?": {"top2": {"depression", "stop"}},
           "What are the health benefits of green tea?": {"top4_at_least_3_of": {"health", "benefits", "green", "tea"}}}
 REPORT = Path(__file__).resolve().parent / "reports" / "explain_faithfulness.json"
@@ -112,6 +127,28 @@ def decide(dev_rows: list[dict]) -> dict:
     return {"default": {"system": best["system"], "method": best["method"]},
             "why": f"largest dev gain {best['gain']:+.3f} SD among the "
                    + ("faithful and plausible" if plausible else "faithful (none plausible)") + " explanations"}
+
+
+def decide_amended(dev_rows: list[dict], query_dev: dict[str, dict]) -> dict:
+    """AMENDED_RULE on the dev rows of both views (``query_dev``: system -> its dev query-view row); without any
+    explanation faithful in both, the first rule's decision."""
+    faithful = [r for r in dev_rows if r["more_faithful_than_random"]
+                and (query_dev.get(r["system"]) or {}).get("more_faithful_than_random")]
+    if not faithful:
+        first = decide(dev_rows)
+        return {**first, "why": first["why"] + "; no explanation is faithful in both views on dev, so the first "
+                                               "rule's default stands"}
+    plausible = [r for r in faithful if r["plausible"] and query_dev[r["system"]]["plausible"]]
+    pool = plausible or faithful
+    by_pair = sorted(pool, key=lambda r: -r["gain"])
+    by_query = sorted(pool, key=lambda r: -query_dev[r["system"]]["gain"])
+    rank = {id(r): by_pair.index(r) + 1 + by_query.index(r) + 1 for r in pool}
+    best = sorted(pool, key=lambda r: (rank[id(r)], -r["gain"], r.get("median_ms", 0.0)))[0]
+    return {"default": {"system": best["system"], "method": best["method"]},
+            "why": f"smallest sum of ranks ({rank[id(best)]}) by dev pair gain ({best['gain']:+.3f} SD) and dev query "
+                   f"gain ({query_dev[best['system']]['gain']:+.3f}) among the "
+                   + ("faithful and plausible in both views" if plausible else "faithful in both views (none "
+                      "plausible in both)") + " explanations"}
 
 
 def markdown(report: dict) -> str:

@@ -6,6 +6,6 @@ LABEL_SOURCES = ("dataset", "judgments", "both")
 
 __all__ = [  # what other packages may import (tests/test_package_surface.py)
     "LABEL_SOURCES", "budget", "compare", "compared_runs", "error_analysis", "error_buckets", "explanation_quality",
-    "held_out", "keyword_quality", "keywords", "label_sources", "layers", "occlusion", "ppi", "ranking_importance",
-    "runs", "significance"
+    "held_out", "keyword_quality", "keywords", "label_sources", "layers", "occlusion", "ppi", "ranking_faithfulness",
+    "ranking_importance", "runs", "significance"
 ]

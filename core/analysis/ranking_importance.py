@@ -16,15 +16,18 @@ whose words are the query's own (the query itself, in the QQP protocol) is left 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.analysis.occlusion import left_out
 from core.data.keywords import keyword_candidates
 from core.errors import StudioError
 
-__all__ = ["MEASURE", "POOL", "RankingImportance", "rank_biased_overlap", "ranking_importance"]
+__all__ = ["MEASURE", "POOL", "RankingImportance", "rank_biased_overlap", "rank_variants", "ranking_importance",
+           "ranking_importances"]
 
 DEPTH = 10  # the top k compared
+MAX_WORDS = 32  # words weighed per query
 POOL = 20  # a reranker's fixed pool: the first stage's top 20 (the candidates the Keywords page offers)
 PERSISTENCE = 0.9  # RBO's p: the top 10 carries about 86 % of the weight
 MEASURE = "1 − RBO(p = 0.9) between the system's top 10 for the query and for the query with the word left out"
@@ -60,37 +63,67 @@ def rank_biased_overlap(a: list[str], b: list[str], p: float = PERSISTENCE) -> f
     return (1 - p) * total / (1 - p ** k)
 
 
+def rank_variants(system, variants: Mapping[str, tuple[str, str]], dataset, k: int = DEPTH, first_stage=None,
+                  depth: int = POOL) -> dict[str, list[str]]:
+    """The system's top ``k`` (collection ids) for every variant ``key -> (source query, text)``, in one batched
+    call: a retriever ranks the collection; a reranker reorders the source query's fixed pool, ``first_stage``'s top
+    ``depth`` for the source query. Every question whose words are the source query's own is left out. Raises
+    ``StudioError`` (one line) when the system cannot rank a typed text."""
+    from core.data.pipeline import terms
+    from core.retrieval.base import Ranking, Reranker, Retriever
+
+    extra = 3  # room for the query's own question(s), dropped below
+    own = {source: terms(source) for source, _ in variants.values()}
+    texts = {key: text for key, (_, text) in variants.items()}
+    if isinstance(system, Reranker):
+        if first_stage is None:
+            raise StudioError(f"{system.name} reranks candidates: it needs a first stage to rank a typed query")
+        found = first_stage.search_many({q: q for q in own}, k=depth + extra, ignore_identical_ids=False)
+        pools = {}
+        for source, ranking in found.items():
+            kept = [(d, x) for d, x in zip(ranking.doc_ids, ranking.scores)
+                    if terms(dataset.corpus[d]) != own[source]][:depth]
+            pools[source] = Ranking(ranking.system, [d for d, _ in kept], [x for _, x in kept])
+        out = system.rerank_many(texts, {key: pools[source] for key, (source, _) in variants.items()},
+                                 dataset.corpus, k=k)
+    elif isinstance(system, Retriever):
+        out = system.search_many(texts, k=k + extra, ignore_identical_ids=False)
+    else:
+        raise StudioError(f"{getattr(system, 'name', type(system).__name__)} does not rank a typed query")
+    return {key: [d for d in out[key].doc_ids if terms(dataset.corpus[d]) != own[source]][:k]
+            for key, (source, _) in variants.items()}
+
+
+def ranking_importances(system, queries: Sequence[str], dataset, k: int = DEPTH, first_stage=None,
+                        depth: int = POOL) -> list[RankingImportance]:
+    """:func:`ranking_importance` for many queries (each with at least two words) in one call to the system."""
+    words = [keyword_candidates(q, MAX_WORDS)[0] for q in queries]
+    variants = {}
+    for i, query in enumerate(queries):
+        variants[f"{i}/full"] = (query, left_out(query, None))
+        variants.update({f"{i}/w{j}": (query, left_out(query, w)) for j, w in enumerate(words[i])})
+    top = rank_variants(system, variants, dataset, k, first_stage, depth)
+    name = getattr(system, "name", type(system).__name__)
+    out = []
+    for i, ws in enumerate(words):
+        base = top[f"{i}/full"]
+        weights = [(w, max(0.0, 1.0 - rank_biased_overlap(base, top[f"{i}/w{j}"])))  # ≥ 0: rounding
+                   for j, w in enumerate(ws)]
+        out.append(RankingImportance(name, weights, base, k))
+    return out
+
+
 def ranking_importance(system, query: str, dataset, k: int = DEPTH, first_stage=None,
                        depth: int = POOL) -> RankingImportance:
     """Each query word's 1 − RBO between the system's top ``k`` with and without it (module docstring). ``system``:
     a loaded retriever or reranker; a reranker reorders ``first_stage``'s top ``depth`` for the full query (one
     fixed pool for every variant). ``query`` must be validated text. Raises ``StudioError`` (one line) when the
     query has one word or the system cannot rank a typed text."""
-    from core.data.pipeline import terms
-    from core.retrieval.base import Ranking, Reranker, Retriever
-
-    words, _ = keyword_candidates(query, 32)
+    words, _ = keyword_candidates(query, MAX_WORDS)
     if len(words) < 2:
         raise StudioError("the query has one word: leaving it out leaves nothing to rank, so there is no ranking "
                           "importance to show (give a candidate to weigh the pair)")
-    own = terms(query)
     if getattr(dataset, "candidates", None):
         raise StudioError(f"{dataset.name} ranks each question's own candidate list, not the collection: give a "
                           "candidate to weigh the pair")
-    texts = {"full": left_out(query, None), **{f"w{i}": left_out(query, w) for i, w in enumerate(words)}}
-    extra = 3  # room for the query's own question(s), dropped below
-    if isinstance(system, Reranker):
-        if first_stage is None:
-            raise StudioError(f"{system.name} reranks candidates: it needs a first stage to rank a typed query")
-        found = first_stage.search(query, depth + extra)
-        kept = [(d, x) for d, x in zip(found.doc_ids, found.scores) if terms(dataset.corpus[d]) != own][:depth]
-        pool = Ranking(found.system, [d for d, _ in kept], [x for _, x in kept])
-        out = system.rerank_many(texts, {key: pool for key in texts}, dataset.corpus, k=k)
-    elif isinstance(system, Retriever):
-        out = system.search_many(texts, k=k + extra, ignore_identical_ids=False)
-    else:
-        raise StudioError(f"{getattr(system, 'name', type(system).__name__)} does not rank a typed query")
-    top = {key: [d for d in r.doc_ids if terms(dataset.corpus[d]) != own][:k] for key, r in out.items()}
-    base = top["full"]
-    weights = [(w, max(0.0, 1.0 - rank_biased_overlap(base, top[f"w{i}"]))) for i, w in enumerate(words)]  # ≥ 0: rounding
-    return RankingImportance(getattr(system, "name", type(system).__name__), weights, base, k)
+    return ranking_importances(system, [query], dataset, k, first_stage, depth)[0]
