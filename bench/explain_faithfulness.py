@@ -166,8 +166,15 @@ def markdown(report: dict) -> str:
                      f"{fmt(r['comprehensiveness']['random'])} | {fmt(r['sufficiency']['top'])} | "
                      f"{fmt(r['sufficiency']['random'])} | {r['spearman_idf']:+.2f} | {r['stop_share_top2']:.0%} | "
                      f"{lat.get('median_ms', '')} | {r['verdict']} |")
-    lines += ["", f"Decision rule: {report['decision_rule']}", "",
-              f"Default: {report['default']} ({report['why']})."]
+    first = report.get("first_decision")
+    if first:
+        lines += ["", f"First decision rule: {first['decision_rule']}", "",
+                  f"First default: {first['default']} ({first['why']}). Probes on it: "
+                  + "; ".join(f"{q}: top-4 {p['top4']} → {'passes' if p['passes'] else 'FAILS'}"
+                              for q, p in first.get("probes", {}).items()) + "."]
+    lines += ["", f"{'Amended d' if first else 'D'}ecision rule: {report['decision_rule']}", "",
+              f"Default: {report['default']} ({report['why']})."
+              + (f" The query view's figures: {report['query_view_report']}." if report.get("query_view_report") else "")]
     if report.get("probes"):
         lines += ["", "Probes on the default (as `core explain` without a candidate: the query's words weighed by what "
                       "they do to the system's own top 10, 1 − RBO with the word left out):"]
