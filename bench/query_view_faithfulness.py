@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = LexicalStats.from_texts(dataset.corpus.values())
     stop_words = KeywordTagger().stop_words
     first = load(default_first_stage(), dataset)
-    report = {"command": "python -m bench.query_view_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv),
+    command = "python -m bench.query_view_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv)
+    report = {"command": command.strip(),
               "commit": head_commit(), "dataset": dataset.name, "dev_queries": len(dev), "test_queries": len(test),
               "first_stage": default_first_stage(), "dev": [], "test": [], "skipped": {}}
     t0 = time.time()

@@ -117,6 +117,8 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
              why="FRM's own explanations, recipe by recipe and seed by seed (two seeds: about 9 minutes)"),
         Step("explain-faithfulness", (("-m", "bench.explain_faithfulness", *d),),
              why="every system's word importance against random words; the Keywords page's default explanation"),
+        Step("query-view-faithfulness", (("-m", "bench.query_view_faithfulness", *d),),
+             why="the query view of every system against random words; the amended rule's default on both views"),
         Step("cross-encoder-pairs", (("-m", "bench.cross_encoder_pairs", *d),)),
         Step("layers", (("-m", "bench.layers_curves", "--out", "bench/reports/layers_measures_qqp.json"),)),
         Step("layers-paper-objective", (("-m", "bench.layers_curves", "--pair", "densetrans:paper-objective",

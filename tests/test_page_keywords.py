@@ -165,3 +165,31 @@ def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_ze
         # diverging around 0 (white: no importance), normalised per pair: never the shown minimum to maximum
         assert fig["data"][0]["zmin"] == -fig["data"][0]["zmax"] and fig["data"][0].get("zmid") == 0.0
         assert fig["data"][0]["zmax"] == pytest.approx(max(abs(w) for w in weights))
+
+
+def test_keywords_page_states_the_query_views_held_out_figures(built_frm, tmp_path, monkeypatch):
+    """Above the pairs, the query view says how faithful it was on held-out queries of this dataset (the report of
+    bench/query_view_faithfulness.py), and that it was not measured for a system the report lacks."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    ci = lambda m: [m, m - .05, m + .05]  # noqa: E731
+    row = {"system": "bm25", "queries": 300, "verdict": "more faithful than random on both measures",
+           "comprehensiveness": {"top": ci(.71), "random": ci(.37)}, "sufficiency": {"top": ci(.59), "random": ci(.82)},
+           "spearman_idf": 0.35, "stop_share_top2": 0.22}
+    report = tmp_path / "query_view_faithfulness.json"
+    report.write_text(json.dumps({"dataset": built_frm.name, "test": [row], "dev": []}))
+    monkeypatch.setattr(keyword_quality, "QUERY_REPORT", report)
+    at = _app()
+    at.query_params["q"] = "How can I stop my depression?"
+    at.run()
+    assert not at.exception, at.exception
+    at.selectbox(key="keywords.system").set_value("bm25").run()
+    assert not at.exception, at.exception
+    caption = " ".join(c.value for c in at.caption)
+    assert f"On 300 held-out {built_frm.name} queries" in caption and "by 0.71 (random k words: 0.37)" in caption
+    assert "more faithful than random on both measures" in caption and "stop words among the top 2: 22%" in caption
+    at.selectbox(key="keywords.system").set_value("glove-mean").run()
+    assert not at.exception, at.exception
+    assert any("This view of" in c.value and "is not measured on" in c.value for c in at.caption)

@@ -138,7 +138,22 @@ def ranked_view(explainer, label: str, query: str, ds, first_stage) -> None:
     st.plotly_chart(ranking_heatmap(ranked), key="keywords.ranked")
     reranks = isinstance(explainer, Reranker)
     st.caption(f"Colours: {ranked.measure}" + (f" (reranking BM25's top {POOL} for the query)" if reranks else "")
-               + ". The most important: " + ", ".join(ranked.ranked(3)) + ".")
+               + ". The most important: " + ", ".join(ranked.ranked(3)) + ". " + query_view_caption(label, ds.name))
+
+
+def query_view_caption(label: str, dataset: str) -> str:
+    """This view's held-out faithfulness for ``label`` (bench/reports/query_view_faithfulness.json), in one line."""
+    from core.analysis.keyword_quality import query_view_row
+    from core.registry import display_name
+
+    row = query_view_row(label, dataset)
+    if row is None:
+        return f"This view of {display_name(label)} is not measured on {dataset} (bench/query_view_faithfulness.py)."
+    comp, suff = row["comprehensiveness"], row["sufficiency"]
+    return (f"On {row['queries']} held-out {dataset} queries, leaving out its top-k words moves the top 10 by "
+            f"{comp['top'][0]:.2f} (random k words: {comp['random'][0]:.2f}); keeping only them, by "
+            f"{suff['top'][0]:.2f} (random: {suff['random'][0]:.2f}), in 1 − RBO, k = 1–3: {row['verdict']}. "
+            f"Spearman with IDF {row['spearman_idf']:+.2f}, stop words among the top 2: {row['stop_share_top2']:.0%}.")
 
 
 _RANKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loaded system -> {(dataset, query): ranking}

@@ -39,6 +39,7 @@ MIN_WORDS = 4
 RANDOM_DRAWS = 2
 REPORT = REPO_ROOT / "bench" / "reports" / "explain_faithfulness.json"  # every system (the page's default)
 FRM_REPORT = REPO_ROOT / "bench" / "reports" / "keyword_faithfulness.json"  # FRM's recipes and seeds
+QUERY_REPORT = REPO_ROOT / "bench" / "reports" / "query_view_faithfulness.json"  # every system's query view
 PASS_RULE = {
     "faithful": "comprehensiveness(top-k) > comprehensiveness(random k) and > comprehensiveness(bottom-k), and "
                 "sufficiency(top-k) < sufficiency(random k), averaged over k = 1, 2, 3 on the held-out pairs",
@@ -226,6 +227,15 @@ def keywords_default(path: Path | None = None) -> KeywordsDefault:
                                               if f.startswith(f"{chosen['system']} {chosen['method']} seed ")),
                            reduced=str((report.get("reduced_training") or {}).get(chosen["system"], "")), report=str(path.relative_to(REPO_ROOT))
                            if Path(path).is_relative_to(REPO_ROOT) else str(path))
+
+
+def query_view_row(system: str, dataset: str, path: Path | None = None) -> dict | None:
+    """The held-out (test) figures of ``system``'s query view on ``dataset`` (``bench/query_view_faithfulness.py``:
+    comprehensiveness and sufficiency with CIs in 1 − RBO units, verdict, plausibility), or None: not measured."""
+    report = read_report(QUERY_REPORT if path is None else path)
+    if not report or report.get("dataset") != dataset:
+        return None
+    return next((r for r in report.get("test", []) if r.get("system") == system), None)
 
 
 def as_dict(f: Faithfulness, p: Plausibility) -> dict:

@@ -61,7 +61,7 @@ def ranking_faithfulness(system, queries: Sequence[str], dataset, first_stage=No
     kept = [q for q in queries if len(keyword_candidates(q, MAX_WORDS)[0]) >= MIN_WORDS]
     empty = np.zeros(0)
     if not kept:
-        return RankingFaithfulness(summarise(PairwiseFaithfulness(empty, empty, empty, empty, 1.0, 0), seed))
+        return RankingFaithfulness(_summary(PairwiseFaithfulness(empty, empty, empty, empty, 1.0, 0), seed))
     weights = ranking_importances(system, kept, dataset, k, first_stage, depth)
     variants, rows = {}, []  # rows: (query index, measure, k index, group, key)
     for i, (query, ranked) in enumerate(zip(kept, weights)):
@@ -91,8 +91,13 @@ def ranking_faithfulness(system, queries: Sequence[str], dataset, first_stage=No
             aopc[key] = np.nanmean(sums[key] / np.where(counts[key] > 0, counts[key], np.nan), axis=1)
     f = PairwiseFaithfulness(aopc[("comp", "top")], aopc[("comp", "random")], aopc[("suff", "top")],
                              aopc[("suff", "random")], 1.0, len(kept))
+    return RankingFaithfulness(_summary(f, seed), weights, kept)
+
+
+def _summary(f: PairwiseFaithfulness, seed: int) -> dict:
+    """``summarise``'s figures, counted in queries and in 1 − RBO units (no score SD)."""
     summary = summarise(f, seed)
-    summary["queries"] = summary.pop("pairs")
-    summary.pop("score_sd")
+    summary["queries"] = summary.pop("pairs", 0)
+    summary.pop("score_sd", None)
     summary["measure"] = MEASURE
-    return RankingFaithfulness(summary, weights, kept)
+    return summary
