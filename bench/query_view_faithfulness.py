@@ -2,6 +2,7 @@
 
     python -m bench.query_view_faithfulness [--dataset qqp-bimpm] [--dev-queries 150] [--test-queries 300]
                                             [--systems bm25,dual-encoder,...] [--decide-only]
+                                            [--latency-only OUT [--latency-queries 20]]
 
 Without a candidate, ``core explain`` and the Keywords page weigh a query's words by what each does to the system's
 own top 10 (``core.analysis.ranking_importance``). For every system of the pair-view report
@@ -17,7 +18,8 @@ the figures):
 It writes ``bench/reports/query_view_faithfulness.json`` and ``.md`` (after each system, so a long run leaves what
 it measured), then applies ``bench.explain_faithfulness.AMENDED_RULE`` to the dev rows of both views: the pair
 report's ``default`` becomes the amended rule's, the first rule's decision and probes are kept beside it under
-``first_decision``, and the probes are checked on the new default.
+``first_decision``, and the probes are checked on the new default. ``--latency-only`` times the query view of
+one query per system, once loaded, into its own report.
 """
 from __future__ import annotations
 
@@ -50,6 +52,44 @@ def measure(system, queries: list[str], dataset, first_stage, stats, stop_words)
     p = plausibility([w.query for w in got.weights], stats.idf, stop_words)
     return {**got.summary, "spearman_idf": p.spearman_idf, "stop_share_top2": p.stop_share_top2,
             "plausible": p.passes}
+
+
+def latency_report(names: list[str], queries: list[str], dataset, out: Path, command: str) -> int:
+    """The query view of one query, once loaded (what the Keywords page computes first): median and p90 ms per
+    system over ``queries`` after two warm-up queries, with the load average and the Python speed probe."""
+    import os
+
+    from bench.error_analysis_speed import python_speed
+    from bench.reporting import head_commit, write_report
+    from core.analysis.ranking_importance import ranking_importance
+    from core.errors import StudioError
+    from core.registry import default_first_stage
+    from core.retrieval.base import Reranker
+    from core.serving.loader import load
+
+    probe, rows, skipped = python_speed(), [], {}
+    first = load(default_first_stage(), dataset)
+    for name in names:
+        try:
+            system = load(name, dataset)
+        except StudioError as exc:
+            skipped[name] = str(exc).splitlines()[0][:200]
+            continue
+        stage = first if isinstance(system, Reranker) else None
+        for query in queries[:2]:
+            ranking_importance(system, query, dataset, first_stage=stage)
+        before, times = os.getloadavg()[0], []
+        for query in queries:
+            t0 = time.perf_counter()
+            ranking_importance(system, query, dataset, first_stage=stage)
+            times.append(1000 * (time.perf_counter() - t0))
+        rows.append({"system": name, "median_ms": round(float(np.median(times)), 1),
+                     "p90_ms": round(float(np.quantile(times, .9)), 1), "queries": len(times),
+                     "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2)})
+        print(rows[-1], flush=True)
+    write_report(out, {"command": command, "commit": head_commit(), "dataset": dataset.name,
+                       "python_speed_s": probe, "rows": rows, "skipped": skipped})
+    return 0
 
 
 def markdown(report: dict) -> str:
@@ -112,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", default="", help="comma-separated (default: every system of the pair-view report)")
     ap.add_argument("--out", default=str(REPORT))
     ap.add_argument("--pair-report", default=str(PAIR_REPORT), help="the pair-view report the decision is written to")
+    ap.add_argument("--latency-only", metavar="OUT", default=None,
+                    help="time only the query view of one query per system (--latency-queries test queries) into OUT")
+    ap.add_argument("--latency-queries", type=int, default=20)
     ap.add_argument("--decide-only", action="store_true", help="apply the amended rule to the reports as they are")
     args = ap.parse_args(argv)
     dataset = load_dataset(args.dataset)
@@ -119,14 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.decide_only:
         print(decide(dataset, json.loads(out.read_text(encoding="utf-8")), Path(args.pair_report)))
         return 0
+    command = "python -m bench.query_view_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv)
     pair = json.loads(Path(args.pair_report).read_text(encoding="utf-8"))
     names = [s for s in args.systems.split(",") if s] or list(dict.fromkeys(r["system"] for r in pair["dev"]))
     dev = sample_queries(dataset, "dev", args.dev_queries)
     test = sample_queries(dataset, "test", args.test_queries)
+    if args.latency_only:
+        return latency_report(names, test[:args.latency_queries], dataset, Path(args.latency_only), command.strip())
     stats = LexicalStats.from_texts(dataset.corpus.values())
     stop_words = KeywordTagger().stop_words
     first = load(default_first_stage(), dataset)
-    command = "python -m bench.query_view_faithfulness " + " ".join(sys.argv[1:] if argv is None else argv)
     report = {"command": command.strip(),
               "commit": head_commit(), "dataset": dataset.name, "dev_queries": len(dev), "test_queries": len(test),
               "first_stage": default_first_stage(), "dev": [], "test": [], "skipped": {}}

@@ -144,3 +144,14 @@ def test_the_committed_report_has_every_system_of_the_pair_view_and_the_decision
     assert pair["decision_rule"] == AMENDED_RULE and pair["first_decision"]["default"]
     assert keywords_default().system == pair["default"]["system"]
     assert "Amended" not in pair["first_decision"]["decision_rule"]
+
+
+def test_the_query_view_latency_report_times_each_system(built, tmp_path):
+    from bench.query_view_faithfulness import main
+
+    out = tmp_path / "latency.json"
+    assert main(["--systems", "bm25,no-such-system", "--latency-only", str(out), "--latency-queries", "3"]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    (row,) = report["rows"]
+    assert row["system"] == "bm25" and row["queries"] == 3 and 0 < row["median_ms"] <= row["p90_ms"]
+    assert "no-such-system" in report["skipped"] and report["command"].endswith("--latency-queries 3")
