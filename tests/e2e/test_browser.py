@@ -276,6 +276,8 @@ def test_keywords_picker_and_compare_why_from_two_sessions_and_a_reload(browser,
     assert any("System" in s.text for s in css(browser, '[data-testid="stSelectbox"]'))
     captions = " ".join(c.text for c in css(browser, '[data-testid="stCaptionContainer"]'))
     assert "exact values on hover" in captions and "Shown:" in captions, captions
+    # the query view says how faithful it was on held-out queries (bench/reports/query_view_faithfulness.json)
+    assert "held-out qqp-bimpm queries, leaving out its top-k words" in captions or "is not measured on" in captions
     alerts = " ".join(a.text for a in css(browser, '[data-testid="stAlert"]'))
     assert not alerts or "not built" in alerts and "python -m core" in alerts, alerts
     shot(browser, "3_keywords")
