@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -76,19 +77,24 @@ def measure(system, spec, method: str, pairs, corpus, stats, stop_words) -> dict
             "plausible": p.passes}
 
 
+def per_item_ms(explain: Callable[[object], object], items: Sequence) -> dict:
+    """Median and p90 milliseconds of ``explain(item)`` over ``items``, after the first two as warm-up."""
+    for item in items[:2]:
+        explain(item)
+    times = []
+    for item in items:
+        t0 = time.perf_counter()
+        explain(item)
+        times.append(1000 * (time.perf_counter() - t0))
+    return {"median_ms": round(float(np.median(times)), 1), "p90_ms": round(float(np.quantile(times, .9)), 1)}
+
+
 def latency(system, spec, method: str, pairs, corpus) -> dict:
     """Milliseconds to explain one pair, once loaded (two warm-up pairs first)."""
     from core.analysis.keywords import word_importance
 
-    for q, d in pairs[:2]:
-        word_importance(system, q, d, method, corpus=corpus, spec=spec)
-    times = []
-    for q, d in pairs:
-        t0 = time.perf_counter()
-        word_importance(system, q, d, method, corpus=corpus, spec=spec)
-        times.append(1000 * (time.perf_counter() - t0))
-    return {"median_ms": round(float(np.median(times)), 1), "p90_ms": round(float(np.quantile(times, .9)), 1),
-            "pairs": len(times)}
+    timing = per_item_ms(lambda pair: word_importance(system, *pair, method, corpus=corpus, spec=spec), pairs)
+    return {**timing, "pairs": len(pairs)}
 
 
 def probes(system, spec, method: str, dataset, first_stage) -> dict:

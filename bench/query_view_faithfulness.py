@@ -60,6 +60,7 @@ def latency_report(names: list[str], queries: list[str], dataset, out: Path, com
     import os
 
     from bench.error_analysis_speed import python_speed
+    from bench.explain_faithfulness import per_item_ms
     from bench.reporting import head_commit, write_report
     from core.analysis.ranking_importance import ranking_importance
     from core.errors import StudioError
@@ -76,16 +77,10 @@ def latency_report(names: list[str], queries: list[str], dataset, out: Path, com
             skipped[name] = str(exc).splitlines()[0][:200]
             continue
         stage = first if isinstance(system, Reranker) else None
-        for query in queries[:2]:
-            ranking_importance(system, query, dataset, first_stage=stage)
-        before, times = os.getloadavg()[0], []
-        for query in queries:
-            t0 = time.perf_counter()
-            ranking_importance(system, query, dataset, first_stage=stage)
-            times.append(1000 * (time.perf_counter() - t0))
-        rows.append({"system": name, "median_ms": round(float(np.median(times)), 1),
-                     "p90_ms": round(float(np.quantile(times, .9)), 1), "queries": len(times),
-                     "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2)})
+        before = os.getloadavg()[0]
+        timing = per_item_ms(lambda query: ranking_importance(system, query, dataset, first_stage=stage), queries)
+        rows.append({"system": name, **timing, "queries": len(queries), "load_before": round(before, 2),
+                     "load_after": round(os.getloadavg()[0], 2)})
         print(rows[-1], flush=True)
     write_report(out, {"command": command, "commit": head_commit(), "dataset": dataset.name,
                        "python_speed_s": probe, "rows": rows, "skipped": skipped})
@@ -109,9 +104,9 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT) -> dict:
+def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT, first_stage=None) -> dict:
     """The amended rule on both views' dev rows, written into the pair report (the first decision kept beside it)
-    with the probes on the new default."""
+    with the probes on the new default (a reranker's over ``first_stage``, loaded here when not given)."""
     from bench.explain_faithfulness import decide_amended, markdown as pair_markdown, probes
     from bench.reporting import write_report
     from core.registry import default_first_stage, get_spec, parse_name
@@ -126,7 +121,7 @@ def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT) -> dict:
     pair.update(decision_rule=AMENDED_RULE, query_view_report=str(REPORT.relative_to(REPORT.parents[2])), **decision)
     if decision["default"]:
         name = decision["default"]["system"]
-        first = load(default_first_stage(), dataset)
+        first = first_stage or load(default_first_stage(), dataset)
         pair["probes"] = probes(load(name, dataset), get_spec(parse_name(name).system), decision["default"]["method"],
                                 dataset, first)
     write_report(pair_path, pair)
@@ -193,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         report["seconds"] = round(time.time() - t0, 1)
         write_report(out, report)
         out.with_suffix(".md").write_text(markdown(report), encoding="utf-8")
-    print(decide(dataset, report, Path(args.pair_report)))
+    print(decide(dataset, report, Path(args.pair_report), first))
     return 0
 
 

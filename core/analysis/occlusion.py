@@ -16,7 +16,7 @@ first 32 (``notes`` says so).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -26,10 +26,23 @@ from core.data.pipeline import tokens
 MAX_WORDS = 32  # keyword_candidates' default cap of distinct words per side
 
 
-def left_out(text: str, word: str | None) -> str:
-    """``text`` in token form, every occurrence of ``word`` (case-insensitive) left out; None: all tokens."""
-    kept = [t for t in tokens(text, lower=False) if word is None or t.lower() != word.lower()]
-    return " ".join(kept)
+def left_out(text: str, words: str | Iterable[str] | None) -> str:
+    """``text`` in token form, every occurrence of ``words`` (one word or several; case-insensitive) left out;
+    None: all tokens."""
+    drop = _lowered(words)
+    return " ".join(t for t in tokens(text, lower=False) if t.lower() not in drop)
+
+
+def kept_only(text: str, words: Iterable[str]) -> str:
+    """``text`` in token form with only the occurrences of ``words`` (case-insensitive), in text order."""
+    keep = _lowered(words)
+    return " ".join(t for t in tokens(text, lower=False) if t.lower() in keep)
+
+
+def _lowered(words: str | Iterable[str] | None) -> set[str]:
+    if words is None:
+        return set()
+    return {words.lower()} if isinstance(words, str) else {w.lower() for w in words}
 
 
 def occlusion(score: Callable[[list[str], list[str]], np.ndarray], query: str, candidate: str,

@@ -10,7 +10,8 @@ each held-out query q and each k ∈ ``KS`` (DeYoung et al. 2020, ERASER §4, AO
 
 and the same deletions of k random words (``RANDOM_DRAWS`` seeded draws); RBO as in ``ranking_importance``
 (p = 0.9). Units: 1 − RBO, in [0, 1], the same for every system, so no rescaling. A word left out is every
-occurrence of it (case-insensitive); "only the k words" keeps those tokens in question order. At k = 1 the top
+occurrence of it (case-insensitive, ``occlusion.left_out``); "only the k words" keeps those tokens in question order
+(``occlusion.kept_only``). At k = 1 the top
 word is, by construction, the one whose omission moves the top 10 most, so comprehensiveness is not below random
 there; k = 2, 3 and sufficiency are not given by construction. Queries with fewer than ``MIN_WORDS`` words are
 skipped. Per query, AOPC = the mean over k; CIs and the verdict are ``explanation_quality.summarise``'s (95%
@@ -26,10 +27,10 @@ import numpy as np
 
 from core.analysis.explanation_quality import PairwiseFaithfulness, summarise
 from core.analysis.keyword_quality import KS, MIN_WORDS, RANDOM_DRAWS
-from core.analysis.ranking_importance import (DEPTH, MAX_WORDS, POOL, RankingImportance, rank_biased_overlap,
-                                              rank_variants, ranking_importances)
+from core.analysis.occlusion import MAX_WORDS, kept_only, left_out
+from core.analysis.ranking_importance import (DEPTH, POOL, RankingImportance, rank_biased_overlap, rank_variants,
+                                              ranking_importances)
 from core.data.keywords import keyword_candidates
-from core.data.pipeline import tokens
 
 __all__ = ["MEASURE", "RankingFaithfulness", "ranking_faithfulness"]
 
@@ -39,17 +40,10 @@ MEASURE = ("ERASER on the system's own top 10: 1 − RBO(p = 0.9) between the qu
 
 @dataclass
 class RankingFaithfulness:
-    """Per-query AOPC (1 − RBO) for top-k and random-k, the summary with CIs, and the weights measured."""
+    """The summary with CIs (AOPC in 1 − RBO units, top-k and random-k) and the weights of the queries measured."""
 
     summary: dict
-    weights: list[RankingImportance] = field(default_factory=list)
-    queries: list[str] = field(default_factory=list)  # the queries measured (``MIN_WORDS`` or more words)
-
-
-def _keep(query: str, words: set[str], keep: bool) -> str:
-    """``query``'s tokens, with (``keep``) only or without the ``words`` (case-insensitive); "?" when none is left."""
-    kept = [t for t in tokens(query, lower=False) if (t.lower() in words) == keep]
-    return " ".join(kept) if kept else "?"
+    weights: list[RankingImportance] = field(default_factory=list)  # one per query of ``MIN_WORDS`` or more words
 
 
 def ranking_faithfulness(system, queries: Sequence[str], dataset, first_stage=None, ks: Sequence[int] = KS,
@@ -75,9 +69,10 @@ def ranking_faithfulness(system, queries: Sequence[str], dataset, first_stage=No
                                               for _ in range(draws)]
             for g, (group, chosen) in enumerate(sets):
                 chosen_words = {words[int(c)] for c in chosen}
-                for measure, keep in (("comp", False), ("suff", True)):
+                deleted = (("comp", left_out(query, chosen_words)), ("suff", kept_only(query, chosen_words)))
+                for measure, text in deleted:
                     key = f"{i}/{measure}/{size}/{g}"
-                    variants[key] = (query, _keep(query, chosen_words, keep))
+                    variants[key] = (query, text)
                     rows.append((i, measure, j, group, key))
     top = rank_variants(system, variants, dataset, k, first_stage, depth)
     sums = {(m, g): np.zeros((len(kept), len(ks))) for m in ("comp", "suff") for g in ("top", "random")}
@@ -91,7 +86,7 @@ def ranking_faithfulness(system, queries: Sequence[str], dataset, first_stage=No
             aopc[key] = np.nanmean(sums[key] / np.where(counts[key] > 0, counts[key], np.nan), axis=1)
     f = PairwiseFaithfulness(aopc[("comp", "top")], aopc[("comp", "random")], aopc[("suff", "top")],
                              aopc[("suff", "random")], 1.0, len(kept))
-    return RankingFaithfulness(_summary(f, seed), weights, kept)
+    return RankingFaithfulness(_summary(f, seed), weights)
 
 
 def _summary(f: PairwiseFaithfulness, seed: int) -> dict:

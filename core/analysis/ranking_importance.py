@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from core.analysis.occlusion import left_out
+from core.analysis.occlusion import MAX_WORDS, left_out
 from core.data.keywords import keyword_candidates
 from core.errors import StudioError
 
@@ -27,7 +27,6 @@ __all__ = ["MEASURE", "POOL", "RankingImportance", "rank_biased_overlap", "rank_
            "ranking_importances"]
 
 DEPTH = 10  # the top k compared
-MAX_WORDS = 32  # words weighed per query
 POOL = 20  # a reranker's fixed pool: the first stage's top 20 (the candidates the Keywords page offers)
 PERSISTENCE = 0.9  # RBO's p: the top 10 carries about 86 % of the weight
 MEASURE = "1 − RBO(p = 0.9) between the system's top 10 for the query and for the query with the word left out"
@@ -74,6 +73,13 @@ def rank_variants(system, variants: Mapping[str, tuple[str, str]], dataset, k: i
 
     extra = 3  # room for the query's own question(s), dropped below
     own = {source: terms(source) for source, _ in variants.values()}
+    doc_terms: dict[str, list[str]] = {}  # each hit's terms, once per call
+
+    def not_own(doc_id: str, source: str) -> bool:
+        if doc_id not in doc_terms:
+            doc_terms[doc_id] = terms(dataset.corpus[doc_id])
+        return doc_terms[doc_id] != own[source]
+
     texts = {key: text for key, (_, text) in variants.items()}
     if isinstance(system, Reranker):
         if first_stage is None:
@@ -81,8 +87,7 @@ def rank_variants(system, variants: Mapping[str, tuple[str, str]], dataset, k: i
         found = first_stage.search_many({q: q for q in own}, k=depth + extra, ignore_identical_ids=False)
         pools = {}
         for source, ranking in found.items():
-            kept = [(d, x) for d, x in zip(ranking.doc_ids, ranking.scores)
-                    if terms(dataset.corpus[d]) != own[source]][:depth]
+            kept = [(d, x) for d, x in zip(ranking.doc_ids, ranking.scores) if not_own(d, source)][:depth]
             pools[source] = Ranking(ranking.system, [d for d, _ in kept], [x for _, x in kept])
         out = system.rerank_many(texts, {key: pools[source] for key, (source, _) in variants.items()},
                                  dataset.corpus, k=k)
@@ -90,8 +95,7 @@ def rank_variants(system, variants: Mapping[str, tuple[str, str]], dataset, k: i
         out = system.search_many(texts, k=k + extra, ignore_identical_ids=False)
     else:
         raise StudioError(f"{getattr(system, 'name', type(system).__name__)} does not rank a typed query")
-    return {key: [d for d in out[key].doc_ids if terms(dataset.corpus[d]) != own[source]][:k]
-            for key, (source, _) in variants.items()}
+    return {key: [d for d in out[key].doc_ids if not_own(d, source)][:k] for key, (source, _) in variants.items()}
 
 
 def ranking_importances(system, queries: Sequence[str], dataset, k: int = DEPTH, first_stage=None,
