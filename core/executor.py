@@ -33,11 +33,13 @@ from core.paths import REPO_ROOT
 from core.settings import settings
 
 __all__ = ["ExecutorError", "Job", "JobResult", "JobsCancelled", "check_reachable", "cluster_cpus", "executor",
-           "in_job", "job_environment", "run_jobs", "start_ray", "worker_setup", "WORKER_NICE"]
+           "in_job", "job_environment", "patient_head_start", "run_jobs", "start_ray", "worker_setup",
+           "WORKER_NICE"]
 
 HEARTBEAT_SECONDS = 30.0  # a "running" event per running job when none has finished for this long
 WORKER_NICE = 10  # workers' niceness above the driver's: the app's server keeps its share of the cores
 OBJECT_STORE_BYTES = 512 * 1024 * 1024  # bounded: builds pass file paths and small records, not tensors
+GCS_PORT_WAIT_S = 120  # Ray waits 30 s for a new head's GCS to bind its port; a busy 2-core machine can need more
 # torch's and oneDNN's kernel pins (core.cpu_kernels): a worker gets them before it imports torch
 _WORKER_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 
@@ -183,6 +185,13 @@ def cluster_cpus() -> int:
     return settings().ray_cpus or os.cpu_count() or 1
 
 
+def patient_head_start() -> None:
+    """Let a Ray head started by this process wait ``GCS_PORT_WAIT_S`` for its GCS server's port (Ray's own
+    ``RAY_gcs_server_port_wait_time_s``, 30 s by default; an operator's value is kept): on a loaded machine the
+    GCS can take longer to bind, and Ray then gives up with "Timed out waiting for file ... gcs_server_port"."""
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", str(GCS_PORT_WAIT_S))
+
+
 def start_ray() -> None:
     """Start Ray for this process: joined at ``QRS_RAY_ADDRESS`` (checked first: one line when nothing answers),
     else embedded here. :func:`executor` calls it for the work inside and stops Ray after; a caller that runs many
@@ -196,6 +205,7 @@ def start_ray() -> None:
         _check_address(address)
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="ERROR")
     else:
+        patient_head_start()
         ray.init(address="local", num_cpus=cluster_cpus(), include_dashboard=False,  # "local": never a RAY_ADDRESS
                  object_store_memory=OBJECT_STORE_BYTES,
                  runtime_env=env, log_to_driver=False, logging_level="ERROR", configure_logging=False)

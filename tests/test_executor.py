@@ -98,6 +98,9 @@ def two_node_cluster():
 
     if ray.is_initialized():  # the session's one-node Ray (tests.conftest.shared_ray): this test needs two nodes
         ray.shutdown()
+    from core.executor import patient_head_start
+
+    patient_head_start()  # the suite runs beside this start: Ray's 30 s for the GCS port is not always enough
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -187,3 +190,14 @@ def test_cancelling_a_background_build_stops_its_jobs_and_leaves_nothing_half_wr
     log = (status_dir / "build.log").read_text(encoding="utf-8")
     assert "\r" not in log and "[build] glove-mean started" in log  # one readable line per event, no bars
     assert max(len(line) for line in log.splitlines()) < 400
+
+
+def test_a_head_started_here_waits_longer_for_its_gcs_port_unless_the_operator_says(monkeypatch):
+    from core.executor import GCS_PORT_WAIT_S, patient_head_start
+
+    monkeypatch.delenv("RAY_gcs_server_port_wait_time_s", raising=False)
+    patient_head_start()
+    assert os.environ["RAY_gcs_server_port_wait_time_s"] == str(GCS_PORT_WAIT_S) and GCS_PORT_WAIT_S > 30
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "45")
+    patient_head_start()
+    assert os.environ["RAY_gcs_server_port_wait_time_s"] == "45"
