@@ -1,4 +1,4 @@
-"""One A/B measurement in a fresh process, run by ``bench.harness.section_ab`` for a code tree (today's
+"""One A/B measurement in a fresh process, run by ``bench.harness_fresh.section_ab`` for a code tree (today's
 worktree or the current checkout): ``python bench/ab_child.py ROOT TASK JSON`` prints ``RESULT {json}``.
 
 Kept free of anything the older tree lacks: it uses only ``compare.compare``, ``core.registry``,

@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     import core  # noqa: F401  (offline guards)
     from bench import harness as h
+    from bench import harness_bm25, harness_fresh
+    from bench.measure import current_rss_mb, machine, peak_rss_mb
     from core.data.datasets import load_dataset
 
     only = [x for x in (args.only or "").split(",") if x] or list(SECTIONS)
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = h.Settings(quick=args.quick, dataset=args.dataset)
     results: dict = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": args.quick,
                      "dataset": args.dataset, "command": "python -m bench harness " + " ".join(argv or sys.argv[1:]),
-                     "machine": h.machine(), "sections": {}, "memory": {}}
+                     "machine": machine(), "sections": {}, "memory": {}}
     if args.keep and (Path(args.out) / "results.json").is_file():
         old = json.loads((Path(args.out) / "results.json").read_text(encoding="utf-8"))
         for name, section in old.get("sections", {}).items():
@@ -73,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     runners = {
         "latency": lambda: h.section_latency(settings, ds, load),
         "compare": lambda: h.section_compare(settings, ds, load),
-        "bm25": lambda: h.section_bm25(settings, ds),
+        "bm25": lambda: harness_bm25.section_bm25(settings, ds),
         "encode": lambda: h.section_encode(settings, ds),
         "builds": lambda: h.section_builds(settings, ds),
         "ann": lambda: h.section_ann(settings, ds, load),
-        "coldstart": lambda: h.section_coldstart(settings, ds),
-        "first_view": lambda: h.section_first_view(settings, ds),
-        "ab": lambda: h.section_ab(settings, ds, args.baseline, args.baseline_var) if args.baseline else
+        "coldstart": lambda: harness_fresh.section_coldstart(settings, ds),
+        "first_view": lambda: harness_fresh.section_first_view(settings, ds),
+        "ab": lambda: harness_fresh.section_ab(settings, ds, args.baseline, args.baseline_var) if args.baseline else
         {"skipped": "no --baseline worktree given"},
     }
     for name in [s for s in SECTIONS if s in only]:
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # one broken section must not lose the others
             results["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         results["sections"][name]["section_seconds"] = round(time.perf_counter() - t0, 1)
-        results["memory"][name] = {"peak_rss_mb": h.peak_rss_mb(), "rss_mb": h.current_rss_mb()}
+        results["memory"][name] = {"peak_rss_mb": peak_rss_mb(), "rss_mb": current_rss_mb()}
         write(results, Path(args.out))  # after every section: a crash later loses nothing
         print(f"[bench] {name}: {results['sections'][name]['section_seconds']}s, peak RSS "
               f"{results['memory'][name]['peak_rss_mb']} MB", flush=True)

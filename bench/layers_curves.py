@@ -204,7 +204,7 @@ def main() -> None:
     args.sources = list(dict.fromkeys([*args.sources, *PAIR]))
     import torch
 
-    from bench.harness import machine
+    from bench.measure import machine
     from core.analysis.layers import MEASURE_NAMES, bootstrap_ci, discriminativeness, sample_triples
     from core.data.datasets import load_dataset
     from core.errors import MissingArtifactError

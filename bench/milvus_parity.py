@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS))
     parser.add_argument("--out", default=str(ROOT / "bench" / "reports" / "milvus_parity.json"))
     args = parser.parse_args(argv)
-    from bench.harness import machine
+    from bench.measure import machine
     from core.data.datasets import load_dataset
     from core.retrieval.milvus_server import LocalMilvusServer
     from core.serving.loader import load

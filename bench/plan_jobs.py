@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class PlanStep(Protocol):
-    """What a segment needs of a ``bench.reproduce.Step``."""
+    """What a segment needs of a ``bench.reproduce_plan.Step``."""
 
     name: str
     after: tuple[str, ...] | None

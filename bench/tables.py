@@ -9,16 +9,16 @@ it). ``make reproduce`` re-runs the reports on a clean default build, then this.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from bench.claims import claims_table
 from bench.paper_rows import paper_rows_table
 from bench.reporting import build_commit, measured_before_build
+from bench.seed_tables import frm_pairs_table, recipe_seeds_table
+from bench.table_format import mean_sd, num, paired_line, read_report, seed_test_line, source_line
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORTS = ROOT / "bench" / "reports"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 REPRODUCE_RUN = ROOT / "docs" / "reproduce_run.md"
 BEGIN, END = "<!-- generated:begin (python -m bench.tables; edit the reports, not this section) -->", "<!-- generated:end -->"
@@ -26,24 +26,8 @@ CLAIMS_BEGIN = "<!-- claims:begin (python -m bench.tables; edit bench/claims.jso
 CLAIMS_END = "<!-- claims:end -->"
 
 
-def _report(name: str) -> dict | None:
-    path = REPORTS / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _num(value, digits: int = 4) -> str:
-    return "—" if not isinstance(value, (int, float)) else f"{value:.{digits}f}"
-
-
-def _source(report: dict, file: str) -> str:
-    machine = report.get("machine")
-    if isinstance(machine, dict):  # bench.harness.machine(): say the platform and the cores
-        machine = f"{machine.get('platform', 'machine')}, {machine.get('usable_cores', '?')} cores"
-    return f"Source: `bench/reports/{file}` (`{report['command']}`, commit {report['commit']}, {machine})."
-
-
 def text_pipeline_table() -> list[str]:
-    r = _report("text_pipeline.json")
+    r = read_report("text_pipeline.json")
     if r is None:
         return []
     out = ["### The text pipeline: tokenizers measured on every QQP question", "",
@@ -51,13 +35,13 @@ def text_pipeline_table() -> list[str]:
            "| tokenizer | typed form = CoreNLP tokens | token F1 vs CoreNLP | raw = tokenized input | questions/s |",
            "|---|---|---|---|---|"]
     for row in r["rows"]:
-        out.append(f"| {row['tokenizer']} | {_num(row['typed_equals_corenlp'])} | {_num(row['token_f1_vs_corenlp'])} | "
-                   f"{_num(row['typed_equals_tokenized_input'])} | {row['questions_per_second']:,} |")
-    return out + ["", _source(r, "text_pipeline.json"), ""]
+        out.append(f"| {row['tokenizer']} | {num(row['typed_equals_corenlp'])} | {num(row['token_f1_vs_corenlp'])} | "
+                   f"{num(row['typed_equals_tokenized_input'])} | {row['questions_per_second']:,} |")
+    return out + ["", source_line(r, "text_pipeline.json"), ""]
 
 
 def query_forms_table() -> list[str]:
-    r = _report("query_forms.json")
+    r = read_report("query_forms.json")
     if r is None:
         return []
     out = ["### Typed vs tokenized queries (every system, one runner)", "",
@@ -75,10 +59,10 @@ def query_forms_table() -> list[str]:
                        f"bench.query_forms --update --systems {row['system']}) |||||| ")
             continue
         t, y = row["tokenized"], row["typed"]
-        out.append(f"| {row['system']} | {row['kind']} | {_num(t['recall@100'])} | {_num(y['recall@100'])} | "
-                   f"{_num(t['hit_rate@1'])} | {_num(y['hit_rate@1'])} | {_num(t['mrr@100'])} | {_num(y['mrr@100'])} |")
+        out.append(f"| {row['system']} | {row['kind']} | {num(t['recall@100'])} | {num(y['recall@100'])} | "
+                   f"{num(t['hit_rate@1'])} | {num(y['hit_rate@1'])} | {num(t['mrr@100'])} | {num(y['mrr@100'])} |")
     out += [""] + reference_notes(r["rows"])
-    return out + ["", _source(r, "query_forms.json"), ""]
+    return out + ["", source_line(r, "query_forms.json"), ""]
 
 
 
@@ -100,16 +84,16 @@ def reference_notes(rows: list[dict]) -> list[str]:
         mine, ref = verdicts["tokenized"].scores, verdicts["tokenized"].reference_scores
         typed, ref_typed = verdicts["typed"].scores, verdicts["typed"].reference_scores
         notes.append(f"- {system} {verdicts['tokenized'].word} its reference {reference} on held-out queries (tokenized): "
-                     f"H@1 {_num(mine['hit_rate@1'])} vs {_num(ref['hit_rate@1'])}, "
-                     f"MRR@100 {_num(mine['mrr@100'])} vs {_num(ref['mrr@100'])}"
-                     + (f"; typed, it **is below**: H@1 {_num(typed['hit_rate@1'])} vs {_num(ref_typed['hit_rate@1'])}, "
-                        f"MRR@100 {_num(typed['mrr@100'])} vs {_num(ref_typed['mrr@100'])}." if verdicts["typed"].below
+                     f"H@1 {num(mine['hit_rate@1'])} vs {num(ref['hit_rate@1'])}, "
+                     f"MRR@100 {num(mine['mrr@100'])} vs {num(ref['mrr@100'])}"
+                     + (f"; typed, it **is below**: H@1 {num(typed['hit_rate@1'])} vs {num(ref_typed['hit_rate@1'])}, "
+                        f"MRR@100 {num(typed['mrr@100'])} vs {num(ref_typed['mrr@100'])}." if verdicts["typed"].below
                         else "."))
     return notes
 
 
 def default_build_table() -> list[str]:
-    r = _report("default_build.json")
+    r = read_report("default_build.json")
     if r is None:
         return []
     out = ["### The default build: time, how training stopped, best dev against the reference", "",
@@ -126,11 +110,11 @@ def default_build_table() -> list[str]:
     for row in rows:
         t = row.get("training") or {}
         h = row.get("held_out") or {}
-        best = f"{_num(t.get('best_dev'))} ({t.get('best_step')})" if t else "—"
-        held = (f"{_num(h['scores']['hit_rate@1'])} vs {h['reference']} {_num(h['reference_scores']['hit_rate@1'])}"
+        best = f"{num(t.get('best_dev'))} ({t.get('best_step')})" if t else "—"
+        held = (f"{num(h['scores']['hit_rate@1'])} vs {h['reference']} {num(h['reference_scores']['hit_rate@1'])}"
                 if h else "—")
-        out.append(f"| {row['system']} | {row['state']} | {_num(row.get('build_seconds'), 1)} | {t.get('dev_metric') or '—'} | "
-                   f"{best} | {t.get('reference') or '—'} | {_num(t.get('reference_dev'))} | {t.get('stopped') or '—'} | "
+        out.append(f"| {row['system']} | {row['state']} | {num(row.get('build_seconds'), 1)} | {t.get('dev_metric') or '—'} | "
+                   f"{best} | {t.get('reference') or '—'} | {num(t.get('reference_dev'))} | {t.get('stopped') or '—'} | "
                    f"{'**yes**' if t.get('below_reference') else ('no' if t else '—')} | {held} | "
                    f"{'**yes**' if h.get('below_reference') else ('no' if h else '—')} |")
     out.append("")
@@ -138,33 +122,16 @@ def default_build_table() -> list[str]:
         curve = (row.get("training") or {}).get("curve") or []
         if curve:
             out.append(f"- {row['system']} (variant) dev curve (step, {row['training']['dev_metric']}): "
-                       + ", ".join(f"({step}, {_num(dev)})" for step, dev in curve))
+                       + ", ".join(f"({step}, {num(dev)})" for step, dev in curve))
     notes = sorted({row["note"] for row in r["systems"] if row.get("note")})
     out += [""] + [f"- {n}" for n in notes]
-    return out + ["", _source(r, "default_build.json"), ""]
-
-
-def _ms(value, digits: int = 4) -> str:
-    """``mean ± sd`` of a ``dev_decisions.spread`` dict (or a plain number, from a report before seeds)."""
-    if isinstance(value, dict):
-        return f"{value['mean']:.{digits}f} ± {value['sd']:.{digits}f}" if len(value["values"]) > 1 else _num(value["mean"], digits)
-    return _num(value, digits)
-
-
-def _paired_line(test: dict | None) -> list[str]:
-    """One sentence for a ``dev_decisions.paired`` result."""
-    if not test:
-        return []
-    wins, ties, losses = test["wins_ties_losses"]
-    return [f"Paired test, {test['comparison']}: mean difference {test['mean_difference']:+.5f} over "
-            f"{test['queries']:,} queries (wins / ties / losses {wins} / {ties} / {losses}); randomization p = "
-            f"{test['randomization_p']:.2g}, t-test p = {test['t_test_p']:.2g}.", ""]
+    return out + ["", source_line(r, "default_build.json"), ""]
 
 
 def dev_decisions_table() -> list[str]:
     """Choices re-decided on dev: the rule, the dev numbers (mean ± sd over seeds), what
     it picks, what is served, and a paired test of the margin."""
-    r = _report("dev_decisions.json")
+    r = read_report("dev_decisions.json")
     if r is None:
         return []
     d = r["decisions"]
@@ -182,18 +149,18 @@ def dev_decisions_table() -> list[str]:
         for row in t["rows"]:
             comps = row["distance_computations_per_query"]
             comps = f"{comps['mean']:,.1f}" if isinstance(comps, dict) else f"{comps:,}"
-            out.append(f"| {row['K']} | {row['beam']} | {_ms(row['map@20'])} | {_ms(row['precision@1'])} | "
-                       f"{_ms(row['mrr@20'])} | {comps} |")
-        out += [""] + _paired_line(t.get("paired_test"))
+            out.append(f"| {row['K']} | {row['beam']} | {mean_sd(row['map@20'])} | {mean_sd(row['precision@1'])} | "
+                       f"{mean_sd(row['mrr@20'])} | {comps} |")
+        out += [""] + paired_line(t.get("paired_test"))
     if "int8" in d:
         t = d["int8"]
         out += [f"**MiniLM int8** (rule: {t['rule']}): Δ MAP@100 = {t['delta_map@100']:+.5f}; int8 "
                 f"{'may be the default' if t['int8_within_tolerance'] else 'stays opt-in'}"
                 + (f". Seeds: {t['seeds']}" if t.get("seeds") else "") + ".", "",
                 "| encoder | MAP@100 | R@100 | H@1 |", "|---|---|---|---|"]
-        out += [f"| {name} | {_num(row['map@100'], 5)} | {_num(row['recall@100'], 5)} | {_num(row['hit_rate@1'], 5)} |"
+        out += [f"| {name} | {num(row['map@100'], 5)} | {num(row['recall@100'], 5)} | {num(row['hit_rate@1'], 5)} |"
                 for name, row in t["rows"].items()]
-        out += [""] + _paired_line(t.get("paired_test"))
+        out += [""] + paired_line(t.get("paired_test"))
     if "frm-keyword-loss" in d:
         t = d["frm-keyword-loss"]
         out += [f"**FRM's keyword-agreement loss** (rule: {t['rule']}): "
@@ -206,10 +173,10 @@ def dev_decisions_table() -> list[str]:
             h1 = next(v for k, v in row.items() if k.endswith("hit_rate@1"))
             mrr = next(v for k, v in row.items() if k.endswith("mrr@20"))
             listed = lambda v: ", ".join(map(str, v)) if isinstance(v, list) else str(v)  # noqa: E731
-            out.append(f"| {label} | {row['variant']} | {listed(row.get('seeds', '—'))} | {_ms(row['dev_auc_best'])} | "
-                       f"{listed(row['best_step'])} | {listed(row['stopped'])} | {_ms(h1)} | {_ms(mrr)} |")
-        out += [""] + _paired_line(t.get("paired_test"))
-        out += [_seed_test_line(t["seed_test"]), ""] if t.get("seed_test") else []
+            out.append(f"| {label} | {row['variant']} | {listed(row.get('seeds', '—'))} | {mean_sd(row['dev_auc_best'])} | "
+                       f"{listed(row['best_step'])} | {listed(row['stopped'])} | {mean_sd(h1)} | {mean_sd(mrr)} |")
+        out += [""] + paired_line(t.get("paired_test"))
+        out += [seed_test_line(t["seed_test"]), ""] if t.get("seed_test") else []
     parts = "; ".join(f"{name}: `{part['command']}`, commit {part['commit']}" for name, part in d.items()
                       if part.get("command"))
     return out + [f"Source: `bench/reports/dev_decisions.json`, each part as last run ({parts}; {r['machine']}).", ""]
@@ -220,7 +187,7 @@ def layers_table() -> list[str]:
     out = []
     for file, recipe in (("layers_measures_qqp.json", "project recipe (mean, τ .05)"),
                          ("layers_measures_qqp_paper_objective.json", "paper objective ([CLS], τ 1)")):
-        r = _report(file)
+        r = read_report(file)
         if r is None:
             continue
         if not out:
@@ -243,18 +210,18 @@ def layers_table() -> list[str]:
             a, b = block["curves"][pair[0]], block["curves"][pair[1]]
             for m, v in f3.items():
                 d = v["last_layer_difference"]
-                out.append(f"| {recipe} | {negatives} | {block['triples']} | {m} | {_num(d[0])} [{_num(d[1])}, "
-                           f"{_num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} | "
+                out.append(f"| {recipe} | {negatives} | {block['triples']} | {m} | {num(d[0])} [{num(d[1])}, "
+                           f"{num(d[2])}] | {v['verdict']} | {a['excluded'][-1]} / {b['excluded'][-1]} | "
                            f"{'yes' if v['densetrans_rises_with_depth'] else 'no'} | "
                            f"{'yes' if v['allDense_falls_with_depth'] else 'no'} |")
         models = r.get("figure3_pair_models") or {}
         described = [f"`{source}`: {m['pooling']} pooling, τ {m['temperature']:g}, dropout {m['dropout']:g}, d {m['d_model']}; "
-                     f"best dev {m['dev_metric']} {_num(m['best_dev'])} at step {m['best_step']} ({m['stopped']})"
+                     f"best dev {m['dev_metric']} {num(m['best_dev'])} at step {m['best_step']} ({m['stopped']})"
                      + (" — the served checkpoint is the **untrained** model" if m.get("untrained") else "")
                      for source, m in models.items() if m.get("pooling")]
         if described:
             out += ["", "The pair: " + "; ".join(described) + "."]
-        out += ["", _source(r, file), ""]
+        out += ["", source_line(r, file), ""]
     return out
 
 
@@ -263,7 +230,7 @@ def determinism_table() -> list[str]:
     determinism.json, the trained rerankers in determinism_rerankers.json when present)."""
     out: list[str] = []
     for file in ("determinism.json", "determinism_rerankers.json"):
-        r = _report(file)
+        r = read_report(file)
         if r is None:
             continue
         if not out:
@@ -274,18 +241,18 @@ def determinism_table() -> list[str]:
         for system, row in r["results"].items():
             t1, t2 = (row["first"].get("test") or {}), (row["second"].get("test") or {})
             key = next((k for k in ("recall@100", "test_roc_auc") if k in t1), None)
-            shown = (f"{key}: {_num(t1.get(key))} / {_num(t2.get(key))}" if key else
+            shown = (f"{key}: {num(t1.get(key))} / {num(t2.get(key))}" if key else
                      "not recorded by the build (identical weights give identical rankings)")
             out.append(f"| {system} | {'yes' if row['identical_weights'] else '**no**'} | "
                        f"{'yes' if row['identical_test_numbers'] else '**no**'} | "
                        f"{'yes' if row['identical_curve'] else '**no**'} | {shown} |")
-        out += ["", _source(r, file), ""]
+        out += ["", source_line(r, file), ""]
     return out
 
 
 def milvus_parity_table() -> list[str]:
     """The same systems served by faiss/bm25s and by Milvus on the QQP test queries."""
-    r = _report("milvus_parity.json")
+    r = read_report("milvus_parity.json")
     if r is None:
         return []
     out = ["### Milvus parity on the QQP test queries", "",
@@ -295,93 +262,13 @@ def milvus_parity_table() -> list[str]:
     for name, row in r["results"].items():
         out.append(f"| {name} | {row['queries']:,} | {row['overlap@10']:.5f} | {row['identical_top10_lists']:,} | "
                    f"{row['max_abs_score_diff_at_same_rank']:.1g} |")
-    return out + ["", _source(r, "milvus_parity.json"), ""]
-
-
-def frm_pairs_table() -> list[str]:
-    """FRM on the held-out test pairs (Table 4's Acc and AUC) and its keyword importance against IDF, per recipe
-    over its seeds, with the references and paired bootstrap AUC differences."""
-    r = _report("frm_pairs.json")
-    if r is None:
-        return []
-    out = ["### FRM on the QQP test pairs: Acc, AUC and keyword importance against IDF", "",
-           f"{r['pairs']:,} held-out test pairs ({r['positives']:,} paraphrases), {r['questions']:,} distinct questions; "
-           f"{r['protocol']}. Spearman = w(k, q) (Eq. 7) against IDF over the test questions' keywords (pooled, and "
-           "the mean per question); mean ± sd over the seeds.", "",
-           "| FRM | keyword-loss weight | seeds | Acc | AUC | Spearman(w, IDF) pooled | per question | mean w: stop words | "
-           "mean w: content words |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, row in r["systems"].items():
-        if "auc" not in row:
-            out.append(f"| {name} | {row['keyword_loss_weight']:g} | none trained | — | — | — | — | — | — |")
-            continue
-        out.append(f"| {name} | {row['keyword_loss_weight']:g} | {', '.join(map(str, row['seeds_trained']))} | "
-                   f"{_ms(row['acc'])} | {_ms(row['auc'])} | {_ms(row['spearman_idf'])} | "
-                   f"{_ms(row['spearman_idf_per_question'])} | {_ms(row['mean_w_stop'])} | {_ms(row['mean_w_content'])} |")
-    for name, ref in r["references"].items():
-        out.append(f"| {name} (reference) | — | — | — | {_num(ref['auc'])} | — | — | — | — |")
-    out.append("")
-    notes = [f"{ref['note']}" for ref in r["references"].values() if "Quora" in ref.get("note", "")]
-    out += [f"Reference note: {notes[0]}; FRM reads MiniLM's token vectors too.", ""] if notes else []
-    for label, t in r["paired"].items():
-        p = f"p < 1/{t['resamples']:,}" if t["p"] == 0 else f"p = {t['p']:.3f}"
-        out.append(f"- AUC {label}: {t['auc_diff']:+.4f} [{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] "
-                   f"(paired bootstrap over the test pairs, {t['resamples']:,} resamples, seed-mean probabilities; {p})")
-    for t in r.get("seed_tests", {}).values():
-        out.append(_seed_test_line(t))
-    return out + ["", _source(r, "frm_pairs.json"), ""]
-
-
-def _seed_test_line(t: dict) -> str:
-    """One seed-level paired test (``bench.seed_tests.paired_by_seed``): the claim at the level of training runs."""
-    p = "p n/a" if t.get("t_test_p") is None else f"p = {t['t_test_p']:.3f}"
-    return (f"- {t['comparison']}: {t['mean_difference']:+.4f} ± {t['sd_difference']:.4f} "
-            f"[{t['ci95'][0]:.4f}, {t['ci95'][1]:.4f}] (n = {t['n']} seeds: {', '.join(map(str, t['seeds']))}; "
-            f"paired t-test, {p}, no correction: one comparison)")
-
-
-LABELS = {"recall@100": "R@100", "mrr@100": "MRR@100", "map@100": "MAP@100", "ndcg@10": "NDCG@10",
-          "hit_rate@1": "H@1", "hit_rate@10": "H@10"}
-
-
-def recipe_seeds_table(file: str, title: str) -> list[str]:
-    """A ``bench.recipe_seeds`` report: mean ± sd over training seeds per variant, the per-query paired tests on the
-    seed means, and the seed-level tests of ``bench.seed_tests`` (``<report>_seed_tests.json``) with their CIs."""
-    r = _report(file)
-    if r is None:
-        return []
-    stale = (["**Not measured on this build**: these models were trained at commit "
-              f"{r.get('commit')}, before the default build of {build_commit()}; the paper rows read \"not measured on "
-              "this build\" until `make reproduce`'s seed steps (seeds 13-17 on this commit, then "
-              f"`python -m bench.recipe_seeds {r.get('study', 'densetrans-ablations')} --seeds 13 14 15 16 17` and "
-              "`python -m bench.seed_tests`) rewrite this report.", ""] if measured_before_build(r.get("commit")) else [])
-    measures = [m for m in LABELS if any(m in row for row in r["variants"].values())]
-    out = [f"### {title}", "", *stale,
-           f"QQP test split, {r['queries']:,} queries against the {r['collection']:,}-question collection; {r['protocol']}. "
-           "Mean ± sd over the trained seeds.", "",
-           "| variant | seeds | " + " | ".join(LABELS[m] for m in measures) + " |", "|---|---|" + "---|" * len(measures)]
-    for variant, row in r["variants"].items():
-        if not row.get("seeds_trained"):
-            out.append(f"| {variant} | none trained |" + " — |" * len(measures))
-            continue
-        out.append(f"| {variant} | {', '.join(map(str, row['seeds_trained']))} | "
-                   + " | ".join(_ms(row[m]) for m in measures) + " |")
-    missing = [f"{v} seed {run['seed']}" for v, row in r["variants"].items() for run in row["runs"] if "not_trained" in run]
-    out += ["", *([f"Not trained (listed with their commands in the report): {', '.join(missing)}.", ""] if missing else [])]
-    for test in r["paired"].values():
-        out += _paired_line(test)[:1]
-    seeds = _report(file.replace(".json", "_seed_tests.json"))
-    if seeds and seeds.get("source_commit") == r.get("commit"):
-        out += ["", f"Across training seeds ({seeds['unit']}; {seeds['test']}, {seeds['correction']}; "
-                    f"{seeds['seeds_note']}), {seeds['metric']}:", ""]
-        out += [f"- {t['step']}: {t['mean_difference']:+.4f}, 95 % CI [{t['ci95'][0]:+.4f}, {t['ci95'][1]:+.4f}], "
-                f"Holm p {t['p_holm']:.2g}" for t in seeds["steps"]]
-    return out + ["", _source(r, file), ""]
+    return out + ["", source_line(r, "milvus_parity.json"), ""]
 
 
 def reproduce_table() -> list[str]:
     """``make reproduce`` from clean clones: each part's finished steps with their wall time (``bench.reproduce``'s
     ledgers), what is left, the sum, and any earlier whole-plan attempt."""
-    r = _report("reproduce.json")
+    r = read_report("reproduce.json")
     if r is None:
         return []
     parts = r.get("parts") or {}
@@ -413,7 +300,7 @@ def reproduce_table() -> list[str]:
     for old in r.get("earlier") or []:
         out += [f"Earlier: {old['what']} at commit {old['commit']}: {old['steps_done']} steps in {old['total_wall']} ("
                 + ", ".join(f"{s['step']} {s['wall']}" for s in old["steps"]) + f"). {old['why']}", ""]
-    return out + [_source(r, "reproduce.json"), ""]
+    return out + [source_line(r, "reproduce.json"), ""]
 
 
 def render() -> str:

@@ -193,7 +193,7 @@ def test_every_reproduce_step_names_a_module_that_exists_and_make_runs_them():
     """`make reproduce` runs bench.reproduce, whose steps name only modules that exist (each answers --help above)."""
     import importlib.util
 
-    from bench.reproduce import steps
+    from bench.reproduce_plan import steps
 
     plan = steps()
     assert len(plan) >= 20 and len({s.name for s in plan}) == len(plan)
@@ -206,7 +206,7 @@ def test_every_reproduce_step_names_a_module_that_exists_and_make_runs_them():
 
 
 def _reproduce_commands() -> list[str]:
-    from bench.reproduce import steps
+    from bench.reproduce_plan import steps
 
     return [" ".join(c) for s in steps() for c in s.commands]
 
@@ -217,7 +217,7 @@ def _reports_shown() -> list[str]:
 
     from bench.paper_rows import referenced_reports
 
-    tables = (ROOT / "bench" / "tables.py").read_text(encoding="utf-8")
+    tables = "".join((ROOT / "bench" / f).read_text(encoding="utf-8") for f in ("tables.py", "seed_tables.py"))
     named = [n for n in re.findall(r"\"([\w.-]+\.json)\"", tables) if (ROOT / "bench" / "reports" / n).is_file()]
     seed_tests = [n.replace(".json", "_seed_tests.json") for n in named if (ROOT / "bench" / "reports" /
                                                                           n.replace(".json", "_seed_tests.json")).is_file()]
@@ -310,7 +310,9 @@ def test_p_values_in_reports_keep_two_significant_digits_and_are_never_zero():
 def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path):
     """bench.reproduce: a failing step stops the run and is recorded; a rerun at the same commit skips the finished
     steps, runs a step's commands in turn, fills a step's wall time from the ledger and writes the summed report."""
-    from bench.reproduce import Step, read_ledger, reproduce
+    from bench.reproduce import reproduce
+    from bench.reproduce_ledger import read_ledger
+    from bench.reproduce_plan import Step
 
     marker = tmp_path / "fail"
     marker.write_text("x")
@@ -324,7 +326,7 @@ def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path)
     assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
     assert not report.exists()
     from bench.reporting import head_commit
-    from bench.reproduce import write_progress
+    from bench.reproduce_ledger import write_progress
 
     partial = write_progress(plan, ledger, tmp_path / "partial.json", head_commit())  # --status: the report so far
     mine = partial["parts"]["main"]
@@ -347,7 +349,9 @@ def test_reproduce_runs_seed_steps_as_executor_jobs_side_by_side_and_a_failure_s
     """Non-alone steps run as executor jobs: independent steps overlap (two CPUs), a step waits for its ``after``,
     a failing command stops what waits for it and ends the run with its status; the ledger has the steps that ran;
     a command sees that it runs in a job (``core.executor.in_job``: it does not start a Ray of its own)."""
-    from bench.reproduce import Step, read_ledger, reproduce
+    from bench.reproduce import reproduce
+    from bench.reproduce_ledger import read_ledger
+    from bench.reproduce_plan import Step
 
     # a and b meet: each marks that it started and waits (up to two minutes) for the other's mark, so they pass
     # only if they ran at once, however slowly the machine starts their processes; c checks that a had finished.
@@ -376,10 +380,11 @@ def test_reproduce_runs_seed_steps_as_executor_jobs_side_by_side_and_a_failure_s
 def test_reproduce_resumes_across_commits_with_the_same_code_and_reruns_a_step_whose_commands_changed(
         tmp_path, monkeypatch):
     """A ledger line counts as done when its commit's code equals this one's and it ran the plan's commands."""
-    import bench.reproduce as rp
+    import bench.reproduce_ledger as rp
+    from bench.reproduce_plan import Step
 
     monkeypatch.setattr(rp, "code_changes", lambda commits: [] if set(commits) <= {"head", "same"} else ["a.py"])
-    plan = [rp.Step("a", (("-c", "1"),)), rp.Step("b", (("-c", "2"),)), rp.Step("c", (("-c", "3"),))]
+    plan = [Step("a", (("-c", "1"),)), Step("b", (("-c", "2"),)), Step("c", (("-c", "3"),))]
     line = lambda step, cmd, commit: rp.Record(step, [cmd], 1.0, 0, commit, "t", "r", [0.0], [0.0])
     records = [line("a", "python -c 1", "same"), line("b", "python -c 2", "other"), line("c", "python -c 9", "same")]
     assert set(rp.done_steps(records, "head", plan)) == {"a"}  # b: other code; c: other commands
@@ -401,7 +406,8 @@ def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path
     builds what it reads; reproduce.json keeps each part's run, sets an older whole-plan run aside, and is
     complete only when every part is, at commits whose code does not differ."""
     from bench.reporting import head_commit
-    from bench.reproduce import MAIN, PARTS, Record, part_names, part_plan, steps, write_progress
+    from bench.reproduce_ledger import Record, write_progress
+    from bench.reproduce_plan import MAIN, PARTS, part_names, part_plan, steps
 
     plan = [s.name for s in steps()]
     owned = [s.name for name in part_names() for s in part_plan(name) if s.name != "tables"
@@ -447,11 +453,12 @@ def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path
 
 
 def test_ppi_cells_on_the_executor_give_the_numbers_of_one_loop():
-    """bench.ppi_simulation.simulate runs each (budget, design) cell as an executor job: the same numbers as the
+    """bench.ppi_cells.simulate runs each (budget, design) cell as an executor job: the same numbers as the
     cells computed one after another here (each seeds its own generator)."""
     import numpy as np
 
-    from bench.ppi_simulation import DESIGNS, METRICS, PRIOR_DF, simulate, simulate_cell
+    from bench.ppi_cells import DESIGNS, METRICS, simulate, simulate_cell
+    from core.analysis.ppi import PRIOR_DF
 
     rng = np.random.default_rng(0)
     n, systems = 24, ["a", "b"]

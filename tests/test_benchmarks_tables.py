@@ -339,7 +339,7 @@ def test_a_query_forms_row_measured_before_the_build_reads_not_measured_on_this_
     assert tables.measured_before_build(parent) and tables.measured_before_build(None)
     assert not tables.measured_before_build(head) and not tables.measured_before_build(head + "+")
     row = {"system": "bm25", "kind": "first stage", "commit": parent}
-    monkeypatch.setattr(tables, "_report", lambda name: {"split": "test", "queries": 3,
+    monkeypatch.setattr(tables, "read_report", lambda name: {"split": "test", "queries": 3,
                                                          "queries_whose_typed_form_differs": 3, "protocol": "p",
                                                          "rows": [row], "command": "c", "commit": head,
                                                          "machine": "m"})
@@ -352,7 +352,8 @@ def test_reproduce_table_says_what_is_left(monkeypatch, tmp_path):
     """A clean clone's reproduction that spans sessions is shown as it stands: finished steps with their wall
     time, the steps left, and the steps rerun after an interruption."""
     from bench import tables
-    from bench.reproduce import Record, Step, write_progress
+    from bench.reproduce_ledger import Record, write_progress
+    from bench.reproduce_plan import Step
 
     plan = [Step("default-build", (("-m", "core", "build"),)), Step("tables", (("-m", "bench.tables"),))]
     ledger = tmp_path / "ledger.jsonl"
@@ -361,7 +362,7 @@ def test_reproduce_table_says_what_is_left(monkeypatch, tmp_path):
     (tmp_path / "started.jsonl").write_text("\n".join(json.dumps({"step": "default-build", "commit": "abc1234", "run": r})
                                                       for r in ("run-1", "run-2")) + "\n", encoding="utf-8")
     report = write_progress(plan, ledger, tmp_path / "reproduce.json", "abc1234")
-    monkeypatch.setattr(tables, "_report", lambda name: report if name == "reproduce.json" else None)
+    monkeypatch.setattr(tables, "read_report", lambda name: report if name == "reproduce.json" else None)
     text = "\n".join(tables.reproduce_table())
     assert "**not complete**: part(s) left: main, table3, sdml, frm" in text
     assert "not complete: 1 steps done, 1 left (tables); 45:12 (2,712 s)" in text

@@ -1,4 +1,4 @@
-"""One concept per file: no module of core, ui, pages or models is past 400 lines (a longer one is two concepts)."""
+"""One concept per file: no module of core, ui, pages, models or bench is past 400 lines (a longer one is two concepts)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 MAX_LINES = 400
-PACKAGES = ("core", "ui", "pages", "models")
+PACKAGES = ("core", "ui", "pages", "models", "bench")
 
 
 def too_long(root: Path, limit: int = MAX_LINES) -> list[str]:
