@@ -107,6 +107,18 @@ def run_main(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op torch thread for a module's tests, then the count it had: the test machine is shared, and an
+    oversubscribed one runs these models about ten times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def built_frm(tiny_data, fresh_var):
     """FRM trained a few steps on the tiny fixture (one intra-op thread: deterministic), with BM25 for candidates."""

@@ -1,4 +1,5 @@
-"""Cohen's and Fleiss' kappa against textbook values, and agreement over the judgment store."""
+"""Cohen's and Fleiss' kappa against textbook values, agreement over the judgment store, and Krippendorff's alpha
+(hand-checked, against the krippendorff package, and over a campaign with missing ratings and "can't judge")."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -82,3 +83,56 @@ def test_agreement_three_annotators_is_fleiss_from_the_store(tmp_path):
 def test_agreement_needs_two_annotators():
     res = agreement([_j("a", "d1", 1)])
     assert res.kappa is None and res.disagreements == []
+
+
+def test_krippendorff_alpha_hand_checked_and_against_the_package():
+    import krippendorff
+    import numpy as np
+
+    from core.judging.agreement import krippendorff_alpha
+
+    # 2 coders, 4 units: coincidences o00=2, o01=o10=1, o11=4; n0=3, n1=5, n=8 -> α = 1 - 7*2/(2*3*5) = 8/15
+    assert krippendorff_alpha([[0, 0, 1, 1], [0, 1, 1, 1]]) == pytest.approx(8 / 15)
+    # A: 0 1 2, B: 0 2 2 on the scale 0..2. Nominal: Do = 2/6, De = 22/30 -> α = 6/11.
+    # Ordinal δ²(1,2) = 4, δ²(0,1) = 2.25, δ²(0,2) = 12.25: Do = 8/6, De = 6 -> α = 7/9.
+    assert krippendorff_alpha([[0, 1, 2], [0, 2, 2]], "nominal", [0, 1, 2]) == pytest.approx(6 / 11)
+    assert krippendorff_alpha([[0, 1, 2], [0, 2, 2]], "ordinal", [0, 1, 2]) == pytest.approx(7 / 9)
+    # Krippendorff (2011) "Computing Krippendorff's alpha-reliability", 4 coders x 12 units with missing values
+    nan = np.nan
+    data = [[1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan], [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+            [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan], [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan]]
+    assert krippendorff_alpha(data, "nominal") == pytest.approx(0.743, abs=5e-4)
+    assert krippendorff_alpha(data, "ordinal") == pytest.approx(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
+    assert krippendorff_alpha([[1, 1], [1, 1]]) is None  # one value only: undefined
+    assert krippendorff_alpha([[1, nan], [nan, 2]]) is None  # nothing pairable
+
+
+def test_campaign_agreement_with_missing_ratings_and_cant_judge():
+    from datetime import datetime, timezone
+
+    from core.judging.agreement import campaign_agreement, krippendorff_alpha
+    from core.judging.agreement import CampaignLabel
+
+    now = datetime.now(timezone.utc)
+    rows = [  # (item, query, annotator, label); overlap 2 of 3 annotators; item 4 has a can't judge
+        (1, "q1", "ann", 2), (1, "q1", "bob", 2), (2, "q1", "ann", 0), (2, "q1", "bob", 1),
+        (3, "q2", "bob", 1), (3, "q2", "cat", 1), (4, "q2", "bob", 0), (4, "q2", "cat", None),
+        (5, "q3", "cat", 2), (5, "q3", "ann", 0),
+    ]
+    labels = [CampaignLabel(i, q, f"d{i}", a, lab, None if lab is not None else "foreign language", None, now)
+              for i, q, a, lab in rows]
+    res = campaign_agreement(labels, max_label=2)
+    assert res.annotators == ["ann", "bob", "cat"] and res.items == 4 and res.ratings == 8  # item 4: one rating
+    nan = float("nan")
+    matrix = [[2, 0, nan, 0], [2, 1, 1, nan], [nan, nan, 1, 2]]
+    assert res.alpha_nominal == pytest.approx(krippendorff_alpha(matrix, "nominal", [0, 1, 2]))
+    assert res.alpha_ordinal == pytest.approx(krippendorff_alpha(matrix, "ordinal", [0, 1, 2]))
+    # Fleiss over the 4 two-rating items: counts per category [0,0,2], [1,1,0], [0,2,0], [1,0,1]
+    from core.judging.agreement import fleiss_kappa
+    assert res.fleiss == pytest.approx(fleiss_kappa([[0, 0, 2], [1, 1, 0], [0, 2, 0], [1, 0, 1]]))
+    assert (res.fleiss_items, res.fleiss_raters) == (4, 2)
+    pairs = {c["pair"]: (c["items"], c["kappa"]) for c in res.cohen}
+    assert pairs["ann / bob"][0] == 2 and pairs["ann / cat"][0] == 1 and pairs["bob / cat"][0] == 1
+    assert res.per_query["q2"].items == 1 and res.per_query["q2"].alpha_nominal is None  # one item, one value
+    assert res.per_query["q1"].alpha_nominal == pytest.approx(krippendorff_alpha([[2, 0], [2, 1]], "nominal", [0, 1, 2]))

@@ -8,9 +8,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shlex
-import subprocess
-import sys
 
 import pytest
 
@@ -134,19 +131,6 @@ def test_train_all_is_a_registered_recipe():
     assert recipe("cnn-rerank@train-all") is not None
 
 
-@pytest.mark.parametrize("command", [
-    ["-m", "bench.layers_curves"], ["-m", "bench.first_stage_train"], ["-m", "bench.dev_decisions"],
-    ["-m", "bench.frm_pairs"], ["-m", "bench.recipe_seeds"], ["-m", "bench.query_forms"],
-    ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"], ["-m", "bench", "run", "--help"],
-    ["-m", "bench.reproduce"],
-])
-def test_reproduce_steps_answer_help(command):
-    result = subprocess.run([sys.executable, *command, "--help"] if command[-1] != "--help" else [sys.executable, *command],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "usage" in result.stdout.lower()
-
-
 def test_ppi_simulation_runs_on_the_cut_trecqa(fixture_data, tmp_path):
     """bench.ppi_simulation end to end on four test questions: soft judge, both designs, the verdict."""
     from bench.ppi_simulation import main
@@ -187,64 +171,6 @@ def test_keyword_decision_rule_on_dev_rows():
     d = decide(rows, recipes)
     assert d["default"] == {"system": "frm", "method": "w"} and d["default_passes_dev"] is False
     assert "frm@kw-loss w seed 13: Spearman(IDF) +0.40, stop words in top-2 26%" in failures(rows)
-
-
-def test_every_reproduce_step_names_a_module_that_exists_and_make_runs_them():
-    """`make reproduce` runs bench.reproduce, whose steps name only modules that exist (each answers --help above)."""
-    import importlib.util
-
-    from bench.reproduce_plan import steps
-
-    plan = steps()
-    assert len(plan) >= 20 and len({s.name for s in plan}) == len(plan)
-    for step in plan:
-        for command in step.commands:
-            assert command[0] == "-m" and importlib.util.find_spec(command[1]) is not None, (step.name, command)
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    block = makefile[makefile.index("\nreproduce:"):makefile.index("\nclean-artifacts:")]
-    assert "$(PY) -m bench.reproduce" in block
-
-
-def _reproduce_commands() -> list[str]:
-    from bench.reproduce_plan import steps
-
-    return [" ".join(c) for s in steps() for c in s.commands]
-
-
-def _reports_shown() -> list[str]:
-    """Every report a paper row or a generated table of BENCHMARKS.md reads (with the recipe studies' seed tests)."""
-    import re
-
-    from bench.paper_rows import referenced_reports
-
-    tables = "".join((ROOT / "bench" / f).read_text(encoding="utf-8") for f in ("tables.py", "seed_tables.py"))
-    named = [n for n in re.findall(r"\"([\w.-]+\.json)\"", tables) if (ROOT / "bench" / "reports" / n).is_file()]
-    seed_tests = [n.replace(".json", "_seed_tests.json") for n in named if (ROOT / "bench" / "reports" /
-                                                                          n.replace(".json", "_seed_tests.json")).is_file()]
-    return list(dict.fromkeys([*referenced_reports(), *named, *seed_tests]))
-
-
-def test_make_reproduce_regenerates_every_report_a_row_or_table_reads():
-    """Each report behind a paper row or a generated table names the command that wrote it, and `make reproduce`
-    runs that command's module (``bench run NAME``: that experiment), so a clean clone regenerates it."""
-    import re
-
-    commands = _reproduce_commands()
-    modules = {c.split()[1] for c in commands}
-    experiments = {c.split()[3] for c in commands if c.startswith("-m bench run ")}
-    shown = _reports_shown()
-    assert {"experiment_qqp-tree.json", "frm_pairs.json", "default_build.json", "densetrans_ablations.json"} <= set(shown)
-    for name in shown:
-        command = json.loads((ROOT / "bench" / "reports" / name).read_text(encoding="utf-8")).get("command") or ""
-        found = re.search(r"-m ([\w.]+)(?: run ([\w-]+))?|\b(bench)/(\w+)\.py", command)  # or the script's path
-        assert found, f"{name}: its command {command!r} names no module"
-        module, experiment = found.group(1) or f"{found.group(3)}.{found.group(4)}", found.group(2)
-        if module == "bench.reproduce":  # the reproduction's own report: its runner writes it
-            assert name == "reproduce.json", name
-        elif module == "bench":
-            assert experiment in experiments and name == f"experiment_{experiment}.json", name
-        else:
-            assert module in modules, f"{name}: make reproduce never runs {module}"
 
 
 def test_system_entries_carry_serving_options_and_bad_ones_are_refused():
@@ -305,151 +231,6 @@ def test_p_values_in_reports_keep_two_significant_digits_and_are_never_zero():
     from bench.seed_stats import p_value
 
     assert p_value(4.2e-07) == 4.2e-07 and p_value(0.01234) == 0.012 and p_value(1.0) == 1.0
-
-
-def test_reproduce_resumes_from_its_ledger_and_stops_at_a_failing_step(tmp_path):
-    """bench.reproduce: a failing step stops the run and is recorded; a rerun at the same commit skips the finished
-    steps, runs a step's commands in turn, fills a step's wall time from the ledger and writes the summed report."""
-    from bench.reproduce import reproduce
-    from bench.reproduce_ledger import read_ledger
-    from bench.reproduce_plan import Step
-
-    marker = tmp_path / "fail"
-    marker.write_text("x")
-    counter = tmp_path / "count"
-    count = f"import pathlib; p = pathlib.Path({str(counter)!r}); p.write_text(p.read_text() + 'a' if p.exists() else 'a')"
-    plan = [Step("first", (("-c", count),)),
-            Step("second", (("-c", f"import pathlib, sys; sys.exit(pathlib.Path({str(marker)!r}).exists())"),)),
-            Step("both", (("-c", "print(1)"), ("-c", "import sys; assert sys.argv[1] == '0:00'", "{wall:first}")))]
-    ledger, report = tmp_path / "ledger.jsonl", tmp_path / "reproduce.json"
-    assert reproduce(plan, ledger, report) == 1
-    assert [(r.step, r.returncode) for r in read_ledger(ledger)] == [("first", 0), ("second", 1)]
-    assert not report.exists()
-    from bench.reporting import head_commit
-    from bench.reproduce_ledger import write_progress
-
-    partial = write_progress(plan, ledger, tmp_path / "partial.json", head_commit())  # --status: the report so far
-    mine = partial["parts"]["main"]
-    assert not partial["complete"] and mine["steps_left"] == ["second", "both"] and mine["steps_done"] == 1
-    marker.unlink()
-
-    with (tmp_path / "started.jsonl").open("a", encoding="utf-8") as out:  # a run that ended inside "both"
-        out.write(json.dumps({"step": "both", "commit": head_commit(), "run": "cut"}) + "\n")
-    assert reproduce(plan, ledger, report) == 0
-    assert counter.read_text() == "a"  # "first" ran once
-    written = json.loads(report.read_text(encoding="utf-8"))["parts"]["main"]
-    assert written["complete"] and written["steps_left"] == []
-    assert [s["step"] for s in written["steps"]] == ["first", "second", "both"] and written["runs"] == 2
-    assert [s["after_interruption"] for s in written["steps"]] == [False, False, True]  # "second" failed, not cut
-    assert written["total_seconds"] == pytest.approx(sum(s["seconds"] for s in written["steps"]), abs=0.2)
-    assert read_ledger(ledger)[-1].commands[1].endswith(" 0:00")  # the placeholder, filled from the ledger
-
-
-def test_reproduce_runs_seed_steps_as_executor_jobs_side_by_side_and_a_failure_stops_what_waits(tmp_path):
-    """Non-alone steps run as executor jobs: independent steps overlap (two CPUs), a step waits for its ``after``,
-    a failing command stops what waits for it and ends the run with its status; the ledger has the steps that ran;
-    a command sees that it runs in a job (``core.executor.in_job``: it does not start a Ray of its own)."""
-    from bench.reproduce import reproduce
-    from bench.reproduce_ledger import read_ledger
-    from bench.reproduce_plan import Step
-
-    # a and b meet: each marks that it started and waits (up to two minutes) for the other's mark, so they pass
-    # only if they ran at once, however slowly the machine starts their processes; c checks that a had finished.
-    stamp = ("import pathlib, sys, time; d = pathlib.Path({d!r}); me, others = sys.argv[1], sys.argv[2:]; "
-             "(d / (me + '.started')).touch(); end = time.time() + 120\n"
-             "while not all((d / (o + '.started')).exists() for o in others):\n"
-             "    assert time.time() < end, f'{{me}} waited alone for {{others}}'; time.sleep(0.05)\n"
-             "(d / me).write_text(' '.join(sorted(p.name for p in d.iterdir())))").format(d=str(tmp_path))
-    jobs = {"alone": False, "after": ()}
-    plan = [Step("a", (("-c", stamp, "a", "b"),), **jobs),
-            Step("b", (("-c", stamp + "; from core.executor import in_job; assert in_job()", "b", "a"),), **jobs),
-            Step("c", (("-c", stamp, "c"),), alone=False, after=("a",)),
-            Step("bad", (("-c", "import sys; sys.exit(3)"),), **jobs),
-            Step("after-bad", (("-c", stamp, "z"),), alone=False, after=("bad",)),
-            Step("last", (("-c", stamp, "last"),))]
-    ledger = tmp_path / "ledger.jsonl"
-    assert reproduce(plan, ledger, None) == 3
-    assert (tmp_path / "a").exists() and (tmp_path / "b").exists()  # a and b ran at once (each saw the other start)
-    assert "a" in (tmp_path / "c").read_text().split()  # c started after a had finished
-    assert not (tmp_path / "z").exists() and not (tmp_path / "last").exists()
-    assert sorted((r.step, r.returncode) for r in read_ledger(ledger)) == [("a", 0), ("b", 0), ("bad", 3), ("c", 0)]
-    assert reproduce([s for s in plan if s.name not in ("bad", "after-bad")], ledger, None) == 0  # resumed
-    assert (tmp_path / "last").exists() and [r.step for r in read_ledger(ledger)][-1] == "last"
-
-
-def test_reproduce_resumes_across_commits_with_the_same_code_and_reruns_a_step_whose_commands_changed(
-        tmp_path, monkeypatch):
-    """A ledger line counts as done when its commit's code equals this one's and it ran the plan's commands."""
-    import bench.reproduce_ledger as rp
-    from bench.reproduce_plan import Step
-
-    monkeypatch.setattr(rp, "code_changes", lambda commits: [] if set(commits) <= {"head", "same"} else ["a.py"])
-    plan = [Step("a", (("-c", "1"),)), Step("b", (("-c", "2"),)), Step("c", (("-c", "3"),))]
-    line = lambda step, cmd, commit: rp.Record(step, [cmd], 1.0, 0, commit, "t", "r", [0.0], [0.0])
-    records = [line("a", "python -c 1", "same"), line("b", "python -c 2", "other"), line("c", "python -c 9", "same")]
-    assert set(rp.done_steps(records, "head", plan)) == {"a"}  # b: other code; c: other commands
-    assert set(rp.done_steps(records, "head")) == {"a", "c"}
-
-    resumed = [rp.Record("a", ["python -c 0"], 9.0, 0, "same", "t", "r1", [0.0], [0.0], 0),  # a clean clone's run
-               rp.Record("a", ["python -c 1"], 2.0, 0, "head", "t", "r2", [0.0], [0.0], 4),  # the plan changed it
-               rp.Record("b", ["python -c 2"], 3.0, 0, "head", "t", "r2", [0.0], [0.0], 5)]
-    ledger = tmp_path / "ledger.jsonl"
-    ledger.write_text("".join(json.dumps(r.__dict__) + "\n" for r in resumed))
-    part = rp.part_progress(plan, ledger, "head")
-    assert part["clean_clone"] and part["steps_left"] == ["c"] and part["total_seconds"] == 5.0
-    assert [(s["step"], s["commit"]) for s in part["steps"]] == [("a", "head"), ("b", "head")]
-    assert [(s["step"], s["commit"], s["seconds"]) for s in part["superseded"]] == [("a", "same", 9.0)]
-
-
-def test_reproduce_parts_cover_the_plan_once_and_add_up_across_sessions(tmp_path):
-    """The parts split the plan: every step in exactly one part (the tables in each), each non-main part first
-    builds what it reads; reproduce.json keeps each part's run, sets an older whole-plan run aside, and is
-    complete only when every part is, at commits whose code does not differ."""
-    from bench.reporting import head_commit
-    from bench.reproduce_ledger import Record, write_progress
-    from bench.reproduce_plan import MAIN, PARTS, part_names, part_plan, steps
-
-    plan = [s.name for s in steps()]
-    owned = [s.name for name in part_names() for s in part_plan(name) if s.name != "tables"
-             and not s.name.endswith("-prerequisites")]
-    assert sorted(owned) == sorted(n for n in plan if n != "tables")  # each step in one part
-    for part in PARTS:
-        mine = part_plan(part.name)
-        assert mine[-1].name == "tables"
-        if part.systems:
-            assert mine[0].name == f"{part.name}-prerequisites" and ",".join(part.systems) in mine[0].commands[0]
-        else:
-            assert not any(s.name.endswith("-prerequisites") for s in mine)
-    report = tmp_path / "reproduce.json"
-    report.write_text(json.dumps({"command": "python -m bench.reproduce", "commit": "0123abc", "steps_done": 1,
-                                  "total_wall": "0:05", "steps": [{"step": "default-build", "seconds": 5.0}]}))
-    head = head_commit()
-    for name in part_names():  # every part, finished at this commit
-        ledger = tmp_path / f"ledger-{name}.jsonl"
-        ledger.write_text("".join(json.dumps(Record(s.name, [shlex.join(["python", *c]) for c in s.commands], 2.0,
-                                                    0, head, "t", "r", [0.1], [0.2], 0 if i == 0 else 3).__dict__) + "\n"
-                                  for i, s in enumerate(part_plan(name))))
-        written = write_progress(part_plan(name), ledger, report, head, name)
-        assert written["parts"][name]["complete"] and written["parts"][name]["clean_clone"]
-    assert written["complete"] and written["parts_left"] == [] and list(written["parts"]) == part_names()
-    assert written["earlier"][0]["commit"] == "0123abc" and written["earlier"][0]["steps"][0]["wall"] == "0:05"
-    assert written["total_seconds"] == pytest.approx(2.0 * sum(len(part_plan(n)) for n in part_names()))
-    assert written["code_changes"] == []
-    edited = dict(written, parts={**written["parts"], "sdml": {**written["parts"]["sdml"], "steps": [
-        {**written["parts"]["sdml"]["steps"][1], "commands": ["python -m bench.first_stage_train sdml-cnn"]}]}})
-    report.write_text(json.dumps(edited))  # a part that ran other commands: not complete
-    again = write_progress(part_plan("table3"), tmp_path / "ledger-table3.jsonl", report, head, "table3")
-    assert not again["complete"] and again["code_changes"] == [
-        "part sdml: step sdml-seed-14 ran other commands than the plan's"]
-    empty = dict(written, parts={**written["parts"], "sdml": {**written["parts"]["sdml"], "commit": "0" * 40,
-                                                              "steps_done": 0, "steps": [], "complete": False}})
-    report.write_text(json.dumps(empty))  # a part that finished nothing is dropped, whatever its commit
-    again = write_progress(part_plan("table3"), tmp_path / "ledger-table3.jsonl", report, head, "table3")
-    assert "sdml" not in again["parts"] and again["code_changes"] == [] and again["parts_left"] == ["sdml"]
-    stale = dict(written, parts={**written["parts"], MAIN: {**written["parts"][MAIN], "commit": "0" * 40}})
-    report.write_text(json.dumps(stale))  # a part at a commit this clone does not know: not complete
-    again = write_progress(part_plan("sdml"), tmp_path / "ledger-sdml.jsonl", report, head, "sdml")
-    assert not again["complete"] and "not in this clone's history" in again["code_changes"][0]
 
 
 def test_ppi_cells_on_the_executor_give_the_numbers_of_one_loop():

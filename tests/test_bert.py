@@ -11,6 +11,8 @@ from core.data.datasets import Pair
 from core.errors import MissingArtifactError
 from models.bert import BertBiEncoder, BertCrossEncoder, CosineMSELoss, pool
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one intra-op thread (tests.conftest)
+
 
 def tiny_bert() -> BertModel:
     torch.manual_seed(0)
@@ -72,13 +74,6 @@ def test_cross_encoder_shapes_and_gradients():
 
 
 # ----------------------------------------------------------------------------- real MiniLM (offline)
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The test machine is shared: one intra-op thread avoids oversubscription (10x slower otherwise)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,7 @@ import torch
 from core.data.overlap import OverlapFeaturizer, normalize_tokens
 from models.cnn_reranker import CNNConfig, CNNPairReranker, SentenceCNN, cnn_loss
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one intra-op thread (tests.conftest)
 
 
 def test_normalize_lowercases_and_zeroes_digits():

@@ -1,17 +1,15 @@
 """Robustness: hostile queries through every registered system built on the tiny fixture and through
-the pages; malformed dataset and run files name the file and the line and import nothing.
+the pages. Malformed dataset and run files: tests/test_malformed_files.py.
 
 Every system in ``core.registry.list_systems()`` is built once per session through its module's
 ``build(dataset)`` (the default quick build) on the tiny fixture (244 questions) in a private
 artifacts folder, then fuzzed: retrievers through ``search``, rerankers through ``rerank`` of BM25's
 candidates. A system that cannot be built or loaded fails its own test with the reason; a system the
 registry says does not apply to the dataset is skipped with the registry's reason.
-Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgments.py.
-"""
+Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgment_faults.py."""
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -20,14 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from core.errors import DataFormatError, QueryError
+from core.errors import QueryError
 from core.registry import list_systems
 from core.retrieval.base import MAX_QUERY_CHARS, validate_query
 from tests.conftest import ROOT, TINY_DATA
 
+
 ALL_SYSTEMS = [s.name for s in list_systems()]
 FIRST_STAGE_DEPTH = 20
-
 INJECTIONS = [
     "'; DROP TABLE judgments; --",
     "\" OR 1=1 --",
@@ -38,6 +36,7 @@ INJECTIONS = [
     "{{7*7}} ${7*7} %s %n",
     "../../etc/passwd",
 ]
+
 HOSTILE = [
     "", "   ", "\t\n\r ", "\u200b\u200b", "a" * 10_000, "why " * (MAX_QUERY_CHARS // 4 + 1),
     "🔎🙂👩‍👩‍👧‍👦 how to cook rice 🍚", "كيف أتعلم البرمجة بسرعة؟", "מה השעה \u202eevil\u202c ?",
@@ -97,9 +96,9 @@ def tiny_env(tmp_path_factory) -> TinyEnv:
             env.seconds[name] = time.perf_counter() - start
     return env
 
-
 FEW_STEPS = {"max_steps": 8, "eval_every": 4, "patience": 1, "epochs": 1, "max_epochs": 1, "patience_epochs": 1,
              "train_pairs": 64, "dev_pairs": 32, "batch_size": 8}
+
 """Learned systems train a few steps only: the fuzz suite checks behaviour on hostile input, not quality."""
 
 
@@ -193,7 +192,6 @@ def test_every_registered_system_is_fuzzed():
     """The fuzz suite covers the registry, not a hand-picked list."""
     assert ALL_SYSTEMS == [s.name for s in list_systems()] and len(ALL_SYSTEMS) >= 9
 
-
 # fixture questions written the way people type them: contractions, possessives, punctuation attached,
 # capitals; each is also in the collection's CoreNLP form (see the premise checked below)
 TYPED_QUESTIONS = [
@@ -259,6 +257,8 @@ def test_every_system_survives_hostile_queries(name, tiny_env):
 @pytest.mark.parametrize("text, message", [
     ("", "empty"), (" \t\n ", "empty"), ("\x00\x01\x1b", "empty"), ("a" * 10_000, "limit is 2,000"),
 ])
+
+
 def test_rejected_queries_say_why(name, text, message, tiny_env):
     system = _system(tiny_env, name)
     with pytest.raises(QueryError, match=message):
@@ -309,7 +309,6 @@ def page_env(tiny_env, monkeypatch):
     monkeypatch.setenv("QRS_DATA", str(TINY_DATA))
     monkeypatch.setenv("QRS_VAR", str(tiny_env.var))
     return tiny_env.ds
-
 
 COMPARE_CASES = [
     ("", "info", "Type a question"),
@@ -362,142 +361,3 @@ def test_annotate_stores_and_shows_injection_strings_verbatim(page_env, monkeypa
     (judgment,) = store.judgments("qqp-bimpm")
     assert judgment.query == evil and judgment.annotator == "Mallory <b>" and judgment.label == 1
     store.close()
-
-
-# ----------------------------------------------------------------------------- malformed files
-@pytest.fixture
-def tiny_ds(tiny_data):
-    from core.data.datasets import load_dataset
-
-    return load_dataset("qqp-bimpm")
-
-
-def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
-    from core.evaluation import read_trec_run
-
-    path = tmp_path / "binary.trec"
-    path.write_bytes(b"q1 Q0 d1 1 2.0 x\n\xff\xfe\x00garbage\n")
-    with pytest.raises(DataFormatError, match="binary.trec"):
-        read_trec_run(path)
-
-
-@pytest.mark.parametrize("content, line, fragment", [
-    ("q1 Q0 d1 1 2.0 x\n\nq1 Q0 d2 two 1.0 x\n", 3, "rank must be an integer"),
-    ("q1 Q0 d1 1 nan-ish x\n", 1, "score a number"),
-    ("q1 Q0 d1 1 2.0 x extra\n", 1, "expected 6 columns"),
-])
-def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragment, tiny_ds, monkeypatch, tmp_path):
-    from core.analysis.compared_runs import import_run, imported_runs
-
-    ds = tiny_ds
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    path = tmp_path / "bad.trec"
-    path.write_text(content, encoding="utf-8")
-    with pytest.raises(DataFormatError) as err:
-        import_run(path, ds, "bad")
-    assert err.value.line == line and fragment in str(err.value) and "bad.trec" in str(err.value)
-    assert imported_runs(ds.name) == {}
-
-
-def test_run_with_unknown_doc_ids_is_refused_and_stores_nothing(tiny_ds, monkeypatch, tmp_path):
-    from core.analysis.compared_runs import import_run, imported_runs
-
-    ds = tiny_ds
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    path = tmp_path / "foreign.trec"
-    path.write_text("q00000 Q0 nope1 1 2.0 x\nq00000 Q0 nope2 2 1.0 x\n", encoding="utf-8")
-    with pytest.raises(DataFormatError, match="foreign.trec.*none of its 2 doc ids"):
-        import_run(path, ds, "foreign")
-    assert imported_runs(ds.name) == {}
-
-
-def _beir(root, corpus: str, queries: str, qrels: str):
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text(corpus, encoding="utf-8")
-    (root / "queries.jsonl").write_text(queries, encoding="utf-8")
-    (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
-
-
-GOOD_CORPUS = '{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": "two"}\n'
-GOOD_QUERIES = '{"_id": "q1", "text": "one"}\n'
-GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
-
-
-@pytest.mark.parametrize("part, content, where", [
-    ("queries", '{"_id": "q1", "text": "one"}\n[1, 2]\n', "queries.jsonl:2"),
-    ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\tone\n", "test.tsv:2"),
-    ("qrels", "query-id\tcorpus-id\tscore\nq1\td1\n", "test.tsv:2"),
-    ("qrels", "query-id\tcorpus-id\tscore\nq9\td1\t1\n", "test.tsv:2"),
-    ("corpus", '{"_id": "d1", "text": "one"}\n\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:3"),
-    ("corpus", '{"_id": "d1", "text": "one"}\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:2"),
-])
-def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, content, where, tmp_path, fresh_var):
-    from core.data.imports import import_dataset, imported_datasets
-
-    root = tmp_path / "beir"
-    files = {"corpus": GOOD_CORPUS, "queries": GOOD_QUERIES, "qrels": GOOD_QRELS, part: content}
-    _beir(root, files["corpus"], files["queries"], files["qrels"])
-    with pytest.raises(DataFormatError) as err:
-        import_dataset("beir", root, "broken")
-    assert where in str(err.value), str(err.value)
-    assert imported_datasets() == {}
-    assert not any((fresh_var).rglob("meta.json"))
-
-
-def test_non_utf8_pairs_file_is_refused_and_imports_nothing(tmp_path, fresh_var):
-    from core.data.imports import import_dataset, imported_datasets
-
-    path = tmp_path / "latin1.tsv"
-    path.write_bytes("1\tcafé ?\tcafé !\n".encode("latin-1"))
-    with pytest.raises(DataFormatError, match="latin1.tsv.*not UTF-8"):
-        import_dataset("pairs", path, "latin")
-    assert imported_datasets() == {}
-
-
-def test_second_import_with_same_name_keeps_the_first(tmp_path, fresh_var):
-    from core.data.datasets import load_dataset
-    from core.errors import StudioError
-    from core.data.imports import import_dataset
-
-    good = tmp_path / "good.tsv"
-    good.write_text("1\ta b\ta c\n", encoding="utf-8")
-    import_dataset("pairs", good, "mine")
-    other = tmp_path / "other.tsv"
-    other.write_text("1\tx y\tx z\n0\tp\tq\n", encoding="utf-8")
-    with pytest.raises(StudioError, match="already exists"):
-        import_dataset("pairs", other, "mine")
-    assert len(load_dataset("user/mine").corpus) == 2
-
-
-def test_missing_dataset_file_is_a_clear_error(tmp_path):
-    from core.data.readers import read_pairs_tsv
-
-    missing = tmp_path / "nope.tsv"
-    with pytest.raises(DataFormatError, match="nope.tsv: file not found"):
-        read_pairs_tsv(missing)
-
-
-def test_unreadable_dataset_file_is_a_clear_error(tmp_path, monkeypatch):
-    """A file that exists but cannot be opened (permission denied): named, with the reason."""
-    import pathlib
-
-    from core.data.readers import read_pairs_tsv
-
-    path = tmp_path / "locked.tsv"
-    path.write_text("1\ta\tb\n", encoding="utf-8")
-    if os.name == "posix" and os.geteuid() != 0:
-        path.chmod(0)
-    else:  # root reads any file: make opening this one fail the way a permission error does
-        real_open = pathlib.Path.open
-
-        def denied(self, *args, **kwargs):
-            if self == path:
-                raise PermissionError(13, "Permission denied", str(self))
-            return real_open(self, *args, **kwargs)
-
-        monkeypatch.setattr(pathlib.Path, "open", denied)
-    try:
-        with pytest.raises(DataFormatError, match=r"locked.tsv: cannot be read \(Permission denied\)"):
-            read_pairs_tsv(path)
-    finally:
-        path.chmod(0o644)

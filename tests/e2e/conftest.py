@@ -25,6 +25,7 @@ from tests.conftest import ROOT, TINY_DATA
 
 # Systems built for the e2e run: all of them take seconds on the 244-question fixture.
 E2E_SYSTEMS = ("bm25", "minilm", "tree-bert")
+DATASET = "qqp-bimpm"  # the dataset the e2e server serves (the tiny fixture's QQP)
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                 "--window-size=1400,1000", "--disable-dev-shm-usage")
@@ -91,7 +92,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 def server_env(var: Path) -> dict[str, str]:
     return {**os.environ, "QRS_DATA": str(TINY_DATA), "QRS_VAR": str(var), "QRS_AUTOBUILD": "0",
-            "QRS_DATASET": "qqp-bimpm", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "2"}
+            "QRS_DATASET": DATASET, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "2"}
 
 
 def start_streamlit(var: Path, port: int, log: Path) -> subprocess.Popen:
@@ -110,6 +111,14 @@ def e2e_var(tmp_path_factory) -> Path:
     return var
 
 
+@pytest.fixture(autouse=True)
+def _screenshots_in_var(e2e_var):
+    """Every e2e test's screenshots go to the run's ``<var>/screenshots`` (``page_driver.shot``)."""
+    from tests.e2e import page_driver
+
+    page_driver.SCREENS[0] = e2e_var / "screenshots"
+
+
 @pytest.fixture(scope="session")
 def app_server(e2e_var):
     """Build the tiny artifacts (CLI, same code as `make run`) while the server starts; yield its URL."""
@@ -118,7 +127,7 @@ def app_server(e2e_var):
         pytest.fail("CI is set but chromium/chromedriver are missing: .ci/run must install them")
     build_log = e2e_var / "build.log"
     builder = subprocess.Popen(
-        [sys.executable, "-m", "core", "build", "--dataset", "qqp-bimpm", "--systems", ",".join(E2E_SYSTEMS)],
+        [sys.executable, "-m", "core", "build", "--dataset", DATASET, "--systems", ",".join(E2E_SYSTEMS)],
         cwd=ROOT, env=server_env(e2e_var), stdout=build_log.open("wb"), stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL)
     port = free_port()

@@ -14,15 +14,9 @@ from tests.e2e.conftest import server_env
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from tests.e2e import test_browser  # noqa: E402
-from tests.e2e.test_browser import button, cells, css, idle, open_page, shot, wait_for  # noqa: E402
+from tests.e2e.page_driver import button, cells, css, idle, open_page, shot, wait_for  # noqa: E402
 
 SLOW = 300  # seconds: the first Compare run loads every chosen model on 2 busy cores
-
-
-@pytest.fixture(autouse=True)
-def _screens_folder(e2e_var):
-    test_browser._SCREENS[0] = e2e_var / "screenshots"
 
 BYOD = FIXTURES / "byod"
 QID = "test/32.1"  # a question of answers.tsv (TrecQA raw TEST) with correct and wrong candidates

@@ -24,29 +24,22 @@ from __future__ import annotations
 import re
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("selenium")
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from core.judging.campaigns import CampaignStore  # noqa: E402
-from tests.e2e.campaign_fixtures import (CAMPAIGN, OWNER, SUBS, TEAM, kill_browser, oidc_provider,  # noqa: E402,F401
+from tests.e2e.campaign_driver import (WAIT, button, css, idle, keyed, login, open_campaign, open_tab,  # noqa: E402
+                                       panel_state, pick, press, quit_quietly, shot, start_drivers, texts, wait_for)
+from tests.e2e.campaign_fixtures import (CAMPAIGN, OWNER, TEAM, kill_browser, oidc_provider,  # noqa: E402,F401
                                          postgres_server, team_app)
-from tests.e2e.conftest import new_driver  # noqa: E402
 
-WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
 KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
 RESTART_AT = 2  # the server is killed and started again right after everyone's third key (queue position 2)
 DECISION = 1  # the owner's decision on every conflict
 RATIONALE = "near-duplicate wording"  # ann's rationale on her second item
-BUSY = ('[data-testid="stSpinner"]', '[data-stale="true"]', '[data-testid="stStatusWidgetRunningIcon"]',
-        '[data-testid="stStatusWidgetRunningManIcon"]')
 
 
 def label_of(who: str, item_id: int) -> int:
@@ -56,101 +49,6 @@ def label_of(who: str, item_id: int) -> int:
     if who == TEAM[1]:
         return 2 if item_id % 2 == 0 else 0
     return 1 if item_id % 3 else 2
-
-
-# ----------------------------------------------------------------------------- helpers
-def css(driver, selector: str):
-    return driver.find_elements(By.CSS_SELECTOR, selector)
-
-
-class Screens:
-    folder = Path(".")
-
-
-def shot(driver, name: str) -> None:
-    try:
-        driver.save_screenshot(str(Screens.folder / f"campaign-{name}.png"))
-    except Exception:  # noqa: BLE001 - a dead browser has no screenshot
-        pass
-
-
-def wait_for(driver, predicate, what: str, timeout: float = WAIT):
-    """Wait until ``predicate(driver)`` is truthy; an exception box on the page fails at once."""
-
-    def safe(d):
-        try:
-            crashed = css(d, '[data-testid="stException"]')
-            if crashed:
-                shot(d, "exception")
-                raise AssertionError("the app shows an exception: " + crashed[0].text[:1500])
-            return predicate(d)
-        except StaleElementReferenceException:
-            return False
-
-    try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(safe)
-    except TimeoutException:
-        shot(driver, "timeout-" + re.sub(r"\W+", "_", what)[:40])
-        alerts = [a.text for a in css(driver, '[data-testid="stAlert"]')]
-        raise AssertionError(f"timed out waiting for {what}; alerts on the page: {alerts}") from None
-
-
-def idle(driver) -> None:
-    """The script run has finished: nothing stale, no spinner, no running icon (checked twice, 0.3 s apart)."""
-    for _ in range(2):
-        time.sleep(0.3)
-        wait_for(driver, lambda d: not css(d, ", ".join(BUSY)), "the script run to finish")
-
-
-def texts(driver, selector: str) -> list[str]:
-    return [e.text.strip() for e in css(driver, selector)]
-
-
-def keyed(driver, key: str, inner: str = ""):
-    """The element of the widget with Streamlit key ``key`` (its ``st-key-*`` class), or what ``inner`` selects in it."""
-    cls = "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
-    return css(driver, f".{cls} {inner}".strip())
-
-
-def button(driver, text: str):
-    return wait_for(driver, lambda d: next((b for b in css(d, '[data-testid="stButton"] button, '
-                                                              '[data-testid="stDownloadButton"] button')
-                                            if b.text.strip() == text and b.is_enabled()), None), f"button {text!r}")
-
-
-def login(driver, app: str, who: str) -> None:
-    """The app's login page -> Log in -> the provider's form (subject) -> back in the app, signed in as ``who``."""
-    driver.get(app + "/")
-    wait_for(driver, lambda d: css(d, '[data-testid="stApp"] h1'), "the login page")
-    idle(driver)
-    button(driver, "Log in").click()
-    box = wait_for(driver, lambda d: next(iter(css(d, 'input[name="sub"]')), None), "the provider's login form")
-    box.send_keys(SUBS[who], Keys.ENTER)
-    wait_for(driver, lambda d: who in texts(d, '[data-testid="stSidebar"] [data-testid="stText"]'),
-             f"signed in as {who}")
-    idle(driver)
-
-
-def open_campaign(driver, app: str, path: str = "Annotate") -> None:
-    """Annotate (or ``path``), then the campaign's queue in the "Judge" radio."""
-    driver.get(f"{app}/{path}")
-    choice = wait_for(driver, lambda d: next((lab for lab in css(d, '[data-testid="stRadio"] label')
-                                              if lab.text.strip() == CAMPAIGN), None), "the campaign in 'Judge'")
-    idle(driver)
-    choice.click()
-    # the campaign view starts with its guidelines (free judging's own messages must not count as the queue)
-    wait_for(driver, lambda d: any("Guidelines of this campaign" in e.text for e in css(d, '[data-testid="stExpander"]')),
-             "the campaign queue")
-    idle(driver)
-
-
-def panel_state(driver):
-    """(uid shown, unsaved labels, mode) of the judging panel, or None before it is there."""
-    roots = css(driver, ".qrs-judge")
-    if not roots:
-        return None
-    r = roots[0]
-    return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
 
 
 def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: list[int],
@@ -215,11 +113,6 @@ def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: lis
 app_queues: dict[str, list[int]] = {}
 
 
-def press(driver, key: str) -> None:
-    """One key press sent to the element that has the focus (not to a chosen element)."""
-    ActionChains(driver).send_keys(key).perform()
-
-
 def type_rationale(driver, label: int) -> None:
     """R opens the rationale box; the digit typed there is text, not a label; Enter leaves the box."""
     before = panel_state(driver)
@@ -236,59 +129,6 @@ def type_rationale(driver, label: int) -> None:
 def snapshot(cs: CampaignStore) -> tuple:
     return (sorted((l.item_id, l.annotator, l.label, l.reason, l.rationale) for l in cs.labels(OWNER, CAMPAIGN)),
             len(cs.history(OWNER, CAMPAIGN)), sorted((a.item_id, a.label) for a in cs.adjudications(OWNER, CAMPAIGN)))
-
-
-def pick(driver, key: str, value: str) -> None:
-    """Choose ``value`` in the selectbox with Streamlit key ``key`` (a react-aria combobox: its "Open" button, then
-    the option; the input's value shows the choice)."""
-    opener = wait_for(driver, lambda d: next(iter(keyed(d, key, 'button[aria-haspopup="listbox"]')), None),
-                      f"selectbox {key}")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", opener)
-    opener.click()
-    option = wait_for(driver, lambda d: next((o for o in css(d, '[role="option"]') if o.text.strip() == value), None),
-                      f"option {value!r} of {key}")
-    option.click()
-    wait_for(driver, lambda d: [i.get_attribute("value") for i in keyed(d, key, 'input[role="combobox"]')] == [value],
-             f"{value!r} chosen in {key}")
-    idle(driver)
-
-
-def open_tab(driver, name: str) -> None:
-    tab = wait_for(driver, lambda d: next((t for t in css(d, '[role="tab"]') if t.text.strip() == name), None),
-                   f"the {name} tab")
-    tab.click()
-    wait_for(driver, lambda d: any(t.text.strip() == name and t.get_attribute("aria-selected") == "true"
-                                   for t in css(d, '[role="tab"]')), f"the {name} tab open")
-
-
-def start_drivers(e2e_var: Path, downloads: Path, names: list[str]) -> dict:
-    """Start several Chromium sessions at once (each its own profile: independent visitors)."""
-    drivers: dict = {}
-    errors: list[BaseException] = []
-
-    def start(name: str) -> None:
-        try:
-            drivers[name] = new_driver(e2e_var, downloads, f"campaign-{name}")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        for d in drivers.values():
-            d.quit()
-        raise errors[0]
-    return drivers
-
-
-def quit_quietly(driver) -> None:
-    try:
-        driver.quit()
-    except Exception:  # noqa: BLE001 - a killed browser's driver may complain on the way out
-        pass
 
 
 # ----------------------------------------------------------------------------- the test

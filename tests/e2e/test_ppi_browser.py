@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import TINY_DATA
+from tests.e2e.conftest import DATASET
 
 pytest.importorskip("selenium")
-from tests.e2e.test_browser import DATASET, css, idle, open_page, shot, wait_for  # noqa: E402
-from tests.e2e.test_campaign_browser import pick  # noqa: E402
+from tests.e2e.page_driver import css, idle, open_page, shot, wait_for  # noqa: E402
+from tests.e2e.campaign_driver import pick  # noqa: E402
 
 CAMPAIGN = "ppi-e2e"
 

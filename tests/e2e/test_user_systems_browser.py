@@ -9,19 +9,12 @@ import pytest
 from tests.e2e.conftest import server_env
 
 pytest.importorskip("selenium")
-from selenium.webdriver.common.by import By  # noqa: E402
-
-from tests.e2e import test_browser  # noqa: E402
-from tests.e2e.test_browser import _aligned_grid, cells, css, idle, multiselect_add, open_page, shot, type_into, wait_for  # noqa: E402,E501
+from tests.e2e.page_driver import (aligned_grid, cells, css, idle, multiselect_add, open_page, shot,  # noqa: E402
+                                   type_into, wait_for)
 from tests.e2e.test_byod import cli, nav_to  # noqa: E402
 
 SLOW = 300  # seconds: the first run loads (and my-minilm encodes) on 2 busy cores
 OWN = ("my-bm25", "my-minilm")
-
-
-@pytest.fixture(autouse=True)
-def _screens_folder(e2e_var):
-    test_browser._SCREENS[0] = e2e_var / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +53,7 @@ def test_own_systems_on_compare(browser, own_systems, e2e_var):
     browser.get(f"{own_systems}/Compare?qid={qid}&systems=bm25,my-bm25,my-minilm")
     wait_for(browser, lambda d: css(d, '[data-testid="stApp"] h1'), timeout=SLOW, what="Compare")
     idle(browser)
-    frame, heads = wait_for(browser, lambda d: (g := _aligned_grid(d)) and len(g[1]) >= 4 and g, timeout=SLOW,
+    frame, heads = wait_for(browser, lambda d: (g := aligned_grid(d)) and len(g[1]) >= 4 and g, timeout=SLOW,
                             what="the aligned table with the user systems")
     assert heads[1:4] == ["bm25", "my-bm25", "my-minilm"], heads
     errors = [a.text for a in css(browser, '[data-testid="stAlert"]') if "fixed run" in a.text]
@@ -72,7 +65,7 @@ def test_own_systems_on_compare(browser, own_systems, e2e_var):
                                         if "my-bm25 is a fixed run: it cannot rank a typed query" in a.text],
                     timeout=SLOW, what="the fixed run's one line")[0]
     assert "Traceback" not in line
-    frame, heads = wait_for(browser, lambda d: (g := _aligned_grid(d)) and "my-minilm" in g[1] and g, timeout=SLOW,
+    frame, heads = wait_for(browser, lambda d: (g := aligned_grid(d)) and "my-minilm" in g[1] and g, timeout=SLOW,
                             what="my-minilm's column for the typed question")
     assert "my-bm25" not in heads and "bm25" in heads, heads
     shot(browser, "own_2_compare_typed_query")
