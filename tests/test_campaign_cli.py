@@ -10,7 +10,7 @@ import pytest
 
 from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.campaigns import CampaignStore
-from tests.campaign_people import OWNER, TEAM
+from tests.campaign_env import OWNER, TEAM
 
 
 def _cli_pool(tmp_path: Path) -> Path:

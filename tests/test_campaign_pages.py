@@ -5,60 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
-import pytest
-
-from core.judging.campaign_records import CampaignSpec, QuerySet
 from core.judging.campaigns import CampaignStore
-from tests.campaign_people import OWNER, TEAM
+from tests.campaign_env import OWNER, TEAM, app_page, page_env  # noqa: F401  (page_env: a fixture)
 from tests.oidc_server import oidc_provider  # noqa: F401  (session fixture)
 from tests.panel_driver import label_op, panel_data, send, undo_op
 
 PANEL = "campaign.panel.team"
-PAIRS = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
-PAIRS_NAME = f"pairs:{PAIRS}"
-OIDC_SECRETS = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret": "x" * 32,
-                "client_id": "studio", "client_secret": "s", "server_metadata_url":
-                "http://127.0.0.1:9/.well-known/openid-configuration"}
-
-
-@pytest.fixture
-def page_env(tmp_path, monkeypatch):
-    """A pairs dataset and a campaign (overlap 2 of ann, bob, cat) in the pages' database."""
-    from core.data.datasets import load_dataset
-    from core.judging.campaign_pool import items_from_pool
-
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
-    monkeypatch.setenv("QRS_OWNERS", OWNER)
-    for name in ("QRS_TRUSTED_HEADER", "QRS_USER"):
-        monkeypatch.delenv(name, raising=False)
-    ds = load_dataset(PAIRS_NAME)
-    qids = list(ds.queries)[:3]
-    docs = [d for d in ds.corpus if d not in qids][:2]
-    spec = CampaignSpec("team", ds.name, QuerySet("list", ids=tuple(qids)), ("given",), 2, 2, (OWNER,), TEAM)
-    cs = CampaignStore()
-    cs.create(OWNER, spec, items_from_pool(ds, {q: docs for q in qids}))
-    yield cs
-    cs.close()
-
-
-def _app(page: str, user: dict | None, **secrets):
-    from tests.conftest import app_test
-
-    at = app_test(f"pages/{page}")
-    at.session_state["dataset"] = PAIRS_NAME
-    at.secrets["auth"] = OIDC_SECRETS
-    for k, v in secrets.items():
-        at.secrets[k] = v
-    at.user = user if user is not None else {"is_logged_in": False}
-    return at
 
 
 def test_visitor_not_logged_in_sees_the_login_page_and_nothing_else(page_env):
     for page in ("4_Annotate.py", "8_Campaigns.py"):
-        at = _app(page, None).run()
+        at = app_page(page, None).run()
         assert not at.exception
         assert [b.label for b in at.button] == ["Log in"]
         assert not at.text_input and not at.dataframe and not at.tabs and [t.value for t in at.title] == [
@@ -68,7 +26,7 @@ def test_visitor_not_logged_in_sees_the_login_page_and_nothing_else(page_env):
 
 def test_logged_in_annotator_judges_their_queue_and_cannot_reach_others_items(page_env):
     cs = page_env
-    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "ann", "sub": "u-ann"}).run()
+    at = app_page("4_Annotate.py", {"is_logged_in": True, "email": "ann", "sub": "u-ann"}).run()
     assert not at.exception
     assert not [w for w in at.text_input if w.key == "annotate.annotator"]  # no free-text name with login
     assert "ann" in [t.value for t in at.text]
@@ -114,9 +72,9 @@ def test_campaigns_page_owner_adjudicates_conflicts_and_non_owner_is_refused(pag
     for who, label in (("ann", 2), ("bob", 0), ("cat", 1)):
         while (it := cs.next_item(who, "team")) is not None:
             cs.judge(who, "team", it.item_id, label)
-    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": "bob"}).run()
+    at = app_page("8_Campaigns.py", {"is_logged_in": True, "email": "bob"}).run()
     assert not at.exception and "for the lab's owners and researchers" in at.info[0].value and not at.tabs
-    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
+    at = app_page("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
     assert not at.exception
     conflicts = cs.conflicts(OWNER, "team")
     assert len(conflicts) == 6  # every item: two different labels
@@ -135,7 +93,7 @@ def test_adjudication_starts_undecided_filters_and_shows_saved_rationales(page_e
     for who, label in (("ann", 2), ("bob", 0), ("cat", 1)):
         while (it := cs.next_item(who, "team")) is not None:
             cs.judge(who, "team", it.item_id, label, rationale=f"{who} thinks {label}")
-    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
+    at = app_page("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
     conflicts = [k.item_id for k in cs.conflicts(OWNER, "team")]
     first, second = conflicts[:2]
     assert at.radio(key="campaigns.adjudicate.filter").value == "undecided"
@@ -171,10 +129,10 @@ def test_annotator_sees_annotate_only_researchers_and_owners_see_the_rankings(pa
 
     monkeypatch.setenv("QRS_RESEARCHERS", "Rita@Lab.Example")
     for page in ("1_Compare.py", "5_Error_Analysis.py", "7_Case_Studies.py", "3_Keywords.py", "2_Layers.py"):
-        at = _app(page, {"is_logged_in": True, "email": "Ann"}).run()  # an annotator
+        at = app_page(page, {"is_logged_in": True, "email": "Ann"}).run()  # an annotator
         assert not at.exception and "for the lab's owners and researchers" in at.info[0].value, page
         assert not at.dataframe and not at.text_input and not at.multiselect, page
-    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": "rita@lab.example"}).run()
+    at = app_page("5_Error_Analysis.py", {"is_logged_in": True, "email": "rita@lab.example"}).run()
     assert not at.exception and not [i for i in at.info if "owners and researchers" in i.value]
     who = lambda name, owner=False, researcher=False, mode="oidc": SimpleNamespace(  # noqa: E731
         authenticated=name is not None, sees_rankings=mode == "none" or owner or researcher)
@@ -184,19 +142,19 @@ def test_annotator_sees_annotate_only_researchers_and_owners_see_the_rankings(pa
 
 
 def test_trusted_header_mode_only_when_configured(page_env, monkeypatch):
-    at = _app("4_Annotate.py", None)
+    at = app_page("4_Annotate.py", None)
     at.secrets.pop("auth")
     monkeypatch.setenv("QRS_TRUSTED_HEADER", "X-Forwarded-User")
     monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": "cat"})
     at.run()
     assert not at.exception and "cat" in [t.value for t in at.text]
-    at = _app("4_Annotate.py", None)
+    at = app_page("4_Annotate.py", None)
     at.secrets.pop("auth")
     monkeypatch.setattr("ui.auth.request_headers", lambda: {})
     at.run()
     assert len(at.error) == 1 and "no X-Forwarded-User header" in at.error[0].value and not at.text_input
     monkeypatch.delenv("QRS_TRUSTED_HEADER")
-    at = _app("4_Annotate.py", None)
+    at = app_page("4_Annotate.py", None)
     at.secrets.pop("auth")
     monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": "mallory"})  # not configured
     at.run()
@@ -255,7 +213,7 @@ def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
             cs.judge(who, "team", it.item_id, 2 if it.doc_id.endswith("0") or who == "ann" else 1)
     qrels, _ = cs.qrels(OWNER, "team", "majority")
     assert qrels
-    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
+    at = app_page("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
     at.run()
     assert not at.exception, at.exception
     at.selectbox(key="ea.campaign").set_value("team").run()
@@ -271,7 +229,7 @@ def test_campaign_qrels_are_rescored_on_error_analysis_at_once(page_env):
 
 def test_campaign_mode_undo_on_the_page_and_an_empty_queue_names_its_owner(page_env):
     cs = page_env
-    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "ann"}).run()
+    at = app_page("4_Annotate.py", {"is_logged_in": True, "email": "ann"}).run()
     at.radio(key="annotate.work").set_value("team").run()
     queue = cs.queue("ann", "team")
     items = panel_data(at, PANEL)["items"]
@@ -291,7 +249,7 @@ def test_campaign_mode_undo_on_the_page_and_an_empty_queue_names_its_owner(page_
     send(at, PANEL, "ops", {"ops": [late]})  # nothing left to undo: refused with one line
     assert "nothing to undo" in panel_data(at, PANEL)["failed"][late["key"]]
     # someone in no campaign: the page says whose queue it is
-    at = _app("4_Annotate.py", {"is_logged_in": True, "email": "Zoe@Lab.Example"}).run()
+    at = app_page("4_Annotate.py", {"is_logged_in": True, "email": "Zoe@Lab.Example"}).run()
     assert not at.exception and any("No judging campaign names zoe@lab.example" in t.value for t in at.text)
 
 
@@ -304,19 +262,19 @@ def test_annotate_keeps_the_typed_name_across_pages_and_shows_its_labels(page_en
         store.set_label("ada", page_env.campaign("team").dataset, "some query", "d1", "some text", 2)
     finally:
         store.close()
-    at = _app("4_Annotate.py", {"is_logged_in": False})
+    at = app_page("4_Annotate.py", {"is_logged_in": False})
     at.secrets.pop("auth")  # single-user mode: the name is typed
     at.run()
     at.text_input(key="annotate.annotator").input("ada").run()
     assert any(t.value.startswith("ada: 1 label(s)") for t in at.text)
     # another page runs in the same browser session: Streamlit drops the state of every widget that run did
     # not draw (AppTest runs one page file alone, so the other page shares this test's session state)
-    other = _app("7_Case_Studies.py", {"is_logged_in": False})
+    other = app_page("7_Case_Studies.py", {"is_logged_in": False})
     other._session_state, other.session_state = at._session_state, at.session_state
     other.secrets.pop("auth")
     other.run()
     assert not other.exception and "annotate.annotator" not in at.session_state
-    back = _app("4_Annotate.py", {"is_logged_in": False})  # back on Annotate in the same session
+    back = app_page("4_Annotate.py", {"is_logged_in": False})  # back on Annotate in the same session
     back._session_state, back.session_state = at._session_state, at.session_state
     back.secrets.pop("auth")
     at = back.run()
@@ -335,7 +293,7 @@ def test_error_analysis_shows_ppi_estimates_when_a_judge_labelled_the_campaign(p
         while (it := cs.next_item(who, "team")) is not None and it.query_id == first_query:
             cs.judge(who, "team", it.item_id, 2)
     save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, 0.5, i % 3) for i, it in enumerate(items)])
-    at = _app("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
+    at = app_page("5_Error_Analysis.py", {"is_logged_in": True, "email": OWNER})
     at.run(timeout=600)  # a loaded machine: ranx and the runs are computed on the first view
     at.selectbox(key="ea.campaign").set_value("team").run(timeout=600)
     assert not at.exception, at.exception
@@ -354,7 +312,7 @@ def test_campaigns_page_shows_the_judging_budget(page_env):
     cs = page_env
     items = pool_items(cs, OWNER, "team")
     save_judge_labels(cs, OWNER, "team", "judge:test", [(it.item_id, float(i % 5), i % 3) for i, it in enumerate(items)])
-    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run(timeout=600)
+    at = app_page("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run(timeout=600)
     assert not at.exception, at.exception
     assert "Judging budget" in [h.value for h in at.subheader]
     assert any("Label next, in this order" in c.value for c in at.caption), [c.value for c in at.caption]

@@ -8,24 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.judging.campaign_records import CampaignAuthError, CampaignError, CampaignSpec, ItemSpec, QuerySet
+from core.judging.campaign_records import CampaignAuthError, CampaignError, CampaignSpec, QuerySet
 from core.judging.campaign_results import aggregate, export_filename
 from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.campaigns import CampaignStore
-from tests.campaign_people import OWNER, TEAM
-
-QUERIES = ("q1", "q2", "q3")
-DOCS = ("d1", "d2")
-
-
-def _items(queries=QUERIES, docs=DOCS) -> list[ItemSpec]:
-    return [ItemSpec(q, f"query {q} text", d, f"doc {d} text", {"bm25": i + 1}) for q in queries
-            for i, d in enumerate(docs)]
-
-
-def _spec(name: str = "c1", annotators=TEAM, overlap: int = 2) -> CampaignSpec:
-    return CampaignSpec(name, "toy", QuerySet("list", ids=QUERIES), ("bm25",), 2, overlap, (OWNER,), tuple(annotators),
-                        guidelines="2 = same question")
+from tests.campaign_env import OWNER, QUERIES, TEAM, campaign_items, campaign_spec
 
 
 @pytest.fixture
@@ -37,7 +24,7 @@ def cs(db_url: str):
 
 @pytest.fixture
 def camp(cs):
-    cs.create(OWNER, _spec(), _items())
+    cs.create(OWNER, campaign_spec(), campaign_items())
     return cs
 
 
@@ -107,7 +94,7 @@ def test_authorisation_through_the_store_api_changes_nothing(camp):
         (lambda: camp.labels("ann", "c1"), "not an owner"),
         (lambda: camp.progress("bob", "c1"), "not an owner"),
         (lambda: camp.qrels("cat", "c1"), "not an owner"),
-        (lambda: camp.create("ann", _spec("c2"), _items()), "only an owner creates"),
+        (lambda: camp.create("ann", campaign_spec("c2"), campaign_items()), "only an owner creates"),
     ]
     for call, message in refusals:
         with pytest.raises(CampaignAuthError, match=message) as err:
@@ -125,20 +112,20 @@ def test_authorisation_through_the_store_api_changes_nothing(camp):
 
 def test_create_validates_before_writing(cs):
     bad = [
-        (_spec(overlap=4), "overlap 4 needs at least 4 annotators"),
-        (_spec(overlap=0), "overlap must be"),
+        (campaign_spec(overlap=4), "overlap 4 needs at least 4 annotators"),
+        (campaign_spec(overlap=0), "overlap must be"),
     ]
     for spec, message in bad:
         with pytest.raises(CampaignError, match=message):
-            cs.create(OWNER, spec, _items())
+            cs.create(OWNER, spec, campaign_items())
     with pytest.raises(CampaignError, match="appears twice"):
-        cs.create(OWNER, _spec(), _items() + _items()[:1])
+        cs.create(OWNER, campaign_spec(), campaign_items() + campaign_items()[:1])
     with pytest.raises(CampaignError, match="pool is empty"):
-        cs.create(OWNER, _spec(), [])
+        cs.create(OWNER, campaign_spec(), [])
     assert cs.campaigns() == []
-    cs.create(OWNER, _spec(), _items())
+    cs.create(OWNER, campaign_spec(), campaign_items())
     with pytest.raises(CampaignError, match="exists already"):
-        cs.create(OWNER, _spec(), _items())
+        cs.create(OWNER, campaign_spec(), campaign_items())
 
 
 def _judge_all(cs: CampaignStore, who: str, label_of) -> None:
@@ -203,7 +190,7 @@ def test_assign_and_hand_over_unlabelled_work(camp):
 
 
 def test_open_campaign_claims_respect_overlap_under_concurrency(cs):
-    cs.create(OWNER, _spec(annotators=()), _items())
+    cs.create(OWNER, campaign_spec(annotators=()), campaign_items())
     people = [f"p{i}" for i in range(6)]
     barrier = threading.Barrier(len(people))
     errors: list[BaseException] = []
@@ -261,7 +248,7 @@ def test_an_upgraded_v1_database_takes_campaigns(tmp_path):
         conn.executescript((fixtures / "judg_schema_v1.sql").read_text())
     cs = CampaignStore(f"sqlite:///{path}")
     try:
-        cs.create(OWNER, _spec(), _items())
+        cs.create(OWNER, campaign_spec(), campaign_items())
         assert cs.campaign("c1").items == 6 and len(cs.store.judgments()) == 3  # old labels untouched
     finally:
         cs.close()
@@ -275,7 +262,7 @@ def test_identities_are_canonical_email_lower_cased_everywhere(cs):
     assert identity_set("Olivia@Lab.Example, ,bob@lab.example") == {"olivia@lab.example", "bob@lab.example"}
     spec = CampaignSpec("mixed", "toy", QuerySet("list", ids=QUERIES), ("bm25",), 2, 1, ("Olivia@Lab.Example",),
                         ("Bob@Lab.Example", "ANN@lab.example"))
-    c = cs.create("OLIVIA@LAB.EXAMPLE", spec, _items())
+    c = cs.create("OLIVIA@LAB.EXAMPLE", spec, campaign_items())
     assert c.owners == ("olivia@lab.example",) and c.annotators == ("ann@lab.example", "bob@lab.example")
     first = cs.next_item("bob@lab.example", "mixed")  # the provider's spelling differs from the CLI's: one person
     assert first is not None and cs.next_item("BOB@LAB.EXAMPLE", "mixed").item_id == first.item_id
@@ -293,7 +280,7 @@ def test_schema_v5_lower_cases_stored_email_names_and_keeps_two_spellings_apart(
 
     url = f"sqlite:///{tmp_path / 'v4.sqlite'}"
     cs = CampaignStore(url)
-    cs.create(OWNER, _spec(annotators=("ann", "Bob@Lab.Example", "cat")), _items())
+    cs.create(OWNER, campaign_spec(annotators=("ann", "Bob@Lab.Example", "cat")), campaign_items())
     cs.store.set_label("Zed@Lab.Example", "toy", "query q1 text", "d1", "doc d1 text", 1)
     cs.close()
     engine = create_engine(url)

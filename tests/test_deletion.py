@@ -9,7 +9,7 @@ from core.judging.campaigns import CampaignStore
 from core.judging.deletion import delete_campaign, delete_labels, deletions, plan_campaign, plan_labels
 from core.judging.database import JudgmentError
 from core.judging.judgments import JudgmentStore
-from tests.test_campaigns import OWNER, _items, _spec
+from tests.campaign_env import OWNER, app_page, campaign_items, campaign_spec, page_env  # noqa: F401  (page_env: a fixture)
 
 
 def _fill(store: JudgmentStore) -> None:
@@ -26,8 +26,8 @@ def db(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'j.sqlite'}"
     cs = CampaignStore(url)
     _fill(cs.store)
-    cs.create(OWNER, _spec("c1"), _items())
-    cs.create(OWNER, _spec("c2"), _items())
+    cs.create(OWNER, campaign_spec("c1"), campaign_items())
+    cs.create(OWNER, campaign_spec("c2"), campaign_items())
     for who in ("ann", "bob"):
         while (it := cs.next_item(who, "c1")) is not None:
             cs.judge(who, "c1", it.item_id, 1)
@@ -98,10 +98,8 @@ def test_cli_deletes_only_with_confirm_and_says_what_goes(db):
 
 
 def test_campaigns_page_deletes_after_the_confirm_step(page_env):
-    from tests.test_campaigns import _app
-
     cs = page_env
-    at = _app("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
+    at = app_page("8_Campaigns.py", {"is_logged_in": True, "email": OWNER}).run()
     assert not at.exception
     go = at.button(key="campaigns.delete.go")
     assert go.disabled  # nothing typed yet
@@ -110,6 +108,3 @@ def test_campaigns_page_deletes_after_the_confirm_step(page_env):
     at.button(key="campaigns.delete.go").click().run()
     assert not at.exception
     assert cs.campaigns() == [] and [(a.kind, a.target) for a in deletions(cs.store)] == [("campaign", "team")]
-
-
-from tests.test_campaigns import page_env  # noqa: E402,F401  (the pages' database with campaign "team")

@@ -55,7 +55,7 @@ def test_compare_aligned_table_readable_at_1400px(browser, app_server):
     multiselect_add(browser, "First-stage systems", "tree-bert")
     multiselect_add(browser, "First-stage systems", "densetrans")  # not built on the fixture: a clear message
     type_into(browser, "Question", "How can I learn Python quickly ?")
-    frame, heads = wait_for(browser, _aligned_grid, what="the aligned table")
+    frame, heads = wait_for(browser, aligned_grid, what="the aligned table")
     assert heads[1:4] == ["bm25", "minilm", "tree-bert"], heads  # a column per system that ran
     errors = " ".join(a.text for a in css(browser, '[data-testid="stAlert"]'))
     assert "densetrans" in errors and "python -m core train --system densetrans" in errors, errors

@@ -134,8 +134,6 @@ def snapshot(cs: CampaignStore) -> tuple:
 # ----------------------------------------------------------------------------- the test
 def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports(team_app, e2e_var):
     app = team_app
-    Screens.folder = e2e_var / "screenshots"
-    Screens.folder.mkdir(exist_ok=True)
     names = [who.split("@")[0] for who in TEAM]
     drivers = start_drivers(e2e_var, app.downloads, names)
     cs = CampaignStore(app.db_url)
