@@ -11,7 +11,6 @@ import sys
 import time
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("system", choices=["densetrans", "sdml-cnn", "dual-encoder"])

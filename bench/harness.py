@@ -38,7 +38,6 @@ def sample_queries(ds, n: int, seed: int) -> list[tuple[str, str]]:
     return [(qids[i], ds.queries[qids[i]]) for i in pick]
 
 
-
 # ----------------------------------------------------------------------------- systems
 def built_systems(ds) -> tuple[list[str], dict[str, str]]:
     """Registry systems built in the artifacts folder; the others with the reason they are skipped."""

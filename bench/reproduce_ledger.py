@@ -40,7 +40,6 @@ class Record:
     cpu: str = ""  # the host's CPU model, AVX-512 and torch's kernels (core.cpu_kernels pins them: BENCHMARKS.md)
 
 
-
 def read_ledger(path: Path) -> list[Record]:
     """The ledger's records, oldest first (a missing ledger is empty)."""
     if not path.is_file():
@@ -76,7 +75,6 @@ def wall_clock(seconds: float) -> str:
     h, rest = divmod(int(round(seconds)), 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
 
 
 def starts_path(ledger: Path) -> Path:

@@ -65,8 +65,6 @@ def query_forms_table() -> list[str]:
     return out + ["", source_line(r, "query_forms.json"), ""]
 
 
-
-
 def reference_notes(rows: list[dict]) -> list[str]:
     """One line per learned system measured on this build: its held-out H@1 and MRR@100 against its reference's,
     computed from the rows, by the rule of ``core.analysis.held_out`` (below when either is lower)."""

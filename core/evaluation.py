@@ -208,6 +208,7 @@ def short(metric: str) -> str:
 
 # --- The contract's tie order: equal scores ordered as trec_eval orders them ---
 
+
 TIE_RULES = {
     "trec_eval": "trec_eval order (score desc, then doc id desc)",
     "run_order": "run order (score desc, then the run's own order)",

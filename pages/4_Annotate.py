@@ -15,17 +15,17 @@ import streamlit as st
 
 from core.errors import NotReadyError, StudioError
 from core.judging.campaigns import CampaignStore
-from core.judging.database import JudgmentError, default_url
+from core.judging.database import JudgmentError
 from core.judging.label_records import query_key
 from core.judging.pooling import build_pool, pool_choices
 from core.retrieval.base import validate_query
 from ui.auth import current_identity
-from ui.cache import judgment_store, pool_ids
+from ui.cache import pool_ids
 from ui.campaign_judge import judge_campaign
 from ui.judging_panel import Op, PanelItem, judging_panel
 from ui.keys import judging_keys
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset, system_problem
+from ui.render import error, page_dataset, page_judgment_store, system_problem
 from ui.state import current_dataset
 from ui.system_picker import system_multiselect
 
@@ -39,11 +39,7 @@ LABELS = {0: "not the same", 1: "related", 2: "same question"}
 
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
-try:
-    store = judgment_store(default_url())
-except Exception as exc:
-    error(exc)
-    st.stop()
+store = page_judgment_store()
 for key, value in ((QUEUE, []), (POS, 0), (ITEM, 0)):
     st.session_state.setdefault(key, value)
 

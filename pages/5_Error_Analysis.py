@@ -33,7 +33,6 @@ from core.data.trec import qrels_text, run_text
 from core.errors import NotReadyError, StudioError
 from core.evaluation import DEFAULT_METRICS as ALL_METRICS
 from core.evaluation import check_metrics
-from core.judging.database import default_url
 from core.judging.pooling import pool_choices
 from core.analysis.runs import STORED_DEPTH, default_split, labels_digest, run_status, stored_per_query
 from core.data.dataset_model import QUERY_FORMS
@@ -41,11 +40,11 @@ from core.judging.campaigns import CampaignStore
 from core.system_notes import system_notes
 from core.registry import display_name
 from ui.auth import current_identity
-from ui.cache import digest, imported_run, judgment_store, memo, per_query_values, stored_run_keys, stored_runs
+from ui.cache import digest, imported_run, memo, per_query_values, stored_run_keys, stored_runs
 from ui.nav import ensure_navigation
 from ui.ppi_view import render_ppi
 from ui.charts import delta_png
-from ui.render import MISSING, error, page_dataset, system_problem
+from ui.render import MISSING, error, page_dataset, page_judgment_store, system_problem
 from ui.state import current_dataset
 from ui.system_picker import system_multiselect
 
@@ -55,11 +54,7 @@ st.title("Error analysis")
 
 ds_name = current_dataset()
 ds = page_dataset(ds_name)
-try:
-    store = judgment_store(default_url())
-except Exception as exc:
-    error(exc)
-    st.stop()
+store = page_judgment_store()
 
 # ----------------------------------------------------------------------------- choices
 imported = imported_runs(ds.name)
@@ -220,6 +215,7 @@ if campaign:
 # lazy tabs: only the open tab is computed and sent (the browser draws one tab's charts and tables, not five)
 tab_q, tab_j, tab_b, tab_a, tab_x = st.tabs(["Per query", "Unjudged", "Buckets", "Agreement", "Export"], key="ea.tab",
                                             on_change="rerun")
+
 
 # ----------------------------------------------------------------------------- per-query deltas
 @st.fragment

@@ -182,6 +182,7 @@ if _removable:
                                                    "folder).")
             st.rerun()
 
+
 # ----------------------------------------------------------------------------- learned models: curves and references
 def _learned() -> list[tuple]:
     """(spec, variant, status, training log) of every built variant that saved a learning curve."""

@@ -12,13 +12,11 @@ from core.judging.campaign_records import CampaignSpec, QuerySet
 from core.judging.campaign_results import RULES, export_filename, rule_description
 from core.judging.campaigns import CampaignStore
 from core.judging.deletion import delete_campaign, delete_labels, plan_campaign, plan_labels
-from core.judging.database import default_url
 from core.judging.pooling import available_systems
 from ui.auth import current_identity
 from ui.budget_view import render_budget
-from ui.cache import judgment_store
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, page_dataset, page_judgment_store
 from ui.state import current_dataset
 from ui.system_picker import system_multiselect
 
@@ -31,11 +29,7 @@ if not identity.is_owner:
     st.info("Only the owners named in the configuration manage campaigns. Your queue is on the Annotate page.")
     st.stop()
 actor = identity.name or ""
-try:
-    cs = CampaignStore(store=judgment_store(default_url()))
-except Exception as exc:  # noqa: BLE001 - one line naming the database
-    error(exc)
-    st.stop()
+cs = CampaignStore(store=page_judgment_store())
 ds = page_dataset(current_dataset())
 
 
@@ -105,6 +99,7 @@ with assign:
             st.success(f"{n} item(s) assigned to {who}.")
         except StudioError as exc:
             error(exc)
+
 
 def _decide(item_id: int) -> None:
     """Save callback: the owner's decision (refused without a choice), before the page is drawn again."""

@@ -21,8 +21,6 @@ from tests.conftest import ROOT
     ["-m", "bench.tables"], ["-m", "bench.determinism"], ["-m", "bench.milvus_parity"], ["-m", "bench", "run", "--help"],
     ["-m", "bench.reproduce"],
 ])
-
-
 def test_reproduce_steps_answer_help(command):
     result = subprocess.run([sys.executable, *command, "--help"] if command[-1] != "--help" else [sys.executable, *command],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -68,8 +68,6 @@ def test_cli_create_status_assign_agreement_export(tiny_data, tmp_path):
     (["create", "--name", "x", "--as", OWNER, "--pool", "BADPOOL"], "not a JSON pool"),
     (["export", "--name", "team", "--as", OWNER, "--rule", "median"], "invalid choice"),
 ])
-
-
 def test_cli_bad_input_is_one_line_and_changes_nothing(tiny_data, tmp_path, argv, message):
     from tests.conftest import run_main
 

@@ -1,10 +1,14 @@
 """Campaigns in the pages (AppTest): the login page for visitors, blind queues judged through the panel, owners'
 adjudication, who sees what, the trusted-header mode, undo, Error Analysis rescored at once with PPI estimates, the
-judging budget, and a login through a real OIDC provider."""
+judging budget, a login through a real OIDC provider, and a database that is not ours refused in one line."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sqlite3
+
+import pytest
 
 from core.judging.campaigns import CampaignStore
 from tests.campaign_env import OWNER, TEAM, app_page, page_env  # noqa: F401  (page_env: a fixture)
@@ -317,3 +321,24 @@ def test_campaigns_page_shows_the_judging_budget(page_env):
     assert "Judging budget" in [h.value for h in at.subheader]
     assert any("Label next, in this order" in c.value for c in at.caption), [c.value for c in at.caption]
     assert any(df.value is not None and "width at budget" in df.value.columns for df in at.dataframe), [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("page", ["4_Annotate.py", "5_Error_Analysis.py", "8_Campaigns.py"])
+def test_a_judging_page_on_a_database_that_is_not_ours_says_so_in_one_line_and_changes_nothing(page, tmp_path,
+                                                                                              monkeypatch):
+    """Annotate, Error Analysis and Campaigns open the judgment store the same way (``ui.render.page_judgment_store``):
+    a database that is not ours is one line naming the file, the page stops there, and the file is left as it was."""
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.close()
+    before = hashlib.sha256(foreign.read_bytes()).hexdigest()
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{foreign}")
+    monkeypatch.setenv("QRS_OWNERS", OWNER)
+    at = app_page(page, {"is_logged_in": True, "email": OWNER}).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "not a Question Retrieval Studio judgments database" in errors[0], errors
+    assert str(foreign) in errors[0] and "\n" not in errors[0]
+    assert hashlib.sha256(foreign.read_bytes()).hexdigest() == before

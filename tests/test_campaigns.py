@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.campaign_records import CampaignAuthError, CampaignError, CampaignSpec, QuerySet
 from core.judging.campaign_results import aggregate, export_filename
-from core.data.trec import read_qrels as read_trec_qrels
 from core.judging.campaigns import CampaignStore
 from tests.campaign_env import OWNER, QUERIES, TEAM, campaign_items, campaign_spec
 

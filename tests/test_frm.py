@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.data.keywords import LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets, pair_weight
+from core.data.keywords import (LexicalStats, assign_pairs, jaccard_bucket, keyword_candidates, keyword_sets,
+                           pair_weight)
 from models.frm import FRM, FRMConfig, assign_levels, frm_loss, level_masks
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # one intra-op thread (tests.conftest)
 

@@ -91,6 +91,7 @@ def test_sigkill_keeps_every_committed_label(db_url, tmp_path):
     got = {int(j.doc_id[1:]) for j in s.judgments()}
     assert set(range(committed + 1)) <= got
 
+
 # ----------------------------------------------------------------------------- faults
 SQLITE_LOCKER = r"""
 import sqlite3, sys, time
@@ -197,8 +198,6 @@ def _studio_file(path: Path, version: str | None = None, truncate: int | None = 
     ("version_two", "not a number"),
     ("version_99", "newer than this app"),
 ])
-
-
 def test_a_database_that_is_not_ours_is_refused_and_left_byte_identical(kind, fragment, tmp_path):
     """No tables added, no version stamped, no WAL switch, one line naming the file."""
     path = tmp_path / "other.db"
@@ -270,8 +269,6 @@ def test_a_permanent_integrity_error_is_not_retried(store):
     ("mysql://u@h/db", "supported: SQLite and PostgreSQL"),
     ("postgresql+psycopg2://u@h/db", "not installed"),
 ])
-
-
 def test_bad_database_urls_say_what_works(url, fragment):
     with pytest.raises(JudgmentError, match=fragment):
         JudgmentStore(url)

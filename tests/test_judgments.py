@@ -172,6 +172,7 @@ def test_newer_schema_is_refused(tmp_path):
     with pytest.raises(StoreError, match="newer"):
         JudgmentStore(f"sqlite:///{path}")
 
+
 INJECTION = ["'); DROP TABLE judgments;--", "<script>alert('x')</script>", "Robert'); --", "$\\frac{1}{2}$ **b** [l](http://x)"]
 
 

@@ -31,8 +31,6 @@ def test_trec_run_that_is_not_utf8_names_the_file(tmp_path):
     ("q1 Q0 d1 1 nan-ish x\n", 1, "score a number"),
     ("q1 Q0 d1 1 2.0 x extra\n", 1, "expected 6 columns"),
 ])
-
-
 def test_malformed_run_import_names_line_and_stores_nothing(content, line, fragment, tiny_ds, monkeypatch, tmp_path):
     from core.analysis.compared_runs import import_run, imported_runs
 
@@ -64,6 +62,7 @@ def _beir(root, corpus: str, queries: str, qrels: str):
     (root / "queries.jsonl").write_text(queries, encoding="utf-8")
     (root / "qrels" / "test.tsv").write_text(qrels, encoding="utf-8")
 
+
 GOOD_CORPUS = '{"_id": "d1", "text": "one"}\n{"_id": "d2", "text": "two"}\n'
 GOOD_QUERIES = '{"_id": "q1", "text": "one"}\n'
 GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
@@ -77,8 +76,6 @@ GOOD_QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\n"
     ("corpus", '{"_id": "d1", "text": "one"}\n\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:3"),
     ("corpus", '{"_id": "d1", "text": "one"}\n{"_id": "d2", "title": "", "text": ""}\n', "corpus.jsonl:2"),
 ])
-
-
 def test_malformed_beir_folder_names_file_and_line_and_imports_nothing(part, content, where, tmp_path, fresh_var):
     from core.data.imports import import_dataset, imported_datasets
 

@@ -6,7 +6,8 @@ Every system in ``core.registry.list_systems()`` is built once per session throu
 artifacts folder, then fuzzed: retrievers through ``search``, rerankers through ``rerank`` of BM25's
 candidates. A system that cannot be built or loaded fails its own test with the reason; a system the
 registry says does not apply to the dataset is skipped with the registry's reason.
-Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgment_faults.py."""
+Durability (SIGKILL) and concurrency (8 processes × 500 labels) are in tests/test_judgment_faults.py.
+"""
 from __future__ import annotations
 
 import math
@@ -23,9 +24,9 @@ from core.registry import list_systems
 from core.retrieval.base import MAX_QUERY_CHARS, validate_query
 from tests.conftest import ROOT, TINY_DATA
 
-
 ALL_SYSTEMS = [s.name for s in list_systems()]
 FIRST_STAGE_DEPTH = 20
+
 INJECTIONS = [
     "'; DROP TABLE judgments; --",
     "\" OR 1=1 --",
@@ -36,7 +37,6 @@ INJECTIONS = [
     "{{7*7}} ${7*7} %s %n",
     "../../etc/passwd",
 ]
-
 HOSTILE = [
     "", "   ", "\t\n\r ", "\u200b\u200b", "a" * 10_000, "why " * (MAX_QUERY_CHARS // 4 + 1),
     "🔎🙂👩‍👩‍👧‍👦 how to cook rice 🍚", "كيف أتعلم البرمجة بسرعة؟", "מה השעה \u202eevil\u202c ?",
@@ -96,9 +96,9 @@ def tiny_env(tmp_path_factory) -> TinyEnv:
             env.seconds[name] = time.perf_counter() - start
     return env
 
+
 FEW_STEPS = {"max_steps": 8, "eval_every": 4, "patience": 1, "epochs": 1, "max_epochs": 1, "patience_epochs": 1,
              "train_pairs": 64, "dev_pairs": 32, "batch_size": 8}
-
 """Learned systems train a few steps only: the fuzz suite checks behaviour on hostile input, not quality."""
 
 
@@ -192,6 +192,7 @@ def test_every_registered_system_is_fuzzed():
     """The fuzz suite covers the registry, not a hand-picked list."""
     assert ALL_SYSTEMS == [s.name for s in list_systems()] and len(ALL_SYSTEMS) >= 9
 
+
 # fixture questions written the way people type them: contractions, possessives, punctuation attached,
 # capitals; each is also in the collection's CoreNLP form (see the premise checked below)
 TYPED_QUESTIONS = [
@@ -257,8 +258,6 @@ def test_every_system_survives_hostile_queries(name, tiny_env):
 @pytest.mark.parametrize("text, message", [
     ("", "empty"), (" \t\n ", "empty"), ("\x00\x01\x1b", "empty"), ("a" * 10_000, "limit is 2,000"),
 ])
-
-
 def test_rejected_queries_say_why(name, text, message, tiny_env):
     system = _system(tiny_env, name)
     with pytest.raises(QueryError, match=message):
@@ -309,6 +308,7 @@ def page_env(tiny_env, monkeypatch):
     monkeypatch.setenv("QRS_DATA", str(TINY_DATA))
     monkeypatch.setenv("QRS_VAR", str(tiny_env.var))
     return tiny_env.ds
+
 
 COMPARE_CASES = [
     ("", "info", "Type a question"),

@@ -79,3 +79,16 @@ def page_dataset(name: str | None = None, banner: bool = True):
     if banner:
         build_banner(name)
     return ds
+
+
+def page_judgment_store():
+    """The judgment store of the configured database (``core.judging.database.default_url``), or one line naming
+    the database and the page stops."""
+    from core.judging.database import default_url
+    from ui.cache import judgment_store
+
+    try:
+        return judgment_store(default_url())
+    except Exception as exc:  # noqa: BLE001 - one line naming the database
+        error(exc)
+        st.stop()

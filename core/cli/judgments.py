@@ -26,7 +26,6 @@ from tabulate import tabulate
 from core.registry import default_first_stage
 
 
-
 def _store(args: argparse.Namespace):
     """The database of ``--db`` for reading: a missing or empty database is an error, never created."""
     from core.judging.judgments import JudgmentStore

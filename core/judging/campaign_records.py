@@ -23,7 +23,6 @@ class CampaignAuthError(CampaignError):
     """The acting user may not do this (not an owner, not assigned, someone else's label); nothing was written."""
 
 
-
 @dataclass(frozen=True)
 class QuerySet:
     """Which queries a campaign judges: a ``split``, a ``list`` of ids, or a ``sample`` of a split."""

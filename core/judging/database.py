@@ -64,7 +64,6 @@ class StoreBusyError(StoreError):
     """Another process held the write lock for longer than the store's lock timeout."""
 
 
-
 def default_url() -> str:
     """``QRS_DB_URL`` or a SQLite file in the artifacts folder."""
     return settings().db_url or f"sqlite:///{Path(var_dir()) / 'judgments.sqlite'}"
@@ -161,7 +160,6 @@ def _sqlstate(exc: DBAPIError) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return (text.splitlines() or [type(exc).__name__])[0][:300]
-
 
 
 # ----------------------------------------------------------------------------- the database

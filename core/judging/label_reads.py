@@ -36,7 +36,6 @@ def with_context(row, document, dataset: str | None):
     return stmt if dataset is None else stmt.where(QueryRow.dataset == dataset)
 
 
-
 class LabelReads(StudioDatabase):
     """The store's reads (a base of ``JudgmentStore``)."""
 

@@ -62,7 +62,6 @@ VARIANTS: dict[str, dict] = {
 }
 
 
-
 # ----------------------------------------------------------------------------- reranker
 @dataclass
 class FRMExplanation:

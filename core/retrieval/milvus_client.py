@@ -31,8 +31,6 @@ MAX_LIMIT = 16384  # a Milvus server's largest top-k per search
 GRPC_OPTIONS = {"grpc.keepalive_time_ms": 360_000, "grpc.keepalive_permit_without_calls": False}
 
 
-
-
 class MilvusError(StudioError):
     """A Milvus call failed (server down, unreachable, refused the request); one line naming the URI."""
 

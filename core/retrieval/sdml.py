@@ -241,8 +241,6 @@ def train(dataset: Dataset, cfg: SDMLConfig, folder, progress: ProgressFn = no_p
             "vocab_words": len(vocab.words), "hash_bins": vocab.hash_bins}
 
 
-
-
 def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_progress,
           variant: str | None = None, config: SDMLConfig | None = None, tag: str | None = None,
           resume: bool = True) -> dict:
