@@ -13,6 +13,7 @@ from core.judging.campaign_records import CampaignAuthError, CampaignError, Camp
 from core.judging.campaign_results import aggregate, export_filename
 from core.judging.campaigns import CampaignStore
 from tests.campaign_env import OWNER, QUERIES, TEAM, campaign_items, campaign_spec
+from tests.side_by_side import side_by_side
 
 
 @pytest.fixture
@@ -193,22 +194,14 @@ def test_open_campaign_claims_respect_overlap_under_concurrency(cs):
     cs.create(OWNER, campaign_spec(annotators=()), campaign_items())
     people = [f"p{i}" for i in range(6)]
     barrier = threading.Barrier(len(people))
-    errors: list[BaseException] = []
 
     def claim(who: str) -> None:
-        try:
-            barrier.wait()
-            it = cs.next_item(who, "c1")
-            if it is not None:
-                cs.judge(who, "c1", it.item_id, 1)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        barrier.wait()
+        it = cs.next_item(who, "c1")
+        if it is not None:
+            cs.judge(who, "c1", it.item_id, 1)
 
-    threads = [threading.Thread(target=claim, args=(p,)) for p in people]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = side_by_side(claim, [(p,) for p in people])
     assert not errors, errors
     queues = {p: cs.queue(p, "c1") for p in people}
     assert all(len(q) == 2 for q in queues.values())  # 6 claims x 1 query (2 items) = 3 queries x overlap 2
@@ -228,11 +221,8 @@ def test_concurrent_annotators_every_committed_label_is_kept(db_url, camp):
         finally:
             store.close()
 
-    threads = [threading.Thread(target=work, args=(a,)) for a in TEAM]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = side_by_side(work, [(a,) for a in TEAM])
+    assert not errors, errors
     labels = camp.labels(OWNER, "c1")
     assert len(labels) == 12 and len(camp.history(OWNER, "c1")) == 12
     positions = {it.item_id: it.position for a in TEAM for it in camp.queue(a, "c1")}

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from tests.side_by_side import side_by_side
 
 
 @dataclass
@@ -40,10 +41,8 @@ def test_two_builds_side_by_side_compute_each_chunk_once(tmp_path):
     from core.rerank.frm_features import VectorStore
 
     stores, featurizers = [VectorStore(tmp_path), VectorStore(tmp_path)], [_Featurizer(0.2), _Featurizer(0.2)]
-    threads = [threading.Thread(target=s.ensure, args=(f, TEXTS), kwargs={"chunk": 2})
-               for s, f in zip(stores, featurizers)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    errors = side_by_side(lambda s, f: s.ensure(f, TEXTS, chunk=2), list(zip(stores, featurizers)))
+    assert not errors, errors
     first, second = (set(f.computed) for f in featurizers)
     assert first and second and not first & second  # the work was shared, nothing twice
     assert first | second == {t.text for t in TEXTS}

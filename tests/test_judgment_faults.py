@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from core.judging.judgments import JudgmentStore
 from core.judging.schema import SCHEMA_VERSION
 from tests.conftest import ROOT
 from tests.judgment_store import DS, label_one, store  # noqa: F401  (store: a fixture)
+from tests.side_by_side import side_by_side
 
 WORKER = r"""
 import sys
@@ -38,11 +38,8 @@ def test_threads_lose_nothing(store):
             store.set_label(f"t{t}", DS, f"query {i % 7}", f"d{i}", f"text {i}", (i + t) % 3)
             store.set_label(f"t{t}", DS, f"query {i % 7}", f"d{i}", f"text {i}", (i + t) % 3)  # no-op
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errors = side_by_side(work, [(t,) for t in range(8)])
+    assert not errors, errors
     js = store.judgments()
     assert len(js) == 8 * 60
     assert {(j.annotator, j.doc_id, j.label) for j in js} == {(f"t{t}", f"d{i}", (i + t) % 3) for t in range(8) for i in range(60)}

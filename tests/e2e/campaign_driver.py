@@ -5,7 +5,6 @@ has the focus, picking in a selectbox, opening a tab and starting several indepe
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from tests.e2e import page_driver  # noqa: E402
 from tests.e2e.campaign_fixtures import CAMPAIGN, SUBS  # noqa: E402
 from tests.e2e.conftest import new_driver  # noqa: E402
 from tests.e2e.page_driver import BUSY, css  # noqa: E402
+from tests.side_by_side import side_by_side  # noqa: E402
 
 __all__ = ["WAIT", "button", "css", "idle", "keyed", "login", "open_campaign", "open_tab", "panel_state", "pick",
            "press", "quit_quietly", "shot", "start_drivers", "texts", "wait_for"]
@@ -127,19 +127,11 @@ def open_tab(driver, name: str) -> None:
 def start_drivers(e2e_var: Path, downloads: Path, names: list[str]) -> dict:
     """Start several Chromium sessions at once (each its own profile: independent visitors)."""
     drivers: dict = {}
-    errors: list[BaseException] = []
 
     def start(name: str) -> None:
-        try:
-            drivers[name] = new_driver(e2e_var, downloads, f"campaign-{name}")
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        drivers[name] = new_driver(e2e_var, downloads, f"campaign-{name}")
 
-    threads = [threading.Thread(target=start, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = side_by_side(start, [(n,) for n in names], what="browser start")
     if errors:
         for d in drivers.values():
             d.quit()

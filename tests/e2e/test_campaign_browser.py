@@ -35,6 +35,7 @@ from tests.e2e.campaign_driver import (WAIT, button, css, idle, keyed, login, op
                                        panel_state, pick, press, quit_quietly, shot, start_drivers, texts, wait_for)
 from tests.e2e.campaign_fixtures import (CAMPAIGN, OWNER, TEAM, kill_browser, oidc_provider,  # noqa: E402,F401
                                          postgres_server, team_app)
+from tests.side_by_side import side_by_side  # noqa: E402
 
 KILLED, KILL_AFTER = TEAM[2], 3  # cat's browser dies after 3 committed labels, with a 4th click in flight
 RESTART_AT = 2  # the server is killed and started again right after everyone's third key (queue position 2)
@@ -156,12 +157,8 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
                 shot(driver, f"failed-{who.split('@')[0]}")
                 errors[who] = exc
 
-        threads = [threading.Thread(target=work, args=(who, drivers[n])) for who, n in zip(TEAM, names)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-        assert not [t for t in threads if t.is_alive()], "an annotator's browser session hung"
+        side_by_side(work, [(who, drivers[n]) for who, n in zip(TEAM, names)], timeout=300,
+                     what="annotator's browser session")  # each session records its own error (above)
         assert not errors, errors
         assert app.restarts == 1 and app.server[0].poll() is None
         quit_quietly(drivers.pop(names[2]))
