@@ -4,47 +4,21 @@ from __future__ import annotations
 import json
 
 import faiss
-import numpy as np
 import pytest
 import torch
 
-from core.data.clusters import dataset_from_pairs
 from core.errors import MissingArtifactError
 from core.evaluation import evaluate_run
 from models.densetrans import VARIANTS, DenseTrans, layer_input_widths
 from models.losses import SampledSoftmaxLoss
+from tests.synonym_clusters import synonym_clusters
 
 faiss.omp_set_num_threads(1)  # tiny indexes; avoids OpenMP spinning on a loaded machine
 
 
-def toy_dataset(n_concepts: int = 100, seed: int = 0):
-    """Paraphrase clusters whose questions name a concept by one of two synonyms (alphaC / betaC),
-    so a lexical or random encoder cannot match "what is alphaC" with "explain betaC"; each component
-    is two clusters joined by a negative pair (so the cluster-disjoint split keeps negatives)."""
-    rng = np.random.default_rng(seed)
-    filler = [f"w{i}" for i in range(30)]
-    rows, pid = [], 0
-
-    def f(k: int) -> str:
-        return " ".join(rng.choice(filler, size=k, replace=False))
-
-    for c in range(0, n_concepts, 2):
-        groups = []
-        for cc in (c, c + 1):
-            a, b = f"alpha{cc}", f"beta{cc}"
-            groups.append([f"what is {a} {f(2)} ?", f"explain {b} {f(3)} ?", f"{f(1)} {a} or {b} {f(1)} ?"])
-        for g in groups:
-            for t1, t2 in ((g[0], g[1]), (g[1], g[2])):
-                rows.append((1, t1, t2, str(pid)))
-                pid += 1
-        rows.append((0, groups[0][0], groups[1][0], str(pid)))
-        pid += 1
-    return dataset_from_pairs("toy", "toy synonyms", rows, tokenized=True)
-
-
 @pytest.fixture(scope="module")
 def toy():
-    return toy_dataset()
+    return synonym_clusters()
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

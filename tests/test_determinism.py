@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from tests.test_densetrans import toy_dataset
+from tests.synonym_clusters import synonym_clusters
 
 BURN = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
 
@@ -40,7 +40,7 @@ def _tensors(state):
 def idle_run(tmp_path_factory):
     """One uninterrupted training on an idle machine, shared by both tests (the reference run)."""
     with pytest.MonkeyPatch.context() as mp:
-        dataset = toy_dataset(n_concepts=40)
+        dataset = synonym_clusters(n_concepts=40)
         metrics, state = _train_once(mp, tmp_path_factory.mktemp("idle"), dataset)
         yield dataset, metrics, state
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.test_byod import byod  # noqa: F401  (user/cqa and user/answers imported in a private var)
+from tests.byod_env import byod  # noqa: F401  (user/cqa and user/answers imported in a private var)
 
 
 @pytest.fixture

@@ -182,10 +182,10 @@ def test_densetrans_layers_against_alldense(tmp_path, monkeypatch):
     wrong-direction noise of untrained mean-pooled random vectors). With the paper's ``[CLS]`` pooling the
     paper's |·| measure itself rises. (The QQP comparison of the converged models is in BENCHMARKS.md.)"""
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
-    from tests.test_densetrans import toy_dataset
+    from tests.synonym_clusters import synonym_clusters
 
     torch.set_num_threads(1)
-    toy = toy_dataset(60)
+    toy = synonym_clusters(60)
     triples = sample_triples(toy, 40, "random", seed=5, split="train")
     curves = {}
     for variant in ("full", "-AllDense"):

@@ -267,3 +267,8 @@ def test_the_checks_catch_what_they_claim(tmp_path, monkeypatch):
     assert import_circles() == [["core.data.a", "core.data.b"]]
     assert any("core.data.c:5 -> core.serving.runner" in line for line in upward_imports())
     assert private_imports(tmp_path) == ["core/data/a.py:4 core.serving.runner._private"]
+
+
+def test_the_runner_loads_through_the_loader():
+    """One path from a system name to a ranking: core.serving.runner imports core.serving.loader."""
+    assert "core.serving.loader" in {target for target, _line in _graph()["core.serving.runner"]}

@@ -142,11 +142,11 @@ def test_cli_one_word_query_and_long_candidate(built, capsys):
 
 def test_cli_explains_a_user_bi_encoder_and_refuses_a_fixed_run(built, capsys, tmp_path):
     from core import registry
-    from tests.test_user_systems import _model_copy
+    from tests.user_system_env import model_copy
 
     registry.refresh()
     try:
-        folder = _model_copy(tmp_path)
+        folder = model_copy(tmp_path)
         assert _cli(["systems", "add", "my-minilm", "--bi-encoder", str(folder), "--dataset", "qqp-bimpm"],
                     capsys)[0] == 0
         code, out, err = _cli(["explain", "--system", "my-minilm", "How can I stop my depression?", "--candidate",

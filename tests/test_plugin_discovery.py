@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import app_test, run_main
-from tests.test_user_systems import TOY_MODULE, _distribution, plugins  # noqa: F401
+from tests.user_system_env import TOY_MODULE, install_distribution, plugins  # noqa: F401  (plugins: a fixture)
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def test_a_plugin_installed_while_running_appears_without_a_restart(built, site_
     assert "toy-overlap" not in {s.name for s in list_systems()}  # discovery ran: nothing there
     # an editable install: the metadata in site-packages, the code elsewhere through a .pth file
     source = tmp_path / "src"
-    _distribution(source, "toy-qrs-plugin", "toy_qrs_plugin", TOY_MODULE, "toy")
+    install_distribution(source, "toy-qrs-plugin", "toy_qrs_plugin", TOY_MODULE, "toy")
     (source / "toy-qrs-plugin-0.1.dist-info").rename(site_dir / "toy-qrs-plugin-0.1.dist-info")
     (site_dir / "__editable__.toy_qrs_plugin-0.1.pth").write_text(str(source) + "\n", encoding="utf-8")
     assert refresh_if_changed(force=True)
@@ -50,7 +50,7 @@ def test_a_plugin_installed_while_running_appears_without_a_restart(built, site_
 def test_models_page_shows_a_plugin_installed_after_the_app_started(built, site_dir):
     at = app_test("pages/6_Models.py").run()
     assert not at.exception
-    _distribution(site_dir, "toy-qrs-plugin", "toy_qrs_plugin", TOY_MODULE, "toy")
+    install_distribution(site_dir, "toy-qrs-plugin", "toy_qrs_plugin", TOY_MODULE, "toy")
     at.run()
     assert not at.exception and not [w.value for w in at.warning if "toy" in w.value]
     assert any("toy-overlap" in str(df.value) for df in at.dataframe)

@@ -121,7 +121,7 @@ def test_recipes_have_their_own_folders(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- a real (tiny) build beside the default
 def test_paper_objective_builds_beside_the_default_and_loads_by_name(tmp_path, monkeypatch):
-    """The tiny synonym collection of tests/test_densetrans.py: the default build, then the recipe; the default's
+    """The tiny synonym collection of tests/synonym_clusters.py: the default build, then the recipe; the default's
     files and its stored run's fingerprint stay as they were; the loader serves each by its name."""
     monkeypatch.setenv("QRS_VAR", str(tmp_path))
     import numpy as np
@@ -130,10 +130,10 @@ def test_paper_objective_builds_beside_the_default_and_loads_by_name(tmp_path, m
     from core.analysis import runs
     from core.retrieval import densetrans as dt
     from core.serving.loader import load
-    from tests.test_densetrans import toy_dataset
+    from tests.synonym_clusters import synonym_clusters
 
     torch.set_num_threads(1)
-    toy = toy_dataset(40)
+    toy = synonym_clusters(40)
     tiny = dict(d_model=12, embeddings="random", max_steps=8, eval_every=4, batch_queries=16, dev_distractors=0)
     dt.build(toy, "quick", config=dt.make_config("quick", None, **tiny))
     default_folder = dt._folder(toy, None)

@@ -14,6 +14,7 @@ from core.errors import MissingArtifactError
 from core.data.tokenizers import WordVocab, stable_bucket
 from models.losses import SDMLLoss, TripletLoss, smoothed_targets
 from models.sdml_cnn import SDMLCNN
+from tests.synonym_clusters import synonym_clusters
 
 faiss.omp_set_num_threads(1)  # tiny indexes; avoids OpenMP spinning on a loaded machine
 
@@ -68,29 +69,6 @@ def test_encoder_shapes_and_gradients():
     assert torch.allclose(model(torch.tensor([[7]])), out[1:], atol=1e-6)  # padding is ignored
     SDMLLoss(0.3)(out, model(torch.tensor([[3, 4, 6], [8, 0, 0]]))).backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
-
-
-def toy_dataset(n_concepts: int = 100, seed: int = 0):
-    """Synonym clusters (alphaC / betaC), two clusters per component joined by a negative pair."""
-    rng = np.random.default_rng(seed)
-    filler = [f"w{i}" for i in range(30)]
-    rows, pid = [], 0
-
-    def f(k: int) -> str:
-        return " ".join(rng.choice(filler, size=k, replace=False))
-
-    for c in range(0, n_concepts, 2):
-        groups = []
-        for cc in (c, c + 1):
-            a, b = f"alpha{cc}", f"beta{cc}"
-            groups.append([f"what is {a} {f(2)} ?", f"explain {b} {f(3)} ?", f"{f(1)} {a} or {b} {f(1)} ?"])
-        for g in groups:
-            for t1, t2 in ((g[0], g[1]), (g[1], g[2])):
-                rows.append((1, t1, t2, str(pid)))
-                pid += 1
-        rows.append((0, groups[0][0], groups[1][0], str(pid)))
-        pid += 1
-    return dataset_from_pairs("toy", "toy synonyms", rows, tokenized=True)
 
 
 def synonym_toy(n_syn: int = 20, n_ent: int = 10, seed: int = 0):
@@ -166,7 +144,7 @@ def test_glove_init_copies_glove_rows_and_keeps_padding_zero():
     from core.retrieval import sdml
     from core.data.vectors import load_glove_50d
 
-    toy = toy_dataset(4)
+    toy = synonym_clusters(4)
     cfg = sdml.make_config("quick", None, channels=8, out_dim=8)  # quick: GloVe-50d over the collection's words
     assert cfg.init == "glove" and cfg.emb_dim == 50 and cfg.vocab_from == "collection"
     vocab = sdml.build_vocab(toy, cfg)
@@ -191,7 +169,7 @@ def test_without_dev_queries_training_stops_on_train_queries():
 def test_training_pairs_fraction_is_a_seeded_subset():
     from core.retrieval import sdml
 
-    toy = toy_dataset()
+    toy = synonym_clusters()
     full = sdml.training_pairs(toy)
     half = sdml.training_pairs(toy, 0.5)
     assert len(half) == round(0.5 * len(full)) and set(half) <= set(full)
@@ -205,7 +183,7 @@ def test_missing_and_corrupt_checkpoint(tmp_path, monkeypatch):
     from core.registry import system_dir
     from core.retrieval import sdml
 
-    toy = toy_dataset(4)
+    toy = synonym_clusters(4)
     with pytest.raises(MissingArtifactError, match="python -m core train --system sdml-cnn --dataset toy --variant=tl-ssd"):
         sdml.load(toy, variant="tl-ssd")
     folder = system_dir("toy", "sdml-cnn", None)

@@ -122,13 +122,8 @@ def test_compare_default_ranking_equals_cli_search(built, query):
 
 
 # ----------------------------------------------------------------------------- imports
-# Circles and upward imports over every module of core: tests/test_layers_imports.py.
-def test_the_runner_loads_through_the_loader():
-    from tests.test_layers_imports import _graph
-
-    assert "core.serving.loader" in {target for target, _line in _graph()["core.serving.runner"]}
-
-
+# Circles and upward imports over every module of core, and the runner loading through the loader:
+# tests/test_layers_imports.py.
 def test_the_old_second_paths_are_gone():
     """The run-a-system logic exists once: no module outside core.serving ranks through its own copy."""
     from core import registry

