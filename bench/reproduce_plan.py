@@ -75,6 +75,8 @@ def steps(dataset: str = "qqp-bimpm") -> list[Step]:
              why="every system's word importance against random words; the Keywords page's default explanation"),
         Step("query-view-faithfulness", (("-m", "bench.query_view_faithfulness", *d),),
              why="the query view of every system against random words; the amended rule's default on both views"),
+        Step("explain-probes", (("-m", "bench.explain_probes", *d),),
+             why="the Keywords page's two probes on every system's query view, beside the default (never choosing)"),
         Step("cross-encoder-pairs", (("-m", "bench.cross_encoder_pairs", *d),)),
         Step("layers", (("-m", "bench.layers_curves", "--out", "bench/reports/layers_measures_qqp.json"),)),
         Step("layers-paper-objective", (("-m", "bench.layers_curves", "--pair", "densetrans:paper-objective",
