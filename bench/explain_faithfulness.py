@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.loaded_systems import each_loaded
+
 DECISION_RULE = (
     "Written before any result. On the DEV pairs only: 1. candidates are the (system, method) explanations that are "
     "more faithful than random (CI of comprehensiveness(top) − (random) above 0 and CI of sufficiency(top) − "
@@ -55,6 +57,14 @@ AMENDED_RULE = (
 PROBES = {"How can I stop my depression?": {"top2": {"depression", "stop"}},
           "What are the health benefits of green tea?": {"top4_at_least_3_of": {"health", "benefits", "green", "tea"}}}
 REPORT = Path(__file__).resolve().parent / "reports" / "explain_faithfulness.json"
+
+
+def pair_scorable(name: str) -> None:
+    """Refuse, in one line (``StudioError``), a system that cannot score a (query, candidate) pair of its own."""
+    from core.registry import get_spec, parse_name
+    from core.serving.pair_scoring import check_spec
+
+    check_spec(get_spec(parse_name(name).system))
 
 
 def _pairs(dataset, split: str, n: int, seed: int = 13) -> list[tuple[str, str]]:
@@ -250,21 +260,12 @@ def latency_report(names: list[str], pairs, dataset, out: Path, argv) -> int:
     from bench.error_analysis_speed import python_speed
     from bench.reporting import head_commit, write_report
     from core.analysis.keywords import offered_methods
-    from core.errors import StudioError
     from core.registry import get_spec, parse_name
-    from core.serving.loader import load
-    from core.serving.pair_scoring import check_spec
 
     rows, skipped = [], {}
     probe = python_speed()
-    for name in names:
+    for name, system in each_loaded(names, dataset, skipped, check=pair_scorable):
         spec = get_spec(parse_name(name).system)
-        try:
-            check_spec(spec)
-            system = load(name, dataset)
-        except StudioError as exc:
-            skipped[name] = str(exc).splitlines()[0][:200]
-            continue
         for method in offered_methods(system, spec):
             before = os.getloadavg()[0]
             got = latency(system, spec, method, pairs, dataset.corpus)
@@ -281,10 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.data.datasets import load_dataset
     from core.data.keywords import KeywordTagger, LexicalStats
     from core.analysis.keywords import offered_methods
-    from core.errors import StudioError
     from core.registry import get_spec, list_systems, parse_name
-    from core.serving.loader import load
-    from core.serving.pair_scoring import check_spec
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset", default="qqp-bimpm")
@@ -311,15 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     if args.latency_only:
         return latency_report(names, test[:args.latency_pairs], dataset, Path(args.latency_only), argv)
-    for name in names:
+    for name, system in each_loaded(names, dataset, skipped, check=pair_scorable, say=lambda s: print(s, flush=True)):
         spec = get_spec(parse_name(name).system)
-        try:
-            check_spec(spec)
-            system = load(name, dataset)
-        except StudioError as exc:  # not built, still building, or not pair-scorable here
-            skipped[name] = str(exc).splitlines()[0][:200]
-            print(f"{name}: skipped ({skipped[name]})", flush=True)
-            continue
         loaded[name] = (system, spec)
         for method in offered_methods(system, spec):
             start = time.time()

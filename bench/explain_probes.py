@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from bench.explain_faithfulness import PROBES, REPORT as PAIR_REPORT, probes
+from bench.loaded_systems import each_loaded
 
 REPORT = Path(__file__).resolve().parent / "reports" / "explain_probes.json"
 
@@ -27,19 +28,13 @@ REPORT = Path(__file__).resolve().parent / "reports" / "explain_probes.json"
 def probe_rows(names: list[str], dataset) -> tuple[list[dict], dict[str, str]]:
     """Each system's answer to both probes (its top four query words, pass or fail); the systems that could not be
     loaded, with the reason."""
-    from core.errors import StudioError
     from core.registry import contamination_note, default_first_stage, get_spec, parse_name
     from core.retrieval.base import Reranker
     from core.serving.loader import load
 
     first = load(default_first_stage(), dataset)
     rows, skipped = [], {}
-    for name in names:
-        try:
-            system = load(name, dataset)
-        except StudioError as exc:
-            skipped[name] = str(exc).splitlines()[0][:200]
-            continue
+    for name, system in each_loaded(names, dataset, skipped):
         start = time.time()
         spec = get_spec(parse_name(name).system)
         got = probes(system, spec, "occlusion", dataset, first if isinstance(system, Reranker) else None)

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.explain_faithfulness import AMENDED_RULE, DECISION_RULE, REPORT as PAIR_REPORT
+from bench.loaded_systems import each_loaded
 
 REPORT = Path(__file__).resolve().parent / "reports" / "query_view_faithfulness.json"
 
@@ -63,19 +64,13 @@ def latency_report(names: list[str], queries: list[str], dataset, out: Path, com
     from bench.explain_faithfulness import per_item_ms
     from bench.reporting import head_commit, write_report
     from core.analysis.ranking_importance import ranking_importance
-    from core.errors import StudioError
     from core.registry import default_first_stage
     from core.retrieval.base import Reranker
     from core.serving.loader import load
 
     probe, rows, skipped = python_speed(), [], {}
     first = load(default_first_stage(), dataset)
-    for name in names:
-        try:
-            system = load(name, dataset)
-        except StudioError as exc:
-            skipped[name] = str(exc).splitlines()[0][:200]
-            continue
+    for name, system in each_loaded(names, dataset, skipped):
         stage = first if isinstance(system, Reranker) else None
         before = os.getloadavg()[0]
         timing = per_item_ms(lambda query: ranking_importance(system, query, dataset, first_stage=stage), queries)
@@ -135,7 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     from bench.reporting import head_commit, write_report
     from core.data.datasets import load_dataset
     from core.data.keywords import KeywordTagger, LexicalStats
-    from core.errors import StudioError
     from core.registry import default_first_stage
     from core.retrieval.base import Reranker
     from core.serving.loader import load
@@ -171,12 +165,7 @@ def main(argv: list[str] | None = None) -> int:
               "commit": head_commit(), "dataset": dataset.name, "dev_queries": len(dev), "test_queries": len(test),
               "first_stage": default_first_stage(), "dev": [], "test": [], "skipped": {}}
     t0 = time.time()
-    for name in names:
-        try:
-            system = load(name, dataset)
-        except StudioError as exc:
-            report["skipped"][name] = str(exc).splitlines()[0][:200]
-            continue
+    for name, system in each_loaded(names, dataset, report["skipped"]):
         stage = first if isinstance(system, Reranker) else None
         for split, queries in (("dev", dev), ("test", test)):
             start = time.time()
