@@ -78,6 +78,16 @@ def load_torch(path: str | Path, what: str, command: str) -> dict:
         raise MissingArtifactError(what, command, f"corrupt ({path.name}: {type(exc).__name__})") from None
 
 
+def require_trained(folder: str | Path, what: str, command: str) -> None:
+    """Refuse to serve a model folder without a finished training: no checkpoint (``model.pt``: not built), or no
+    ``metrics.json`` (a training still running, or killed): a half-trained model is never served."""
+    folder = Path(folder)
+    if not (folder / "model.pt").is_file():
+        raise MissingArtifactError(what, command)
+    if not (folder / "metrics.json").is_file():
+        raise MissingArtifactError(what, command, "still training (no metrics.json yet)")
+
+
 def config_from_dict(cls: type, data: dict) -> Any:
     """Rebuild a config dataclass, ignoring unknown keys (older/newer artifacts)."""
     names = {f.name for f in dataclasses.fields(cls)}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
+from core.artifacts import config_from_dict, load_json, load_torch, require_trained, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import IndexSpec
@@ -278,10 +278,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     REGISTRATION.check_variant(variant)
     folder = _folder(dataset, variant, tag)
     command = build_command(SYSTEM, dataset.name, variant if variant and variant != "full" else None)
-    if not (folder / "model.pt").is_file():
-        raise MissingArtifactError(f"DenseTrans{'' if not variant or variant == 'full' else ' ' + variant}", command)
-    if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
-        raise MissingArtifactError(f"DenseTrans{'' if not variant or variant == 'full' else ' ' + variant}", command, "still training (no metrics.json yet)")
+    require_trained(folder, f"DenseTrans{'' if not variant or variant == 'full' else ' ' + variant}", command)
     return _serve(dataset, folder, variant, command, index=index, search_params=search_params)[0]
 
 

@@ -21,7 +21,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from core.artifacts import config_from_dict, load_json, load_torch, save_json
+from core.artifacts import config_from_dict, load_json, load_torch, require_trained, save_json
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.registry import build_command, system_dir
@@ -139,10 +139,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     REGISTRATION.check_variant(variant)
     folder = _folder(dataset, tag)
     command = build_command(SYSTEM, dataset.name)
-    if not (folder / "model.pt").is_file():
-        raise MissingArtifactError("the dual-encoder", command)
-    if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
-        raise MissingArtifactError("the dual-encoder", command, "still training (no metrics.json yet)")
+    require_trained(folder, "the dual-encoder", command)
     return _serve(dataset, folder, command, index=index, search_params=search_params)[0]
 
 

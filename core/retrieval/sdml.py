@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.artifacts import config_from_dict, load_json, load_torch, save_json, save_torch
+from core.artifacts import config_from_dict, load_json, load_torch, require_trained, save_json, save_torch
 from core.data.datasets import Dataset
 from core.errors import MissingArtifactError
 from core.retrieval.indexing import PRESETS, IndexSpec
@@ -323,10 +323,7 @@ def load(dataset: Dataset, variant: str | None = None, index: str = DEFAULT_INDE
     REGISTRATION.check_variant(variant)
     folder = _folder(dataset, variant, tag)
     command = build_command(SYSTEM, dataset.name, variant if variant and variant != "sdml" else None)
-    if not (folder / "model.pt").is_file():
-        raise MissingArtifactError(f"SDML-CNN{'' if not variant or variant == 'sdml' else ' ' + variant}", command)
-    if not (folder / "metrics.json").is_file():  # training still running (or killed): never serve a half-trained model
-        raise MissingArtifactError(f"SDML-CNN{'' if not variant or variant == 'sdml' else ' ' + variant}", command, "still training (no metrics.json yet)")
+    require_trained(folder, f"SDML-CNN{'' if not variant or variant == 'sdml' else ' ' + variant}", command)
     return _serve(dataset, folder, command, index=index, search_params=search_params)[0]
 
 
