@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("selenium")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -19,8 +20,8 @@ from tests.e2e.conftest import new_driver  # noqa: E402
 from tests.e2e.page_driver import BUSY, css  # noqa: E402
 from tests.side_by_side import side_by_side  # noqa: E402
 
-__all__ = ["WAIT", "button", "css", "idle", "keyed", "login", "open_campaign", "open_tab", "panel_state", "pick",
-           "press", "quit_quietly", "shot", "start_drivers", "texts", "wait_for"]
+__all__ = ["WAIT", "button", "click_settled", "css", "idle", "keyed", "login", "open_campaign", "open_tab",
+           "panel_state", "pick", "press", "quit_quietly", "shot", "start_drivers", "texts", "wait_for"]
 
 WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
 
@@ -61,6 +62,19 @@ def button(driver, text: str):
                                             if b.text.strip() == text and b.is_enabled()), None), f"button {text!r}")
 
 
+def click_settled(driver, find, what: str) -> None:
+    """Click what ``find(driver)`` returns once the script run has finished; found again when a rerun replaced it
+    between finding and clicking."""
+    for attempt in range(5):
+        idle(driver)
+        try:
+            wait_for(driver, find, what).click()
+            return
+        except StaleElementReferenceException:
+            if attempt == 4:
+                raise
+
+
 def login(driver, app: str, who: str) -> None:
     """The app's login page -> Log in -> the provider's form (subject) -> back in the app, signed in as ``who``."""
     driver.get(app + "/")
@@ -77,10 +91,9 @@ def login(driver, app: str, who: str) -> None:
 def open_campaign(driver, app: str, path: str = "Annotate") -> None:
     """Annotate (or ``path``), then the campaign's queue in the "Judge" radio."""
     driver.get(f"{app}/{path}")
-    choice = wait_for(driver, lambda d: next((lab for lab in css(d, '[data-testid="stRadio"] label')
-                                              if lab.text.strip() == CAMPAIGN), None), "the campaign in 'Judge'")
-    idle(driver)
-    choice.click()
+    wait_for(driver, lambda d: css(d, '[data-testid="stRadio"] label'), "the 'Judge' picker")
+    click_settled(driver, lambda d: next((lab for lab in css(d, '[data-testid="stRadio"] label')
+                                          if lab.text.strip() == CAMPAIGN), None), "the campaign in 'Judge'")
     # the campaign view starts with its guidelines (free judging's own messages must not count as the queue)
     wait_for(driver, lambda d: any("Guidelines of this campaign" in e.text for e in css(d, '[data-testid="stExpander"]')),
              "the campaign queue")
@@ -88,12 +101,19 @@ def open_campaign(driver, app: str, path: str = "Annotate") -> None:
 
 
 def panel_state(driver):
-    """(uid shown, unsaved labels, mode) of the judging panel, or None before it is there."""
-    roots = css(driver, ".qrs-judge")
-    if not roots:
-        return None
-    r = roots[0]
-    return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
+    """(uid shown, unsaved labels, mode) of the judging panel, or None before it is there. The panel repaints when
+    an answer of the server arrives; a read that meets the old panel reads the new one."""
+    for attempt in range(5):
+        roots = css(driver, ".qrs-judge")
+        if not roots:
+            return None
+        r = roots[0]
+        try:
+            return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
+        except StaleElementReferenceException:
+            if attempt == 4:
+                raise
+    return None
 
 
 def press(driver, key: str) -> None:

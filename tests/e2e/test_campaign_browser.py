@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -79,8 +80,8 @@ def judge_queue(driver, app: str, who: str, seen: dict[int, int], in_flight: lis
             wait_for(driver, lambda d: panel_state(d)[0] == str(queue[n + 1]), "J moves down")
             press(driver, "k")
             wait_for(driver, lambda d: panel_state(d)[0] == str(item_id), "K moves up")
-            rows = css(driver, '.qrs-judge [role="option"]')
-            assert rows and sum(r.get_attribute("aria-selected") == "true" for r in rows) == 1
+            wait_for(driver, lambda d: (rows := css(d, '.qrs-judge [role="option"]'))
+                     and sum(r.get_attribute("aria-selected") == "true" for r in rows) == 1, "one row selected")
         if kill_after is not None and len(seen) == kill_after:
             in_flight.append(item_id)
             press(driver, str(label))
@@ -145,21 +146,21 @@ def test_team_campaign_three_annotators_one_killed_owner_adjudicates_and_exports
         seen = {who: {} for who in TEAM}
         in_flight: list[int] = []
         undone: list[int] = []
-        errors: dict[str, BaseException] = {}
+        errors: dict[str, str] = {}
         restart = threading.Barrier(len(TEAM), action=app.restart, timeout=WAIT)
 
         def work(who: str, driver) -> None:
             try:
                 judge_queue(driver, app.url, who, seen[who], in_flight, KILL_AFTER if who == KILLED else None,
                             undone, restart)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # noqa: BLE001 - reported below, with where it was raised
                 restart.abort()  # the others stop waiting for this one
                 shot(driver, f"failed-{who.split('@')[0]}")
-                errors[who] = exc
+                errors[who] = "".join(traceback.format_exception(exc))[-3000:]
 
         side_by_side(work, [(who, drivers[n]) for who, n in zip(TEAM, names)], timeout=300,
                      what="annotator's browser session")  # each session records its own error (above)
-        assert not errors, errors
+        assert not errors, "\n".join(f"{who}: {trace}" for who, trace in errors.items())
         assert app.restarts == 1 and app.server[0].poll() is None
         quit_quietly(drivers.pop(names[2]))
 
