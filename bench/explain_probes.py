@@ -22,6 +22,8 @@ from pathlib import Path
 from bench.explain_faithfulness import PROBES, REPORT as PAIR_REPORT, probes
 from bench.loaded_systems import each_loaded
 
+__all__ = ["REPORT", "main", "markdown", "probe_rows"]
+
 REPORT = Path(__file__).resolve().parent / "reports" / "explain_probes.json"
 
 

@@ -1,4 +1,7 @@
-"""Benchmark sections for ``python -m bench`` (not tests): each returns a JSON-able dict.
+"""The speed harness's in-process sections (``python -m bench harness``; not tests): warm latency per system, the
+Compare page's whole query, MiniLM encoding, build times and ANN recall at matched budgets; each returns a
+JSON-able dict. BM25 at scale: ``bench.harness_bm25``; the sections run in fresh processes (cold start, A/B, first
+view): ``bench.harness_fresh``; how a time is taken: ``bench.measure``.
 
 Every timing is warm (warm-up calls first, faiss ``RepeatTimer`` style) and reported as p50/p95 over
 repeats. Numbers depend on the machine and on its load: the machine section records cores, RAM, CPU
@@ -16,6 +19,9 @@ import numpy as np
 from tqdm import tqdm
 
 from bench.measure import percentiles
+
+__all__ = ["DATASET", "Loader", "Settings", "built_systems", "sample_queries", "section_ann", "section_builds",
+           "section_compare", "section_encode", "section_latency"]
 
 DATASET = "qqp-bimpm"
 

@@ -11,6 +11,8 @@ from tqdm import tqdm
 from bench.harness import Settings, sample_queries
 from bench.measure import peak_rss_mb, percentiles, timed
 
+__all__ = ["bm25_one_size", "section_bm25", "synthetic_collection"]
+
 
 def synthetic_collection(ds, n: int, seed: int) -> dict[str, str]:
     """SYNTHETIC questions: lengths and words drawn from the QQP collection's length and unigram distributions."""

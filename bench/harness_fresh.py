@@ -11,6 +11,8 @@ import numpy as np
 from bench.harness import Settings, built_systems
 from bench.measure import percentiles
 
+__all__ = ["AB_CHOICES", "section_ab", "section_coldstart", "section_first_view"]
+
 
 def section_coldstart(s: Settings, ds) -> dict:  # noqa: ARG001
     """Seconds from `streamlit run` to the Compare page showing BM25's ranking in headless Chromium."""
