@@ -107,11 +107,10 @@ def latency(system, spec, method: str, pairs, corpus) -> dict:
     return {**timing, "pairs": len(pairs)}
 
 
-def probes(system, spec, method: str, dataset, first_stage) -> dict:
-    """The two probes of the Keywords page on an explanation, as ``core explain`` without a candidate answers them:
-    the query's words weighed by what they do to the system's own top 10
-    (``core.analysis.ranking_importance``); beside them, the pair's weights against the system's top hit."""
-    from core.analysis.keywords import word_importance
+def query_view_probes(system, dataset, first_stage) -> dict[str, tuple[object, bool]]:
+    """Each probe of the Keywords page as ``core explain`` without a candidate answers it: the query's words weighed
+    by what they do to the system's own top 10 (``core.analysis.ranking_importance``; a reranker over
+    ``first_stage``'s pool), and whether its top words pass the probe's rule: ``query -> (weights, passes)``."""
     from core.analysis.ranking_importance import ranking_importance
     from core.retrieval.base import Reranker
 
@@ -121,9 +120,19 @@ def probes(system, spec, method: str, dataset, first_stage) -> dict:
                                     first_stage=first_stage if isinstance(system, Reranker) else None)
         top = [x.lower() for x in ranked.ranked(4)]
         if "top2" in want:
-            ok = set(top[:2]) == want["top2"]
+            out[query] = (ranked, set(top[:2]) == want["top2"])
         else:
-            ok = len(set(top) & want["top4_at_least_3_of"]) >= 3
+            out[query] = (ranked, len(set(top) & want["top4_at_least_3_of"]) >= 3)
+    return out
+
+
+def probes(system, spec, method: str, dataset, first_stage) -> dict:
+    """The two probes on an explanation (:func:`query_view_probes`); beside them, the pair's weights against the
+    system's top hit."""
+    from core.analysis.keywords import word_importance
+
+    out = {}
+    for query, (ranked, ok) in query_view_probes(system, dataset, first_stage).items():
         cand = dataset.corpus[ranked.top[0]]
         pair = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
         out[query] = {"measure": ranked.measure, "query": [[k, round(float(x), 4)] for k, x in ranked.query],

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.explain_faithfulness import PROBES, REPORT as PAIR_REPORT, probes
+from bench.explain_faithfulness import PROBES, REPORT as PAIR_REPORT, query_view_probes
 from bench.loaded_systems import each_loaded
 
 __all__ = ["REPORT", "main", "markdown", "probe_rows"]
@@ -30,19 +30,18 @@ REPORT = Path(__file__).resolve().parent / "reports" / "explain_probes.json"
 def probe_rows(names: list[str], dataset) -> tuple[list[dict], dict[str, str]]:
     """Each system's answer to both probes (its top four query words, pass or fail); the systems that could not be
     loaded, with the reason."""
-    from core.registry import contamination_note, default_first_stage, get_spec, parse_name
-    from core.retrieval.base import Reranker
+    from core.registry import contamination_note, default_first_stage
     from core.serving.loader import load
 
     first = load(default_first_stage(), dataset)
     rows, skipped = [], {}
     for name, system in each_loaded(names, dataset, skipped):
         start = time.time()
-        spec = get_spec(parse_name(name).system)
-        got = probes(system, spec, "occlusion", dataset, first if isinstance(system, Reranker) else None)
+        got = {q: {"top4": ranked.ranked(4), "passes": ok}
+               for q, (ranked, ok) in query_view_probes(system, dataset, first).items()}
         rows.append({"system": name, "minilm_derived": contamination_note(name, dataset.name) is not None,
-                     "probes": {q: {"top4": p["top4"], "passes": p["passes"]} for q, p in got.items()},
-                     "passes_both": all(p["passes"] for p in got.values()), "seconds": round(time.time() - start, 1)})
+                     "probes": got, "passes_both": all(p["passes"] for p in got.values()),
+                     "seconds": round(time.time() - start, 1)})
         print(f"{name}: " + "; ".join(f"{' '.join(p['top4'])} {'pass' if p['passes'] else 'FAIL'}"
                                       for p in got.values()), flush=True)
     return rows, skipped

@@ -20,7 +20,7 @@ from tests.e2e.conftest import new_driver  # noqa: E402
 from tests.e2e.page_driver import BUSY, css  # noqa: E402
 from tests.side_by_side import side_by_side  # noqa: E402
 
-__all__ = ["WAIT", "button", "click_settled", "css", "idle", "keyed", "login", "open_campaign", "open_tab",
+__all__ = ["WAIT", "button", "click_settled", "css", "fresh", "idle", "keyed", "login", "open_campaign", "open_tab",
            "panel_state", "pick", "press", "quit_quietly", "shot", "start_drivers", "texts", "wait_for"]
 
 WAIT = 120  # seconds for one step (2 shared, loaded cores; three browsers and the server on them)
@@ -62,17 +62,24 @@ def button(driver, text: str):
                                             if b.text.strip() == text and b.is_enabled()), None), f"button {text!r}")
 
 
+def fresh(read, attempts: int = 5):
+    """``read()``, again when it met an element a rerun had replaced (``StaleElementReferenceException``)."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            if attempt == attempts - 1:
+                raise
+
+
 def click_settled(driver, find, what: str) -> None:
     """Click what ``find(driver)`` returns once the script run has finished; found again when a rerun replaced it
     between finding and clicking."""
-    for attempt in range(5):
+    def settle_and_click() -> None:
         idle(driver)
-        try:
-            wait_for(driver, find, what).click()
-            return
-        except StaleElementReferenceException:
-            if attempt == 4:
-                raise
+        wait_for(driver, find, what).click()
+
+    fresh(settle_and_click)
 
 
 def login(driver, app: str, who: str) -> None:
@@ -103,17 +110,14 @@ def open_campaign(driver, app: str, path: str = "Annotate") -> None:
 def panel_state(driver):
     """(uid shown, unsaved labels, mode) of the judging panel, or None before it is there. The panel repaints when
     an answer of the server arrives; a read that meets the old panel reads the new one."""
-    for attempt in range(5):
+    def read():
         roots = css(driver, ".qrs-judge")
         if not roots:
             return None
         r = roots[0]
-        try:
-            return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
-        except StaleElementReferenceException:
-            if attempt == 4:
-                raise
-    return None
+        return r.get_attribute("data-uid"), int(r.get_attribute("data-unsaved") or 0), r.get_attribute("data-mode")
+
+    return fresh(read)
 
 
 def press(driver, key: str) -> None:
