@@ -15,9 +15,10 @@ decision) and of the test split (the figures reported):
   the stop-word share of each question's top-2 words;
 - latency: one pair explained, once loaded (median and p90 ms over ``--latency-pairs`` test pairs, after warm-up).
 
-A system not built (or still building) is listed under ``skipped`` with the reason. The decision rule below was
-written before any result was seen and is copied into the report; the issue's two probes are checked on the
-chosen default. Writes ``bench/reports/explain_faithfulness.json`` and ``.md``.
+A system not built (or still building) is listed under ``skipped`` with the reason. The first decision rule
+(``bench.explain_decision.DECISION_RULE``, written before any result was seen) is copied into the report and the
+issue's two probes are checked on its default; ``bench.query_view_faithfulness`` then applies the later rules.
+Writes ``bench/reports/explain_faithfulness.json`` and ``.md``.
 """
 from __future__ import annotations
 
@@ -28,34 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.explain_decision import DECISION_RULE, PROBES, decide
 from bench.loaded_systems import each_loaded
 
-DECISION_RULE = (
-    "Written before any result. On the DEV pairs only: 1. candidates are the (system, method) explanations that are "
-    "more faithful than random (CI of comprehensiveness(top) − (random) above 0 and CI of sufficiency(top) − "
-    "(random) below 0). 2. Among them, those that are also plausible (mean Spearman ρ with IDF ≥ 0.2 and stop-word "
-    "share of the top-2 ≤ 0.25) come first; if none is plausible, all faithful ones. 3. The Keywords page's "
-    "default is the one with the largest gain = AOPC comprehensiveness(top − random) − AOPC sufficiency(top − "
-    "random), in units of the system's score SD; ties: the faster one (median ms per pair). 4. If no explanation is "
-    "faithful on dev, the page keeps its earlier default and the report says so. Test figures are reported, never "
-    "used to choose.")
-AMENDED_RULE = (
-    "Amended after the first rule's default (the dual encoder) failed the depression probe, because the default "
-    "serves two jobs and the first rule weighed one: the pair view (a candidate given) and the query view (none "
-    "given: each word weighed by what it does to the system's own top 10, what `core explain` and the Keywords page "
-    "open with). Written before any query-view figure was seen, except a 40-query dev smoke test of BM25 and the dual "
-    "encoder run while the measure was tested (both more faithful than random). On the DEV split only: 1. candidates "
-    "are the (system, method) explanations more faithful than random in both views: the pair view as in the first "
-    "rule's item 1, and the system's query view (bench/query_view_faithfulness.py: CI of comprehensiveness(top) − "
-    "(random) above 0 and CI of sufficiency(top) − (random) below 0 over dev queries); a system that cannot rank a "
-    "typed query has no query view and is no candidate. 2. Among them, those plausible in both views (mean Spearman "
-    "ρ with IDF ≥ 0.2 and stop-word share of the top-2 ≤ 0.25, on dev pairs and on dev queries) come first; if none "
-    "is, all candidates. 3. The default is the one with the smallest sum of its two ranks, by pair gain (SD units) "
-    "and by query gain (1 − RBO units), among them; ties: the larger pair gain, then the faster. 4. If no "
-    "explanation is faithful in both views, the first rule's default stands. Test figures are reported, never used "
-    "to choose; the probes are checked on the default and reported, never used to choose.")
-PROBES = {"How can I stop my depression?": {"top2": {"depression", "stop"}},
-          "What are the health benefits of green tea?": {"top4_at_least_3_of": {"health", "benefits", "green", "tea"}}}
 REPORT = Path(__file__).resolve().parent / "reports" / "explain_faithfulness.json"
 
 
@@ -141,41 +117,6 @@ def probes(system, spec, method: str, dataset, first_stage) -> dict:
     return out
 
 
-def decide(dev_rows: list[dict]) -> dict:
-    """DECISION_RULE on the dev rows: the Keywords page's default (system, method), or None with the reason."""
-    faithful = [r for r in dev_rows if r["more_faithful_than_random"]]
-    if not faithful:
-        return {"default": None, "why": "no explanation is more faithful than random on dev pairs"}
-    plausible = [r for r in faithful if r["plausible"]]
-    pool = plausible or faithful
-    best = sorted(pool, key=lambda r: (-r["gain"], r.get("median_ms", 0.0)))[0]
-    return {"default": {"system": best["system"], "method": best["method"]},
-            "why": f"largest dev gain {best['gain']:+.3f} SD among the "
-                   + ("faithful and plausible" if plausible else "faithful (none plausible)") + " explanations"}
-
-
-def decide_amended(dev_rows: list[dict], query_dev: dict[str, dict]) -> dict:
-    """AMENDED_RULE on the dev rows of both views (``query_dev``: system -> its dev query-view row); without any
-    explanation faithful in both, the first rule's decision."""
-    faithful = [r for r in dev_rows if r["more_faithful_than_random"]
-                and (query_dev.get(r["system"]) or {}).get("more_faithful_than_random")]
-    if not faithful:
-        first = decide(dev_rows)
-        return {**first, "why": first["why"] + "; no explanation is faithful in both views on dev, so the first "
-                                               "rule's default stands"}
-    plausible = [r for r in faithful if r["plausible"] and query_dev[r["system"]]["plausible"]]
-    pool = plausible or faithful
-    by_pair = sorted(pool, key=lambda r: -r["gain"])
-    by_query = sorted(pool, key=lambda r: -query_dev[r["system"]]["gain"])
-    rank = {id(r): by_pair.index(r) + 1 + by_query.index(r) + 1 for r in pool}
-    best = sorted(pool, key=lambda r: (rank[id(r)], -r["gain"], r.get("median_ms", 0.0)))[0]
-    return {"default": {"system": best["system"], "method": best["method"]},
-            "why": f"smallest sum of ranks ({rank[id(best)]}) by dev pair gain ({best['gain']:+.3f} SD) and dev query "
-                   f"gain ({query_dev[best['system']]['gain']:+.3f}) among the "
-                   + ("faithful and plausible in both views" if plausible else "faithful in both views (none "
-                      "plausible in both)") + " explanations"}
-
-
 def markdown(report: dict) -> str:
     """The report as a short Markdown table (test pairs), the verdict per explanation, the decision and probes."""
     lines = [f"# Word importance of every system: faithfulness on held-out QQP pairs", "",
@@ -191,14 +132,20 @@ def markdown(report: dict) -> str:
                      f"{fmt(r['comprehensiveness']['random'])} | {fmt(r['sufficiency']['top'])} | "
                      f"{fmt(r['sufficiency']['random'])} | {r['spearman_idf']:+.2f} | {r['stop_share_top2']:.0%} | "
                      f"{lat.get('median_ms', '')} | {r['verdict']} |")
-    first = report.get("first_decision")
-    if first:
-        lines += ["", f"First decision rule: {first['decision_rule']}", "",
-                  f"First default: {first['default']} ({first['why']}). Probes on it: "
+    earlier = [("First", report.get("first_decision")), ("Amended", report.get("amended_decision"))]
+    for label, decision in [(k, d) for k, d in earlier if d]:
+        lines += ["", f"{label} decision rule: {decision['decision_rule']}", "",
+                  f"{label} default: {decision['default']} ({decision['why']}). Probes on it: "
                   + "; ".join(f"{q}: top-4 {p['top4']} → {'passes' if p['passes'] else 'FAILS'}"
-                              for q, p in first.get("probes", {}).items()) + "."]
-    lines += ["", f"{'Amended d' if first else 'D'}ecision rule: {report['decision_rule']}", "",
+                              for q, p in decision.get("probes", {}).items()) + "."]
+    label = ("Decision rule, amended a second time" if report.get("amended_decision")
+             else "Amended decision rule" if report.get("first_decision") else "Decision rule")
+    lines += ["", f"{label}: {report['decision_rule']}", "",
               f"Default: {report['default']} ({report['why']})."
+              + (f" Decided at commit {report['decided_at']}." if report.get("decided_at") else "")
+              + (" Probes asked, in the rule's order: " + ", ".join(f"{k} {'passes' if v else 'fails'}"
+                                                                   for k, v in report["gate"].items()) + "."
+                 if report.get("gate") else "")
               + (f" The query view's figures: {report['query_view_report']}." if report.get("query_view_report") else "")]
     if report.get("probes"):
         lines += ["", "Probes on the default (as `core explain` without a candidate: the query's words weighed by what "

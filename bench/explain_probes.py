@@ -1,14 +1,15 @@
-"""The Keywords page's two probes on every system's query view: reported beside the default, never used to choose.
+"""The Keywords page's two probes on every system's query view: which systems pass them, beside the default.
 
     python -m bench.explain_probes [--dataset qqp-bimpm] [--systems bm25,dual-encoder,...]
 
-Issue-given probes (``bench.explain_faithfulness.PROBES``): for "How can I stop my depression?" the two most
+Issue-given probes (``bench.explain_decision.PROBES``): for "How can I stop my depression?" the two most
 important query words must be depression and stop; for "What are the health benefits of green tea?" three of
 health, benefits, green and tea must be among the top four. Each is answered as ``python -m core explain --system
 S QUERY`` answers it without a candidate: the query's words weighed by what each does to the system's own top 10
 (``core.analysis.ranking_importance``; a reranker over the default first stage's top 20). The default itself is
-chosen by the rules in ``bench.explain_faithfulness`` on dev faithfulness and plausibility; this report only says
-which systems would pass the probes, so that whoever owns the probes can see what each choice would mean.
+chosen by ``bench.explain_decision.PROBE_GATE_RULE``: the first of the dev-faithfulness order whose query view passes
+both probes (``bench.query_view_faithfulness`` asks them in that order, no further than the first that passes);
+this report answers them for every system, so that a reader sees what each other choice would have meant.
 Writes ``bench/reports/explain_probes.json`` and ``.md``.
 """
 from __future__ import annotations
@@ -19,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.explain_faithfulness import PROBES, REPORT as PAIR_REPORT, query_view_probes
+from bench.explain_decision import PROBES
+from bench.explain_faithfulness import REPORT as PAIR_REPORT, query_view_probes
 from bench.loaded_systems import each_loaded
 
 __all__ = ["REPORT", "main", "markdown", "probe_rows"]
@@ -52,9 +54,10 @@ def markdown(report: dict) -> str:
     queries = list(PROBES)
     default = report.get("default") or {}
     lines = ["# The Keywords page's probes on every system's query view", "",
-             f"`{report['command']}` at commit {report['commit']}; {report['dataset']}. Reported, never used to "
-             f"choose: the default ({default.get('system', 'none')}) is chosen by the rule in "
-             "`bench/explain_faithfulness.py`.",
+             f"`{report['command']}` at commit {report['commit']}; {report['dataset']}. The default "
+             f"({default.get('system', 'none')}) is the first system in the dev-faithfulness order whose query view "
+             "passes both probes (the rules: `bench/explain_decision.py`; the order and the decision: "
+             "`bench/reports/explain_faithfulness.md`).",
              "", "| system | " + " | ".join(f'"{q}"' for q in queries) + " | both probes |",
              "|---|" + "---|" * (len(queries) + 1)]
     for row in report["rows"]:

@@ -16,9 +16,10 @@ the figures):
   top-2 words.
 
 It writes ``bench/reports/query_view_faithfulness.json`` and ``.md`` (after each system, so a long run leaves what
-it measured), then applies ``bench.explain_faithfulness.AMENDED_RULE`` to the dev rows of both views: the pair
-report's ``default`` becomes the amended rule's, the first rule's decision and probes are kept beside it under
-``first_decision``, and the probes are checked on the new default. ``--latency-only`` times the query view of
+it measured), then applies ``bench.explain_decision.PROBE_GATE_RULE`` to the dev rows of both views: the pair
+report's ``default`` becomes the first of the amended rule's candidates, in its order, whose query view passes the
+issue's two probes; the first rule's and the amended rule's decisions are kept beside it with their probes
+(``first_decision``, ``amended_decision``). ``--latency-only`` times the query view of
 one query per system, once loaded, into its own report.
 """
 from __future__ import annotations
@@ -30,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.explain_faithfulness import AMENDED_RULE, DECISION_RULE, REPORT as PAIR_REPORT
+from bench.explain_decision import AMENDED_RULE, DECISION_RULE, PROBE_GATE_RULE
+from bench.explain_faithfulness import REPORT as PAIR_REPORT
 from bench.loaded_systems import each_loaded
 
 REPORT = Path(__file__).resolve().parent / "reports" / "query_view_faithfulness.json"
@@ -100,10 +102,13 @@ def markdown(report: dict) -> str:
 
 
 def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT, first_stage=None) -> dict:
-    """The amended rule on both views' dev rows, written into the pair report (the first decision kept beside it)
-    with the probes on the new default (a reranker's over ``first_stage``, loaded here when not given)."""
-    from bench.explain_faithfulness import decide_amended, markdown as pair_markdown, probes
-    from bench.reporting import write_report
+    """``PROBE_GATE_RULE`` on both views' dev rows, written into the pair report with the probes on its default; the
+    first rule's decision and the amended rule's are kept beside it (``first_decision``, ``amended_decision``, each
+    with the probes on its own default). The gate loads the amended rule's candidates in its order, no further than
+    the first that passes (a reranker over ``first_stage``, loaded here when not given)."""
+    from bench.explain_decision import decide_amended, decide_gated
+    from bench.explain_faithfulness import markdown as pair_markdown, probes, query_view_probes
+    from bench.reporting import head_commit, write_report
     from core.registry import default_first_stage, get_spec, parse_name
     from core.serving.loader import load
 
@@ -111,14 +116,26 @@ def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT, first_sta
     if "first_decision" not in pair:
         pair["first_decision"] = {"decision_rule": DECISION_RULE, "default": pair["default"], "why": pair["why"],
                                   "probes": pair.get("probes", {})}
+    first = first_stage or load(default_first_stage(), dataset)
+    loaded: dict[str, object] = {}
+
+    def system(name: str):
+        if name not in loaded:
+            loaded[name] = load(name, dataset)
+        return loaded[name]
+
+    def probed(default: dict | None) -> dict:
+        return {} if not default else probes(system(default["system"]), get_spec(parse_name(default["system"]).system),
+                                             default["method"], dataset, first)
+
     query_dev = {r["system"]: r for r in query_report["dev"]}
-    decision = decide_amended(pair["dev"], query_dev)
-    pair.update(decision_rule=AMENDED_RULE, query_view_report=str(REPORT.relative_to(REPORT.parents[2])), **decision)
-    if decision["default"]:
-        name = decision["default"]["system"]
-        first = first_stage or load(default_first_stage(), dataset)
-        pair["probes"] = probes(load(name, dataset), get_spec(parse_name(name).system), decision["default"]["method"],
-                                dataset, first)
+    amended = decide_amended(pair["dev"], query_dev)
+    pair["amended_decision"] = {"decision_rule": AMENDED_RULE, **amended, "probes": probed(amended["default"])}
+    decision = decide_gated(pair["dev"], query_dev,
+                            lambda name: all(ok for _, ok in query_view_probes(system(name), dataset, first).values()))
+    pair.update(decision_rule=PROBE_GATE_RULE, query_view_report=str(REPORT.relative_to(REPORT.parents[2])),
+                decided_at=head_commit(), **decision)
+    pair["probes"] = probed(decision["default"])
     write_report(pair_path, pair)
     pair_path.with_suffix(".md").write_text(pair_markdown(pair), encoding="utf-8")
     return decision
@@ -144,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-only", metavar="OUT", default=None,
                     help="time only the query view of one query per system (--latency-queries test queries) into OUT")
     ap.add_argument("--latency-queries", type=int, default=20)
-    ap.add_argument("--decide-only", action="store_true", help="apply the amended rule to the reports as they are")
+    ap.add_argument("--decide-only", action="store_true", help="apply the decision rules to the reports as they are")
     args = ap.parse_args(argv)
     dataset = load_dataset(args.dataset)
     out = Path(args.out)

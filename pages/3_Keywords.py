@@ -98,8 +98,10 @@ method = st.selectbox("Measure", offered, index=offered.index(start), key=f"keyw
 if (picked_system, method) == (shown.system, shown.method) and shown.comprehensiveness:
     ci = shown.comprehensiveness_ci or {}
     st.caption(
-        f"Shown: {display_name(picked_system)}, {METHODS[method]}. The default: chosen on dev pairs by a rule fixed "
-        f"in advance ({shown.report}). On held-out QQP pairs: deleting its top-k query words lowers the score by "
+        f"Shown: {display_name(picked_system)}, {METHODS[method]}. The default: "
+        + (f"chosen on dev: {shown.why} (the rule: {shown.report}). "
+           if shown.why else f"chosen on dev pairs by a rule fixed in advance ({shown.report}). ")
+        + f"On held-out QQP pairs: deleting its top-k query words lowers the score by "
         f"{shown.comprehensiveness['top']:.3f} (random k: {shown.comprehensiveness['random']:.3f}"
         + (f", bottom-k: {shown.comprehensiveness['bottom']:.3f}" if "bottom" in shown.comprehensiveness else "")
         + ("; difference CI " + "[{:.3f}, {:.3f}]".format(*ci["top_minus_random"][1:]) if ci else "")

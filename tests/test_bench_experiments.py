@@ -255,9 +255,9 @@ def test_ppi_cells_on_the_executor_give_the_numbers_of_one_loop():
 
 
 def test_explain_decision_rule_on_dev_rows():
-    """bench.explain_faithfulness.decide: only explanations more faithful than random compete; plausible ones first;
+    """bench.explain_decision.decide: only explanations more faithful than random compete; plausible ones first;
     then the largest gain; none faithful: no default (the page keeps its earlier one)."""
-    from bench.explain_faithfulness import decide
+    from bench.explain_decision import decide
 
     def row(system, method, faithful, plausible, gain):
         return {"system": system, "method": method, "more_faithful_than_random": faithful, "plausible": plausible,

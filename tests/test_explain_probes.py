@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bench.explain_faithfulness import PROBES
+from bench.explain_decision import PROBES
 
 
 def test_probes_on_bm25_follow_the_rule_and_an_unbuilt_system_is_not_measured(built):

@@ -104,6 +104,31 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
     assert not at.exception
 
 
+def test_keywords_page_says_why_the_every_system_report_chose_its_default(built_frm, tmp_path, monkeypatch):
+    """The every-system report states why its default was chosen (under which rule); the page's caption says it."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    ci = lambda m: [m, m - .05, m + .05]  # noqa: E731
+    row = {"system": "bm25", "method": "terms", "more_faithful_than_random": True, "plausible": True,
+           "verdict": "more faithful than random on both measures", "spearman_idf": 0.26, "stop_share_top2": 0.22,
+           "comprehensiveness": {"top": ci(1.06), "random": ci(.42), "top_minus_random": ci(.64)},
+           "sufficiency": {"top": ci(.86), "random": ci(1.5), "top_minus_random": ci(-.64)}}
+    report = tmp_path / "explain_faithfulness.json"
+    report.write_text(json.dumps({"default": {"system": "bm25", "method": "terms"}, "test": [row],
+                                  "why": "the first in the dev order whose query view passes both probes"}))
+    monkeypatch.setattr(keyword_quality, "REPORT", report)
+    at = _app()
+    at.query_params["q"] = "How can I stop my depression?"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="keywords.system").value == "bm25"
+    caption = " ".join(c.value for c in at.caption)
+    assert "The default: chosen on dev: the first in the dev order whose query view passes both probes" in caption
+    assert "a rule fixed in advance" not in caption and "1.060" in caption, caption
+
+
 def test_keywords_page_warns_when_the_measured_default_is_not_built(built_frm, tmp_path, monkeypatch):
     """The report's default (frm@kw-loss here) is not built in this folder: the page shows a built view and says
     which default it is not showing and how to build it, never silently another explanation."""

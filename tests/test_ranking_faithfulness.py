@@ -1,6 +1,7 @@
 """The query view measured like the pair view (``core.analysis.ranking_faithfulness``): the batched importances
 equal the one-query function, a system whose ranking hangs on one word is faithful and a reversed explanation of it
-is not, the amended Keywords-default rule weighs both views, and the page's caption reads the report."""
+is not, the amended Keywords-default rule weighs both views, the probe gate takes the first of its order that passes,
+and the page's caption reads the report."""
 from __future__ import annotations
 
 import json
@@ -103,7 +104,7 @@ def _rows(system, gain, faithful=True, plausible=True, method="occlusion", ms=1.
 
 
 def test_the_amended_rule_weighs_both_views():
-    from bench.explain_faithfulness import decide, decide_amended
+    from bench.explain_decision import decide, decide_amended
 
     pair = [_rows("a", 3.0), _rows("b", 2.0), _rows("c", 1.0), _rows("d", 4.0, plausible=False)]
     query = {"a": _rows("a", 0.1), "b": _rows("b", 0.9), "c": _rows("c", 0.8), "d": _rows("d", 0.99)}
@@ -120,6 +121,33 @@ def test_the_amended_rule_weighs_both_views():
     assert got["default"]["system"] == "a" and "first rule's default stands" in got["why"]
 
 
+def test_the_probe_gate_keeps_the_amended_order_and_asks_no_further_than_the_first_pass():
+    from bench.explain_decision import decide_amended, decide_gated
+
+    pair = [_rows("a", 3.0), _rows("b", 2.0), _rows("b", 1.9, method="terms"), _rows("c", 1.0),
+            _rows("d", 4.0, faithful=False)]
+    query = {"a": _rows("a", 0.9), "b": _rows("b", 0.8), "c": _rows("c", 0.7), "d": _rows("d", 0.99)}
+    asked: list[str] = []
+
+    def passes(only: set[str]):
+        def ask(name: str) -> bool:
+            asked.append(name)
+            return name in only
+        return ask
+
+    assert decide_amended(pair, query)["default"]["system"] == "a"
+    got = decide_gated(pair, query, passes({"a", "b", "c"}))  # the amended rule's pick passes: nothing changes
+    assert got["default"] == {"system": "a", "method": "occlusion"} and asked == ["a"] and got["gate"] == {"a": True}
+    asked.clear()
+    got = decide_gated(pair, query, passes({"c", "b"}))  # a fails: the next in the order, b's best method
+    assert got["default"] == {"system": "b", "method": "occlusion"} and asked == ["a", "b"]
+    assert got["gate"] == {"a": False, "b": True} and "passes both probes" in got["why"]
+    asked.clear()
+    got = decide_gated(pair, query, passes({"d"}))  # d passes but is not faithful: no candidate; b asked once
+    assert asked == ["a", "b", "c"] and got["default"]["system"] == "a"
+    assert "no candidate passes both probes" in got["why"] and got["gate"] == {"a": False, "b": False, "c": False}
+
+
 def test_the_query_view_report_is_read_per_system_and_dataset(tmp_path):
     from core.analysis.keyword_quality import query_view_row
 
@@ -133,7 +161,7 @@ def test_the_query_view_report_is_read_per_system_and_dataset(tmp_path):
 
 
 def test_the_committed_report_has_every_system_of_the_pair_view_and_the_decision():
-    from bench.explain_faithfulness import AMENDED_RULE
+    from bench.explain_decision import AMENDED_RULE, PROBE_GATE_RULE
     from core.analysis.keyword_quality import QUERY_REPORT, REPORT, keywords_default
 
     query = json.loads(QUERY_REPORT.read_text(encoding="utf-8"))
@@ -141,9 +169,17 @@ def test_the_committed_report_has_every_system_of_the_pair_view_and_the_decision
     measured = {r["system"] for r in query["test"]} | set(query["skipped"])
     assert {r["system"] for r in pair["dev"]} <= measured
     assert all(r["queries"] >= 100 and np.isfinite(r["gain"]) for r in query["test"])
-    assert pair["decision_rule"] == AMENDED_RULE and pair["first_decision"]["default"]
+    assert pair["decision_rule"] == PROBE_GATE_RULE and pair["first_decision"]["default"]
+    assert pair["amended_decision"]["decision_rule"] == AMENDED_RULE
     assert keywords_default().system == pair["default"]["system"]
     assert "Amended" not in pair["first_decision"]["decision_rule"]
+    # the gate: every system asked before the default failed a probe, the default passes both
+    asked = list(pair["gate"])
+    assert asked[-1] == pair["default"]["system"] and pair["gate"][asked[-1]]
+    assert not any(pair["gate"][s] for s in asked[:-1])
+    assert all(p["passes"] for p in pair["probes"].values())
+    amended = pair["amended_decision"]
+    assert (amended["default"] == pair["default"]) == all(p["passes"] for p in amended["probes"].values())
 
 
 def test_the_query_view_latency_report_times_each_system(built, tmp_path):

@@ -117,7 +117,8 @@ def test_cli_without_a_candidate_weighs_the_query_by_the_systems_top_10(built):
 
 
 def test_the_benchmarks_probes_are_what_core_explain_answers(built):
-    from bench.explain_faithfulness import PROBES, probes
+    from bench.explain_decision import PROBES
+    from bench.explain_faithfulness import probes
     from core.analysis.ranking_importance import MEASURE, ranking_importance
     from core.data.datasets import load_dataset
     from core.registry import get_spec

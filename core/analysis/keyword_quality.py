@@ -20,7 +20,7 @@ features use) among each question's top-2 words.
 ``PASS_RULE`` (fixed before any result was seen) says which explanations pass; ``bench/keyword_faithfulness.py``
 measures every FRM recipe and seed (``FRM_REPORT``); ``bench/explain_faithfulness.py`` measures every system's
 explanations with bootstrap CIs (``REPORT``), whose ``default`` (the Keywords page's default view, chosen on dev
-pairs) :func:`keywords_default` reads; without it, the FRM report's.
+by the rules of ``bench/explain_decision.py``) :func:`keywords_default` reads; without it, the FRM report's.
 """
 from __future__ import annotations
 
@@ -177,6 +177,7 @@ class KeywordsDefault:
     stop_share_top2: float | None = None
     paper_loss_note: str = ""  # what the report says about the paper-loss FRM's own weights
     report: str = ""
+    why: str = ""  # the report's reason for this default, under the rule it states (every-system report)
     reduced: str = ""  # set when the figures come from reduced trainings, not the default build's models
     dev_passes: bool | None = None  # the decision split: faithful and plausible for every seed measured there
     dev_failures: tuple[str, ...] = ()  # this view's failing (seed, figure) on dev, as the report states them
@@ -221,7 +222,7 @@ def keywords_default(path: Path | None = None) -> KeywordsDefault:
                            sufficiency_ci=row.get("sufficiency") if ci else None,
                            spearman_idf=row.get("spearman_idf"),
                            stop_share_top2=row.get("stop_share_top2"),
-                           paper_loss_note=report.get("paper_loss_note", ""),
+                           paper_loss_note=report.get("paper_loss_note", ""), why=report.get("why", ""),
                            dev_passes=report.get("default_passes_dev"),
                            dev_failures=tuple(f for f in report.get("dev_failures", [])
                                               if f.startswith(f"{chosen['system']} {chosen['method']} seed ")),
