@@ -15,6 +15,22 @@ def _app() -> AppTest:
     return AppTest.from_file(str(ROOT / "pages/3_Keywords.py"), default_timeout=180)
 
 
+def _page_on_report(report: dict, tmp_path, monkeypatch, name: str = "explain_faithfulness.json") -> AppTest:
+    """The page opened on "How can I stop my depression?" with ``report`` as the Keywords default's report."""
+    import json
+
+    from core.analysis import keyword_quality
+
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    monkeypatch.setattr(keyword_quality, "REPORT", path)
+    at = _app()
+    at.query_params["q"] = "How can I stop my depression?"
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def test_keywords_page_draws_heatmap(built_frm):
     at = _app()
     qid = next(iter(built_frm.queries))
@@ -39,17 +55,9 @@ def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeyp
     BM25's exact terms sum to its score; the heatmap's scale is this pair's largest |importance|, diverging at 0."""
     import json
 
-    from core.analysis import keyword_quality
-
-    report = tmp_path / "explain_faithfulness.json"
-    report.write_text(json.dumps({"default": {"system": "frm", "method": "occlusion"}, "test": []}))
-    monkeypatch.setattr(keyword_quality, "REPORT", report)
-    at = _app()
-    at.query_params["q"] = "How can I stop my depression?"
-    at.run()
-    assert not at.exception, at.exception
     from core.registry import display_name
 
+    at = _page_on_report({"default": {"system": "frm", "method": "occlusion"}, "test": []}, tmp_path, monkeypatch)
     systems = at.selectbox(key="keywords.system")
     assert systems.value == "frm"
     labels = list(systems.options)
@@ -74,25 +82,16 @@ def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeyp
 def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp_path, monkeypatch):
     """The default view and its two held-out figures come from the faithfulness report; when the paper-loss
     FRM's own weights fail there, the page says so and names the view that passes."""
-    import json
-
-    from core.analysis import keyword_quality
-
-    report = tmp_path / "keyword_faithfulness.json"
     row = {"system": "frm", "method": "gradient", "faithful": True, "plausible": True, "spearman_idf": 0.41,
            "stop_share_top2": 0.12, "comprehensiveness": {"top": 0.3, "random": 0.1, "bottom": 0.02},
            "sufficiency": {"top": 0.05, "random": 0.2, "bottom": 0.3}}
-    report.write_text(json.dumps({"default": {"system": "frm", "method": "gradient"}, "held_out": [row],
-                                  "paper_loss_note": "The paper-loss FRM's own w(k, q) fails on held-out pairs.",
-                                  "reduced_training": {"frm": "2,000 training pairs, 2 epochs"},
-                                  "default_passes_dev": False,
-                                  "dev_failures": ["frm gradient seed 14: stop words in top-2 30%",
-                                                   "frm w seed 13: not faithful"]}))
-    monkeypatch.setattr(keyword_quality, "REPORT", report)
-    at = _app()
-    at.query_params["q"] = "How can I stop my depression?"
-    at.run()
-    assert not at.exception, at.exception
+    at = _page_on_report({"default": {"system": "frm", "method": "gradient"}, "held_out": [row],
+                          "paper_loss_note": "The paper-loss FRM's own w(k, q) fails on held-out pairs.",
+                          "reduced_training": {"frm": "2,000 training pairs, 2 epochs"},
+                          "default_passes_dev": False,
+                          "dev_failures": ["frm gradient seed 14: stop words in top-2 30%",
+                                           "frm w seed 13: not faithful"]},
+                         tmp_path, monkeypatch, "keyword_faithfulness.json")
     assert at.selectbox(key="keywords.system").value == "frm"
     assert at.selectbox(key="keywords.method.frm").value == "gradient"
     caption = " ".join(c.value for c in at.caption)
@@ -106,23 +105,13 @@ def test_keywords_page_shows_the_measured_default_and_its_figures(built_frm, tmp
 
 def test_keywords_page_says_why_the_every_system_report_chose_its_default(built_frm, tmp_path, monkeypatch):
     """The every-system report states why its default was chosen (under which rule); the page's caption says it."""
-    import json
-
-    from core.analysis import keyword_quality
-
     ci = lambda m: [m, m - .05, m + .05]  # noqa: E731
     row = {"system": "bm25", "method": "terms", "more_faithful_than_random": True, "plausible": True,
            "verdict": "more faithful than random on both measures", "spearman_idf": 0.26, "stop_share_top2": 0.22,
            "comprehensiveness": {"top": ci(1.06), "random": ci(.42), "top_minus_random": ci(.64)},
            "sufficiency": {"top": ci(.86), "random": ci(1.5), "top_minus_random": ci(-.64)}}
-    report = tmp_path / "explain_faithfulness.json"
-    report.write_text(json.dumps({"default": {"system": "bm25", "method": "terms"}, "test": [row],
-                                  "why": "the first in the dev order whose query view passes both probes"}))
-    monkeypatch.setattr(keyword_quality, "REPORT", report)
-    at = _app()
-    at.query_params["q"] = "How can I stop my depression?"
-    at.run()
-    assert not at.exception, at.exception
+    at = _page_on_report({"default": {"system": "bm25", "method": "terms"}, "test": [row],
+                          "why": "the first in the dev order whose query view passes both probes"}, tmp_path, monkeypatch)
     assert at.selectbox(key="keywords.system").value == "bm25"
     caption = " ".join(c.value for c in at.caption)
     assert "The default: chosen on dev: the first in the dev order whose query view passes both probes" in caption
@@ -132,17 +121,8 @@ def test_keywords_page_says_why_the_every_system_report_chose_its_default(built_
 def test_keywords_page_warns_when_the_measured_default_is_not_built(built_frm, tmp_path, monkeypatch):
     """The report's default (frm@kw-loss here) is not built in this folder: the page shows a built view and says
     which default it is not showing and how to build it, never silently another explanation."""
-    import json
-
-    from core.analysis import keyword_quality
-
-    report = tmp_path / "keyword_faithfulness.json"
-    report.write_text(json.dumps({"default": {"system": "frm@kw-loss", "method": "w"}, "held_out": []}))
-    monkeypatch.setattr(keyword_quality, "REPORT", report)
-    at = _app()
-    at.query_params["q"] = "How can I stop my depression?"
-    at.run()
-    assert not at.exception, at.exception
+    at = _page_on_report({"default": {"system": "frm@kw-loss", "method": "w"}, "held_out": []}, tmp_path, monkeypatch,
+                         "keyword_faithfulness.json")
     assert at.selectbox(key="keywords.system").value == "bm25"  # the first system that can explain
     warning = " ".join(w.value for w in at.warning)
     assert "is not built" in warning and "--variant=kw-loss" in warning, warning
