@@ -52,6 +52,7 @@ PROBE_GATE_RULE = (
 PROBES = {"How can I stop my depression?": {"top2": {"depression", "stop"}},
           "What are the health benefits of green tea?": {"top4_at_least_3_of": {"health", "benefits", "green", "tea"}}}
 
+
 def decide(dev_rows: list[dict]) -> dict:
     """DECISION_RULE on the dev rows: the Keywords page's default (system, method), or None with the reason."""
     faithful = [r for r in dev_rows if r["more_faithful_than_random"]]

@@ -102,13 +102,13 @@ def query_view_probes(system, dataset, first_stage) -> dict[str, tuple[object, b
     return out
 
 
-def probes(system, spec, method: str, dataset, first_stage) -> dict:
-    """The two probes on an explanation (:func:`query_view_probes`); beside them, the pair's weights against the
-    system's top hit."""
+def probes(system, spec, method: str, dataset, first_stage, answers: dict | None = None) -> dict:
+    """The two probes on an explanation (:func:`query_view_probes`, or its ``answers`` when already computed);
+    beside them, the pair's weights against the system's top hit."""
     from core.analysis.keywords import word_importance
 
     out = {}
-    for query, (ranked, ok) in query_view_probes(system, dataset, first_stage).items():
+    for query, (ranked, ok) in (answers or query_view_probes(system, dataset, first_stage)).items():
         cand = dataset.corpus[ranked.top[0]]
         pair = word_importance(system, query, cand, method, corpus=dataset.corpus, spec=spec)
         out[query] = {"measure": ranked.measure, "query": [[k, round(float(x), 4)] for k, x in ranked.query],

@@ -117,22 +117,26 @@ def decide(dataset, query_report: dict, pair_path: Path = PAIR_REPORT, first_sta
         pair["first_decision"] = {"decision_rule": DECISION_RULE, "default": pair["default"], "why": pair["why"],
                                   "probes": pair.get("probes", {})}
     first = first_stage or load(default_first_stage(), dataset)
-    loaded: dict[str, object] = {}
+    views: dict[str, tuple] = {}
 
-    def system(name: str):
-        if name not in loaded:
-            loaded[name] = load(name, dataset)
-        return loaded[name]
+    def view(name: str) -> tuple:
+        """``name`` loaded once and its answers to the probes (the query view), computed once."""
+        if name not in views:
+            system = load(name, dataset)
+            views[name] = system, query_view_probes(system, dataset, first)
+        return views[name]
 
     def probed(default: dict | None) -> dict:
-        return {} if not default else probes(system(default["system"]), get_spec(parse_name(default["system"]).system),
-                                             default["method"], dataset, first)
+        if not default:
+            return {}
+        system, answers = view(default["system"])
+        return probes(system, get_spec(parse_name(default["system"]).system), default["method"], dataset, first,
+                      answers)
 
     query_dev = {r["system"]: r for r in query_report["dev"]}
     amended = decide_amended(pair["dev"], query_dev)
     pair["amended_decision"] = {"decision_rule": AMENDED_RULE, **amended, "probes": probed(amended["default"])}
-    decision = decide_gated(pair["dev"], query_dev,
-                            lambda name: all(ok for _, ok in query_view_probes(system(name), dataset, first).values()))
+    decision = decide_gated(pair["dev"], query_dev, lambda name: all(ok for _, ok in view(name)[1].values()))
     pair.update(decision_rule=PROBE_GATE_RULE, query_view_report=str(REPORT.relative_to(REPORT.parents[2])),
                 decided_at=head_commit(), **decision)
     pair["probes"] = probed(decision["default"])
