@@ -1,7 +1,6 @@
 """Shared fixtures: every test session gets its own artifacts folder; nothing touches var/."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,11 @@ TINY_DATA = FIXTURES / "data"
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_artifacts(tmp_path_factory):
     """A session-wide QRS_VAR so tests never read or write the real artifacts folder."""
-    old = {k: os.environ.get(k) for k in ("QRS_VAR", "QRS_AUTOBUILD", "QRS_PAGE_WAIT")}
-    os.environ["QRS_VAR"] = str(tmp_path_factory.mktemp("var"))
-    os.environ["QRS_AUTOBUILD"] = "0"
-    os.environ["QRS_PAGE_WAIT"] = "600"  # pages wait for their loads (one test checks the background path with 0)
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QRS_VAR", str(tmp_path_factory.mktemp("var")))
+        mp.setenv("QRS_AUTOBUILD", "0")
+        mp.setenv("QRS_PAGE_WAIT", "600")  # pages wait for their loads (one test checks the background path with 0)
+        yield
 
 
 @pytest.fixture

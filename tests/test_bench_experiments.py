@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 
 import pytest
 
@@ -49,14 +48,10 @@ def fixture_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
     (root / "qqp-bimpm").symlink_to(TINY_DATA / "qqp-bimpm", target_is_directory=True)
     _cut_trecqa(root / "trecqa" / "toks")
-    old = {k: os.environ.get(k) for k in ("QRS_DATA", "QRS_VAR")}
-    os.environ["QRS_DATA"], os.environ["QRS_VAR"] = str(root), str(tmp_path_factory.mktemp("var"))
-    yield root
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QRS_DATA", str(root))
+        mp.setenv("QRS_VAR", str(tmp_path_factory.mktemp("var")))
+        yield root
 
 
 def test_cut_trecqa_has_train_all_as_a_split(fixture_data):

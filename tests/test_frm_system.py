@@ -162,9 +162,9 @@ def fixture_training(tmp_path_factory):
     from core.rerank import frm as F
     from tests.conftest import TINY_DATA
 
-    old = {k: os.environ.get(k) for k in ("QRS_VAR", "QRS_DATA")}
-    os.environ["QRS_VAR"], os.environ["QRS_DATA"] = str(tmp_path_factory.mktemp("var")), str(TINY_DATA)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("QRS_VAR", str(tmp_path_factory.mktemp("var")))
+        mp.setenv("QRS_DATA", str(TINY_DATA))
         ds = load_dataset("qqp-bimpm")
         cfg = F.model_config()
         # the kw-loss recipe (Eq. 18 + the keyword-agreement term): the importance test below is about that term
@@ -184,12 +184,6 @@ def fixture_training(tmp_path_factory):
         store = F.VectorStore.for_encoder(cfg.max_keywords)
         store.ensure(fz, list(feats.values()))  # the test pairs' vectors too (training cached train + dev)
         yield ds, metrics, untrained, trained.eval(), feats, store, F
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def test_training_loop_lowers_loss_and_beats_untrained(fixture_training):
