@@ -4,13 +4,14 @@
 ASGI entry; ``streamlit run serve.py`` finds the ``app`` and serves it with uvicorn). Each render of the panel registers its
 ``commit`` function under a random handle (``register``) and puts a token into the component's data: an
 HMAC-SHA256 signature, with a secret made once per server process, over the handle, the annotator, the
-panel's scope and an expiry. The browser POSTs its pending ops with that token to ``url_path()`` (``PATH``
-under ``server.baseUrlPath``); the endpoint
-checks the signature, the expiry and that the handle is still registered for that annotator and scope, then
-hands the body to the registered ``apply`` (the panel's: the same ``parse_ops``, ``apply_ops`` and ``commit``
-as the component value path; the store's idempotency key is the op's key, so an op sent both ways is applied
-once). A refused request gets one line (``{"error": ...}``) and changes nothing; the browser then
-uses the component value path, which also covers a server restart (a new process knows no earlier handle).
+panel's scope and an expiry. Tokens are short-lived (``TTL_S``, renewed by each render) and tied to the
+login: ``revoke(annotator)`` (Log out) forgets every panel of that annotator at once.
+
+A request is refused before it costs memory: the token is checked first (no byte of the body read), then
+``Content-Length`` against ``MAX_BODY``, then the body is read as a stream that stops at ``MAX_BODY``, and
+its JSON is parsed only when it nests at most ``MAX_DEPTH`` deep. Every refusal is one JSON line
+(``{"error": ...}``) with a 4xx status and changes nothing; the browser then uses the component value path,
+which also covers a server restart (a new process knows no earlier handle).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 import time
@@ -27,18 +29,28 @@ from typing import Any
 
 PATH = "/qrs/labels"
 TOKEN_HEADER = "X-QRS-Token"
-TTL_S = 4 * 3600  # a token (and its handle) lives this long after the panel's last render
+TTL_S = 15 * 60  # a token (and its handle) lives this long after the panel's last render
 MAX_HANDLES = 10_000  # registered panels kept per process (the oldest expiring first)
 MAX_BODY = 1_000_000  # bytes: far above MAX_OPS ops
+MAX_DEPTH = 16  # JSON nesting: an op list is three deep
 
 _SECRET = secrets.token_bytes(32)  # per server process: a restart invalidates every token
 _LOCK = threading.Lock()
 _HANDLES: dict[str, "Registration"] = {}
 _MOUNTED = False
+_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)  # strings (skipped) and brackets
 
 
 class TokenError(Exception):
     """A token that is malformed, forged, expired or names a panel this process does not know."""
+
+
+class BodyError(Exception):
+    """A body refused before it is committed: ``status`` and the one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -88,6 +100,15 @@ def register(handle: str, annotator: str, scope: str, apply: Callable[[list], tu
     return sign(handle, annotator, scope, expires)
 
 
+def revoke(annotator: str) -> int:
+    """Forget every panel of ``annotator`` (Log out): their tokens are refused from now on. Returns how many."""
+    with _LOCK:
+        gone = [h for h, r in _HANDLES.items() if r.annotator == annotator]
+        for handle in gone:
+            del _HANDLES[handle]
+    return len(gone)
+
+
 def verify(token: str, now: float | None = None) -> Registration:
     """The registration a token names, or ``TokenError`` with the one-line reason."""
     now = time.time() if now is None else now
@@ -100,9 +121,41 @@ def verify(token: str, now: float | None = None) -> Registration:
         raise TokenError("the label token has expired; nothing was changed")
     with _LOCK:
         reg = _HANDLES.get(handle)
-    if reg is None or reg.annotator != annotator or reg.scope != scope:
-        raise TokenError("this server does not know the panel of this token (restarted?); nothing was changed")
+    if reg is None or reg.annotator != annotator or reg.scope != scope or reg.expires < now:
+        raise TokenError("this server does not know the panel of this token (restarted or logged out?); "
+                         "nothing was changed")
     return reg
+
+
+def declared_length(value: str | None) -> int | None:
+    """The request's ``Content-Length`` (None: not sent, the body is streamed); ``BodyError`` when it is over
+    ``MAX_BODY`` or not a number."""
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise BodyError(400, "the Content-Length header is not a number; nothing was changed")
+    if int(value) > MAX_BODY:
+        raise BodyError(413, f"the request is over {MAX_BODY} bytes; nothing was changed")
+    return int(value)
+
+
+def parse_body(raw: bytes) -> Any:
+    """The JSON of a body no deeper than ``MAX_DEPTH`` (checked before parsing, so no recursion error), or
+    ``BodyError`` with its one line."""
+    depth = deepest = 0
+    for match in _NESTING.finditer(raw):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                raise BodyError(400, f"the body nests deeper than {MAX_DEPTH} levels; nothing was changed")
+        elif token in (b"]", b"}"):
+            depth -= 1
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, RecursionError):
+        raise BodyError(400, "the body is not JSON; nothing was changed") from None
 
 
 def commit_request(token: str, payload: Any) -> tuple[int, dict[str, Any]]:
@@ -111,6 +164,11 @@ def commit_request(token: str, payload: Any) -> tuple[int, dict[str, Any]]:
         reg = verify(token)
     except TokenError as exc:
         return 401, {"error": str(exc)}
+    return commit_to(reg, payload)
+
+
+def commit_to(reg: Registration, payload: Any) -> tuple[int, dict[str, Any]]:
+    """Apply a parsed body through a verified registration: the HTTP status and its JSON body."""
     if not isinstance(payload, dict) or not isinstance(payload.get("ops"), list):
         return 400, {"error": 'the body must be a JSON object {"ops": [...]}; nothing was changed'}
     acked, failed = reg.apply(payload["ops"])
@@ -121,20 +179,32 @@ def routes() -> list:
     """The Starlette route of the endpoint, for ``st.App(routes=...)``; marks this process as serving it."""
     global _MOUNTED
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
+    def refuse(status: int, message: str) -> JSONResponse:
+        # Connection: close -- the unread rest of a refused body is never read into this process
+        return JSONResponse({"error": message}, status, headers={"Cache-Control": "no-store", "Connection": "close"})
+
     async def labels(request: Request) -> JSONResponse:
-        raw = await request.body()
-        if len(raw) > MAX_BODY:
-            return JSONResponse({"error": f"the request is over {MAX_BODY} bytes; nothing was changed"}, 413)
         try:
-            payload = json.loads(raw or b"null")
-        except ValueError:
-            return JSONResponse({"error": "the body is not JSON; nothing was changed"}, 400)
+            reg = verify(request.headers.get(TOKEN_HEADER, ""))  # before any byte of the body is read
+            declared_length(request.headers.get("content-length"))
+            raw = bytearray()
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > MAX_BODY:
+                    raise BodyError(413, f"the request is over {MAX_BODY} bytes; nothing was changed")
+            payload = parse_body(bytes(raw))
+        except TokenError as exc:
+            return refuse(401, str(exc))
+        except BodyError as exc:
+            return refuse(exc.status, str(exc))
+        except ClientDisconnect:
+            return refuse(400, "the request ended before its body; nothing was changed")
         # the store is synchronous: commit on a worker thread, never on the event loop Streamlit's socket uses
-        status, body = await run_in_threadpool(commit_request, request.headers.get(TOKEN_HEADER, ""), payload)
+        status, body = await run_in_threadpool(commit_to, reg, payload)
         return JSONResponse(body, status, headers={"Cache-Control": "no-store"})
 
     _MOUNTED = True
