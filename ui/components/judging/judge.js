@@ -368,7 +368,7 @@ class Judge {
     const max = this.data.max_label === undefined ? 2 : this.data.max_label;
     if (!it || !this.data.enabled || value > max) { return; }
     const before = this.view(it);
-    const op = { key: newKey(), kind: "label", uid: it.uid, item: it.id, ref: it.ref, group: it.group, label: value,
+    const op = { key: newKey(), kind: "label", uid: it.uid, item: it.id, group: it.group, label: value,
       rationale: this.draft(it) };
     this.undoStack.push({ uid: it.uid, label: before.label === undefined ? null : before.label, cant: before.cant || null });
     this.enqueue(op);
@@ -394,7 +394,7 @@ class Judge {
     const last = this.undoStack.pop();
     if (!last || !this.index.has(last.uid)) { return; }
     const it = this.items[this.index.get(last.uid)];
-    this.enqueue({ key: newKey(), kind: "undo", uid: it.uid, item: it.id, ref: it.ref, group: it.group, restore: last.label,
+    this.enqueue({ key: newKey(), kind: "undo", uid: it.uid, item: it.id, group: it.group, restore: last.label,
       restoreCant: last.cant });
     this.atEnd = false;
     this.cursor = it.uid;
@@ -460,7 +460,7 @@ class Judge {
     const text = box.value.trim() || null;
     if (text === (v.rationale || null)) { return; }
     if (this.judged(it) && !v.cant) { // an item already labelled: the rationale goes with its label again
-      this.enqueue({ key: newKey(), kind: "label", uid: it.uid, item: it.id, ref: it.ref, group: it.group, label: v.label, rationale: text });
+      this.enqueue({ key: newKey(), kind: "label", uid: it.uid, item: it.id, group: it.group, label: v.label, rationale: text });
       this.render();
       this.send();
     } else {
@@ -487,7 +487,7 @@ class Judge {
     this.q(".qj-cant").hidden = true;
     const before = this.view(it);
     this.undoStack.push({ uid: it.uid, label: before.label === undefined ? null : before.label, cant: before.cant || null });
-    this.enqueue({ key: newKey(), kind: "cant", uid: it.uid, item: it.id, ref: it.ref, group: it.group, reason, rationale: this.draft(it) });
+    this.enqueue({ key: newKey(), kind: "cant", uid: it.uid, item: it.id, group: it.group, reason, rationale: this.draft(it) });
     this.step(+1);
     this.render();
     this.focus();
