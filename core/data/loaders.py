@@ -25,7 +25,7 @@ from pathlib import Path
 
 from core.data.clusters import dataset_from_pairs, split_by_query
 from core.data.dataset_model import Dataset
-from core.data.readers import beir_id, check_text, max_text_chars, read_jsonl, read_label, read_lines, read_pairs_tsv
+from core.data.readers import beir_id, check_id, check_text, max_text_chars, read_jsonl, read_label, read_lines, read_pairs_tsv
 from core.errors import DataFormatError, UnknownNameError
 from core.paths import data_dir
 
@@ -182,6 +182,8 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
         qid, query, did, doc, label = (c.strip() for c in cols)
         if not qid or not did or not query or not doc:
             raise DataFormatError(path, lineno, "empty qid, query, docid or doc")
+        check_id(qid, path, lineno, "query id")
+        check_id(did, path, lineno, "document id")
         check_text(query, path, lineno, "query", limit)
         check_text(doc, path, lineno, "document", limit)
         if did in qrels.get(qid, {}):

@@ -1,5 +1,6 @@
 """Checked reading of dataset files: UTF-8 lines (BOM dropped), texts within ``QRS_MAX_TEXT_CHARS``, labels,
-pairs TSV rows, JSONL lines, BEIR ids. Malformed input raises ``DataFormatError`` naming the file and line."""
+pairs TSV rows, JSONL lines, ids (BEIR, candidate lists, pairs). Malformed input raises ``DataFormatError``
+naming the file and line."""
 from __future__ import annotations
 
 import gzip
@@ -101,7 +102,8 @@ def read_pairs_tsv(path: str | Path, require_pair_id: bool = False) -> list[tupl
             raise DataFormatError(path, lineno, "empty question text")
         check_text(t1, path, lineno, "first question", limit)
         check_text(t2, path, lineno, "second question", limit)
-        rows.append((label, t1, t2, cols[3].strip() if len(cols) > 3 else str(lineno)))
+        pair_id = check_id(cols[3].strip(), path, lineno, "pair id") if len(cols) > 3 else str(lineno)
+        rows.append((label, t1, t2, pair_id))
     if not rows:
         raise DataFormatError(path, None, "no pairs found")
     return rows
@@ -127,12 +129,21 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return [(lineno, obj) for lineno, obj in enumerate(parsed, start=1) if obj is not None]
 
 
+def check_id(value: str, path: Path, lineno: int | None, what: str = "id") -> str:
+    """An imported id that is printable with no whitespace (no space, tab, newline or other control character:
+    an id is written into TREC files and shown on pages as is), or ``DataFormatError`` (file, line, what)."""
+    if not value or not value.isprintable() or any(c.isspace() for c in value):
+        raise DataFormatError(path, lineno, f"the {what} {value!r} must be printable with no whitespace "
+                              "or control characters"[:200])
+    return value
+
+
 def beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:
-    """The ``_id`` of a BEIR line as a string; a repeated id is refused (the last copy would win)."""
+    """The ``_id`` of a BEIR line as a string (``check_id``); a repeated id is refused (the last copy would win)."""
     raw = obj["_id"]
     if not isinstance(raw, (str, int)) or isinstance(raw, bool) or not str(raw).strip():
         raise DataFormatError(path, lineno, f'"_id" must be a non-empty string, got {raw!r}'[:200])
-    key = str(raw)
+    key = check_id(str(raw), path, lineno)
     if key in seen:
         raise DataFormatError(path, lineno, f"duplicate id {key!r} (already on an earlier line)")
     return key
