@@ -30,7 +30,7 @@ from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layo
                              summary_rows)
 from ui.explain_view import render_why
 from ui.nav import ensure_navigation
-from ui.render import MISSING, error, page_dataset, system_problem
+from ui.render import MISSING, error, literal, page_dataset, system_problem
 from ui.state import current_dataset
 from ui.system_picker import system_multiselect, system_selectbox
 
@@ -119,7 +119,7 @@ with st.expander("Pick a dataset query by id"):
             st.session_state["compare.pending_qid"] = pick
             st.rerun()
         else:
-            st.warning(f"No query with id {pick!r} in {ds.name}.")
+            st.warning(f"No query with id {literal(pick)} in {literal(ds.name)}.")
 
 # ----------------------------------------------------------------------------- systems
 with st.sidebar:
@@ -209,7 +209,7 @@ except StudioError as exc:
     st.stop()
 
 if qid:
-    st.caption(f"Dataset query `{qid}` — it is removed from its own ranking (ignore_identical_ids).")
+    st.caption(f"Dataset query {literal(qid)} — it is removed from its own ranking (ignore_identical_ids).")
     with st.expander(f"Known paraphrases ({len(result.known_paraphrases)})"):
         for text in result.known_paraphrases:
             st.text(f"• {text}")

@@ -19,7 +19,7 @@ from core.user_systems import source_key
 from ui.cache import system
 from ui.explain_view import explainable_systems, heatmap, measure_caption, ranked_view, why_line
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, literal, page_dataset
 from ui.state import current_dataset
 
 FIRST_STAGE = default_first_stage()  # where the candidates come from
@@ -133,7 +133,7 @@ except StudioError as exc:
     error(exc)
 labels = [f"BM25 #{i + 1}: {ds.display(d)[:80]}" for i, d in enumerate(candidates)] + ["(type a candidate)"]
 if qid:
-    st.caption(f"Dataset query {qid}: it is removed from its own BM25 ranking.")
+    st.caption(f"Dataset query {literal(qid)}: it is removed from its own BM25 ranking.")
 
 
 # the candidate boxes belong to one query: their keys name it, so a new query starts new boxes (BM25 #1 and #2) in
