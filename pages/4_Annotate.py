@@ -87,9 +87,14 @@ if mine:
 with st.sidebar:
     st.header("Queue")
     systems = pool_choices(ds)
-    chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
-                            help="The pool is the union of their top-k, shuffled; system names stay hidden.")
-    k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
+    if identity.sees_rankings:  # owners and researchers (everyone in single-user mode) choose the pool
+        chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
+                                    help="The pool is the union of their top-k, shuffled; system names stay hidden. "
+                                         "Only owners and researchers choose them: annotators judge blind.")
+        k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
+    else:  # blind: an annotator never picks the systems (pooling one at a time would reveal which found what)
+        chosen, k = systems[:3], 10
+        st.caption("Blind judging: the pool's systems are chosen by the owners and researchers, not shown here.")
     split = st.selectbox("Dataset queries", ["all", *ds.query_splits], key="annotate.split")
     n_add = st.number_input("How many", 1, 500, 10, key="annotate.n")
     if st.button("Add dataset queries"):
