@@ -72,6 +72,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("QRS_RESEARCHERS", "unset", "comma-separated researchers who may open the ranking pages when login is "
              "on; else `researchers` under `[qrs]` in `.streamlit/secrets.toml`"),
     Variable("QRS_USER", "the OS login name", "the user's name in single-user mode (no login)"),
+    Variable("QRS_ALLOWED_HOSTS", "`localhost,127.0.0.1,::1`", "comma-separated host names `serve.py` answers "
+             "(the request's `Host`, port aside; `*` any): set the lab's name before `--server.address 0.0.0.0`; "
+             "other hosts get a 400 (DNS rebinding)"),
     Variable("QRS_RAY_ADDRESS", "unset", "Ray cluster the heavy work (builds, encoding, experiments) joins "
              "(`HOST:6379` of `ray start --head`); unset: Ray is started here for the work and stopped after"),
     Variable("QRS_RAY_CPUS", "the machine's cores", "CPUs of the Ray started here (a build job reserves one per torch thread)"),
@@ -209,6 +212,18 @@ class Settings:
     @property
     def user(self) -> str | None:
         return self.raw("QRS_USER") or None
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """``QRS_ALLOWED_HOSTS``: the host names the server answers (lower-cased), loopback names when unset."""
+        raw = self.raw("QRS_ALLOWED_HOSTS") or "localhost,127.0.0.1,::1"
+        hosts = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+        bad = [h for h in hosts
+               if any(c.isspace() or c in "/@" for c in h) or (h != "*" and "*" in h.removeprefix("*."))]
+        if bad:
+            raise SettingsError("QRS_ALLOWED_HOSTS: host names (`*`, `*.lab.org` allowed), no scheme, path or "
+                                f"user, got {bad[0]!r}")
+        return hosts
 
     # ------------------------------------------------------------------ executor
     @property
