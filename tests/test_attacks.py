@@ -1,0 +1,402 @@
+"""Each attack of a judging service put on a lab's network, run against a real server: ``streamlit run serve.py``
+(what ``make run`` serves) where the attacker needs no token, the commit endpoint under uvicorn in this process
+where the attack needs a panel's token (the token of a panel the Annotate page rendered here). SECURITY.md lists
+these tests, what each attack is expected to do and what it did (``test_security_md_lists_every_attack``)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import ROOT, run_main
+from tests.e2e.conftest import free_port
+from tests.panel_driver import panel_data
+from ui import label_endpoint as le
+
+GB = 1 << 30
+MB = 1 << 20
+ESC_TEXT = "how do I cook rice \x1b]0;pwned\x07 \x1b[31mnow\x1b[0m ?"
+MARKUP_IDS = ("q1![p](http://127.0.0.1:9/t.png)", "q2`**b**`<b>x</b>", "q3:red[x]$y$")
+
+
+# ----------------------------------------------------------------------------- servers
+def _rss(pid: int, field: str) -> int:
+    """``VmRSS`` / ``VmHWM`` of a process, bytes."""
+    status = open(f"/proc/{pid}/status", encoding="ascii").read()
+    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.M).group(1)) * 1024
+
+
+def _reset_peak(pid: int) -> None:
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # VmHWM := VmRSS (Linux: "reset the peak resident set size")
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):  # noqa: S310 (loopback)
+                return
+        except OSError:
+            assert time.monotonic() < deadline and (proc is None or proc.poll() is None), "the server did not start"
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    """``streamlit run serve.py`` as ``make run`` serves it: (port, process, its stderr file)."""
+    tmp = tmp_path_factory.mktemp("studio")
+    port, log = free_port(), tmp / "stderr.txt"
+    env = {**os.environ, "QRS_VAR": str(tmp / "var"), "QRS_AUTOBUILD": "0"}
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
+                                 "--server.port", str(port), "--server.fileWatcherType", "none",
+                                 "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        yield port, proc, log
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    """The commit endpoint under uvicorn in this process (so a panel rendered here gives a token it knows)."""
+    import uvicorn
+    from starlette.applications import Starlette
+
+    mounted = le._MOUNTED
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=le.routes()), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        le._MOUNTED = mounted
+
+
+def _body(total: int, chunk: bytes) -> Iterator[bytes]:
+    """``total`` bytes in pieces of ``chunk``: the body is never whole in memory."""
+    for _ in range(total // len(chunk)):
+        yield chunk
+
+
+def _flood(port: int, headers: dict[str, str], total: int, chunked: bool) -> tuple[bytes, int]:
+    """POST ``total`` bytes to the endpoint from a generator over a raw socket, reading the answer meanwhile;
+    returns (the answer as received, the bytes the server took before it closed or answered)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    length = {"Transfer-Encoding": "chunked"} if chunked else {"Content-Length": str(total)}
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+                                                 **length, **headers}.items())
+    answer = bytearray()
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while data := sock.recv(65536):
+                answer.extend(data)
+                head_end = answer.find(b"\r\n\r\n")
+                size = re.search(rb"content-length: (\d+)", answer[:head_end].lower()) if head_end >= 0 else None
+                if size and len(answer) >= head_end + 4 + int(size.group(1)):
+                    break
+        except OSError:
+            pass
+        done.set()
+
+    sock.sendall(f"POST {le.PATH} HTTP/1.1\r\n{head}\r\n".encode())
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    sent = 0
+    try:
+        for piece in _body(total, b" " * MB):
+            if done.is_set():
+                break
+            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            sent += len(piece)
+    except OSError:
+        pass  # the server closed the connection: the rest was never read
+    reader.join(timeout=60)
+    sock.close()
+    return bytes(answer), sent
+
+
+def _one_json_line(answer: bytes, status: int) -> dict:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status}".encode()), head[:200]
+    assert body.count(b"\n") == 0 and b"Traceback" not in body, body[:300]
+    return json.loads(body)
+
+
+def _post(port: int, body: bytes, token: str | None = None, host: str | None = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": "application/json", **({le.TOKEN_HEADER: token} if token else {}),
+               **({"Host": host} if host else {})}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{le.PATH}", data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:  # noqa: S310 (loopback)
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+# ----------------------------------------------------------------------------- memory without a token
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_1gb_body_without_a_token_is_refused_before_it_is_read(studio, chunked):
+    port, proc, log = studio
+    assert _post(port, b'{"ops": []}')[0] == 401  # warm: the route and its imports are loaded
+    _reset_peak(proc.pid)
+    before = _rss(proc.pid, "VmRSS")
+    answer, sent = _flood(port, {}, GB, chunked)
+    growth = _rss(proc.pid, "VmHWM") - before
+    assert growth < 50 * MB, f"the server's peak memory grew by {growth / MB:.0f} MB"
+    assert sent < GB, "the server read the whole body"
+    if answer:  # the answer may be lost to the connection's reset; when it arrives it is the one line
+        assert "not valid" in _one_json_line(answer, 401)["error"]
+    assert proc.poll() is None
+    _wait_healthy(f"http://127.0.0.1:{port}")
+
+
+def test_a_1gb_body_with_a_token_stops_at_the_cap(endpoint):
+    token = le.register("h-flood", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
+    _reset_peak(os.getpid())
+    before = _rss(os.getpid(), "VmRSS")
+    answer, sent = _flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=True)
+    growth = _rss(os.getpid(), "VmHWM") - before
+    assert growth < 50 * MB, f"the endpoint's process grew by {growth / MB:.0f} MB"
+    assert sent < GB and "over" in _one_json_line(answer, 413)["error"]
+
+
+def test_an_oversized_content_length_is_refused_before_the_body(endpoint):
+    token = le.register("h-length", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
+    answer, sent = _flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=False)
+    assert "over" in _one_json_line(answer, 413)["error"] and sent < GB
+
+
+# ----------------------------------------------------------------------------- deep JSON
+def test_deep_json_is_one_line_and_no_traceback(studio, endpoint):
+    port, proc, log = studio
+    status, body = _post(port, b"[" * 100_000)
+    assert status == 401 and body.count(b"\n") == 0  # no token: refused before the body is read
+    token = le.register("h-deep", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
+    status, body = _post(endpoint, b"[" * 100_000, token)
+    assert status == 400 and "deeper" in json.loads(body)["error"] and body.count(b"\n") == 0
+    assert "Traceback" not in log.read_text(errors="replace")
+
+
+# ----------------------------------------------------------------------------- the server decides what a label is about
+@pytest.fixture
+def annotate_panel(built, endpoint, monkeypatch, tmp_path):
+    """The Annotate page rendered for annotator Ann on the tiny fixture: (the panel's data, the store)."""
+    from core.judging.judgments import JudgmentStore
+    from tests.conftest import app_test
+
+    url = f"sqlite:///{tmp_path / 'j.sqlite'}"
+    monkeypatch.setenv("QRS_DB_URL", url)
+    at = app_test("pages/4_Annotate.py")
+    at.run()
+    at.text_input(key="annotate.annotator").input("Ann").run()
+    next(b for b in at.button if b.label == "Add dataset queries").click().run()
+    assert not at.exception, at.exception
+    data = panel_data(at, "annotate.panel")
+    assert data["endpoint"]["token"] and data["items"]
+    store = JudgmentStore(url)
+    yield data, store
+    store.close()
+
+
+def _ops(*ops: dict) -> bytes:
+    return json.dumps({"ops": [{"kind": "label", "label": 2, **op} for op in ops]}).encode()
+
+
+def test_forged_refs_new_line_ids_and_other_names_change_nothing(annotate_panel, endpoint):
+    from core.data.datasets import load_dataset
+    from core.data.trec import qrels_text
+
+    data, store = annotate_panel
+    token, shown = data["endpoint"]["token"], data["items"][0]
+    assert "ref" not in shown  # what the server commits an item as stays on the server
+    ds = load_dataset("qqp-bimpm")
+    unseen = next(d for d in ds.corpus if d not in {i["id"] for i in data["items"]})
+    group = shown["group"]
+    status, body = _post(endpoint, _ops(
+        {"key": "k-unseen", "uid": f"{group}|{unseen}", "item": unseen, "group": group,
+         "ref": {"query": "a query nobody asked", "qid": None, "doc": unseen}},
+        {"key": "k-newline", "uid": "q00002\nq00003|" + unseen, "item": unseen, "group": "q00002\nq00003",
+         "ref": {"query": "x", "qid": "q00002 0 q00003 2\nq00004", "doc": unseen}}), token)
+    assert status == 200 and json.loads(body) == {"acked": [], "failed": {}}
+    assert store.judgments(ds.name) == []  # 0 rows: never-rendered items wait in the browser
+    status, body = _post(endpoint, _ops(
+        {"key": "k-forged", "uid": shown["uid"], "item": unseen, "group": "forged", "annotator": "Eve",
+         "ref": {"query": "a query nobody asked", "qid": "q00002\nq00003", "doc": unseen}}), token)
+    assert status == 200 and json.loads(body)["acked"] == ["k-forged"]
+    (row,) = store.judgments(ds.name)
+    assert (row.annotator, row.doc_id, row.label) == ("Ann", shown["id"], 2)  # the rendered item, the token's name
+    assert row.query != "a query nobody asked" and "\n" not in (row.query_id or "")
+    lines = qrels_text(store.qrels(ds.name)).splitlines()
+    assert len(lines) == 1 and len(lines[0].split()) == 4
+
+
+def test_an_imported_id_with_whitespace_or_control_characters_is_refused(fresh_var, tmp_path):
+    from core.data.imports import import_dataset
+    from core.errors import DataFormatError
+
+    for bad in ("q00002\nq00003", "q 1", "q\x1b1"):
+        root = tmp_path / f"beir{len(bad)}{bad.isprintable()}"
+        (root / "qrels").mkdir(parents=True)
+        (root / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "text": "a document"}) + "\n")
+        (root / "queries.jsonl").write_text(json.dumps({"_id": bad, "text": "a query"}) + "\n")
+        (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+        with pytest.raises(DataFormatError, match="no whitespace"):
+            import_dataset("beir", root, "bad-ids")
+    assert not (fresh_var / "datasets" / "user" / "bad-ids").exists()
+
+
+# ----------------------------------------------------------------------------- tokens tied to the login
+def test_the_token_is_refused_after_log_out(annotate_panel, endpoint, monkeypatch):
+    import streamlit as st
+
+    from ui.auth import log_out
+
+    data, _ = annotate_panel
+    token = data["endpoint"]["token"]
+    assert _post(endpoint, b'{"ops": []}', token)[0] == 200
+    monkeypatch.setattr(st, "logout", lambda: None)  # Streamlit's own end of the login needs a script run
+    log_out("Ann")
+    status, body = _post(endpoint, b'{"ops": []}', token)
+    assert status == 401 and "logged out" in json.loads(body)["error"]
+    with pytest.raises(le.TokenError, match="expired"):
+        le.verify(le.register("h-ttl", "Bob", "s", lambda raw: ([], {})), now=time.time() + le.TTL_S + 1)
+
+
+# ----------------------------------------------------------------------------- blind judging
+@pytest.mark.parametrize("who, chooses", [("ann@lab", False), ("olivia@lab", True), ("rita@lab", True)])
+def test_only_owners_and_researchers_choose_the_pool_systems(built, monkeypatch, tmp_path, who, chooses):
+    from tests.conftest import app_test
+
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_TRUSTED_HEADER", "X-Forwarded-User")
+    monkeypatch.setenv("QRS_OWNERS", "olivia@lab")
+    monkeypatch.setenv("QRS_RESEARCHERS", "rita@lab")
+    monkeypatch.setattr("ui.auth.request_headers", lambda: {"X-Forwarded-User": who})
+    at = app_test("pages/4_Annotate.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert bool([m for m in at.multiselect if m.label == "Pool systems"]) is chooses
+    assert bool([c for c in at.caption if "Blind judging" in c.value]) is not chooses
+    next(b for b in at.button if b.label == "Add dataset queries").click().run()
+    assert not at.exception and panel_data(at, "annotate.panel")["items"]  # the annotator still gets a pool
+
+
+# ----------------------------------------------------------------------------- exports, pages, terminal, hosts
+def test_every_csv_export_escapes_formulas():
+    import csv
+    import io
+
+    from core.analysis.error_analysis import rows_to_csv
+
+    text = rows_to_csv([{"query_id": "q1", "query": "=1+1", "bm25": 0.5},
+                        {"query_id": "@SUM(A1)", "query": "-2+3", "bm25": -0.25}])
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["query"] for r in rows] == ["'=1+1", "'-2+3"] and rows[1]["query_id"] == "'@SUM(A1)"
+    assert rows[1]["bm25"] == "-0.25"  # a number stays a number
+    writers = [str(p.relative_to(ROOT)) for d in ("core", "ui", "pages") for p in (ROOT / d).rglob("*.py")
+               if re.search(r"csv\.(DictWriter|writer)\(", p.read_text(encoding="utf-8"))]
+    assert writers == ["core/data/cells.py"], writers  # one escaping function: every CSV goes through it
+
+
+@pytest.fixture
+def markup_dataset(fresh_var, tmp_path):
+    """An imported BEIR dataset whose ids hold Markdown, HTML and directives, with BM25 built."""
+    from core.data.datasets import load_dataset
+    from core.data.imports import import_dataset
+    from core.retrieval import bm25
+
+    root = tmp_path / "markup"
+    (root / "qrels").mkdir(parents=True)
+    texts = ["how do I cook rice ?", "how do I cook pasta ?", "how do I cook beans ?"]
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}{q}", "text": t}) + "\n"
+                                               for i, (q, t) in enumerate(zip(MARKUP_IDS, texts))))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t + " fast"}) + "\n"
+                                                for q, t in zip(MARKUP_IDS, texts)))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\td{i}{q}\t1\n" for i, q in enumerate(MARKUP_IDS)))
+    ds = load_dataset(import_dataset("beir", root, "markup"))
+    bm25.build(ds)
+    return ds
+
+
+def _markdown_shown(at) -> str:
+    return " ".join(e.value for kind in ("markdown", "caption", "warning", "info", "success", "error")
+                    for e in getattr(at, kind))
+
+
+@pytest.mark.parametrize("page", ["pages/1_Compare.py", "pages/3_Keywords.py"])
+def test_ids_holding_markdown_are_shown_literally(markup_dataset, page):
+    from tests.conftest import app_test
+
+    qid = MARKUP_IDS[0]
+    at = app_test(page)
+    at.session_state["dataset"] = markup_dataset.name
+    at.session_state["compare.pending_qid"] = qid
+    at.query_params["qid"] = qid
+    at.run()
+    assert not at.exception, at.exception
+    shown = _markdown_shown(at)
+    assert "q1\\!\\[p\\]\\(http" in shown  # the id is on the page, escaped
+    assert qid not in shown and "![" not in shown and "](http" not in shown  # never as an image
+
+
+def test_the_cli_prints_no_terminal_escapes(tmp_path):
+    from core.judging.judgments import JudgmentStore
+
+    url = f"sqlite:///{tmp_path / 'j.sqlite'}"
+    store = JudgmentStore(url)
+    for who, label in (("alice", 0), ("bob", 2)):
+        store.set_label(who, "toy", ESC_TEXT, "d1", "a document \x1b[2J", label, query_id="q1")
+    store.close()
+    code, out, err = run_main("judgments", "agreement", "--dataset", "toy", "--db", url)
+    assert code == 0 and "cook rice" in out and "]0;pwned" in out  # the text is there, its escapes are not
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", out + err), repr(out)
+
+
+def test_the_server_answers_only_allowed_hosts(studio):
+    port, _, _ = studio
+    assert _post(port, b'{"ops": []}', host="rebound.example")[0] == 400
+    assert _post(port, b'{"ops": []}', host=f"localhost:{port}")[0] == 401  # reached the endpoint: no token
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/_stcore/health", headers={"Host": "evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310 (loopback)
+    assert refused.value.code == 400
+
+
+# ----------------------------------------------------------------------------- SECURITY.md
+def test_security_md_lists_every_attack():
+    """SECURITY.md's table names each test of this module once (and no other): attack, expected, observed."""
+    tests = set(re.findall(r"^def (test_\w+)", (ROOT / "tests" / "test_attacks.py").read_text(), re.M))
+    rows = re.findall(r"^\| `(test_\w+)` \|", (ROOT / "SECURITY.md").read_text(encoding="utf-8"), re.M)
+    assert len(rows) == len(set(rows)) and set(rows) == tests - {"test_security_md_lists_every_attack"}, (
+        sorted(tests - set(rows)), sorted(set(rows) - tests))
