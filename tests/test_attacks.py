@@ -7,202 +7,62 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
+from tests.attack_servers import GB, MB, endpoint, flood, one_json_line, post, reset_peak, rss, studio, wait_healthy
 from tests.conftest import ROOT, run_main
-from tests.e2e.conftest import free_port
 from tests.panel_driver import panel_data
 from ui import label_endpoint as le
 
-GB = 1 << 30
-MB = 1 << 20
+__all__ = ["endpoint", "studio"]  # the servers' fixtures, used by name
 ESC_TEXT = "how do I cook rice \x1b]0;pwned\x07 \x1b[31mnow\x1b[0m ?"
 MARKUP_IDS = ("q1![p](http://127.0.0.1:9/t.png)", "q2`**b**`<b>x</b>", "q3:red[x]$y$")
-
-
-# ----------------------------------------------------------------------------- servers
-def _rss(pid: int, field: str) -> int:
-    """``VmRSS`` / ``VmHWM`` of a process, bytes."""
-    status = open(f"/proc/{pid}/status", encoding="ascii").read()
-    return int(re.search(rf"^{field}:\s+(\d+) kB", status, re.M).group(1)) * 1024
-
-
-def _reset_peak(pid: int) -> None:
-    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
-        f.write("5")  # VmHWM := VmRSS (Linux: "reset the peak resident set size")
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2):  # noqa: S310 (loopback)
-                return
-        except OSError:
-            assert time.monotonic() < deadline and (proc is None or proc.poll() is None), "the server did not start"
-            time.sleep(0.5)
-
-
-@pytest.fixture(scope="module")
-def studio(tmp_path_factory):
-    """``streamlit run serve.py`` as ``make run`` serves it: (port, process, its stderr file)."""
-    tmp = tmp_path_factory.mktemp("studio")
-    port, log = free_port(), tmp / "stderr.txt"
-    env = {**os.environ, "QRS_VAR": str(tmp / "var"), "QRS_AUTOBUILD": "0"}
-    with open(log, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
-                                 "--server.port", str(port), "--server.fileWatcherType", "none",
-                                 "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
-    try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
-        yield port, proc, log
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture(scope="module")
-def endpoint():
-    """The commit endpoint under uvicorn in this process (so a panel rendered here gives a token it knows)."""
-    import uvicorn
-    from starlette.applications import Starlette
-
-    mounted = le._MOUNTED
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(Starlette(routes=le.routes()), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        le._MOUNTED = mounted
-
-
-def _body(total: int, chunk: bytes) -> Iterator[bytes]:
-    """``total`` bytes in pieces of ``chunk``: the body is never whole in memory."""
-    for _ in range(total // len(chunk)):
-        yield chunk
-
-
-def _flood(port: int, headers: dict[str, str], total: int, chunked: bool) -> tuple[bytes, int]:
-    """POST ``total`` bytes to the endpoint from a generator over a raw socket, reading the answer meanwhile;
-    returns (the answer as received, the bytes the server took before it closed or answered)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
-    length = {"Transfer-Encoding": "chunked"} if chunked else {"Content-Length": str(total)}
-    head = "".join(f"{k}: {v}\r\n" for k, v in {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
-                                                 **length, **headers}.items())
-    answer = bytearray()
-    done = threading.Event()
-
-    def read() -> None:
-        try:
-            while data := sock.recv(65536):
-                answer.extend(data)
-                head_end = answer.find(b"\r\n\r\n")
-                size = re.search(rb"content-length: (\d+)", answer[:head_end].lower()) if head_end >= 0 else None
-                if size and len(answer) >= head_end + 4 + int(size.group(1)):
-                    break
-        except OSError:
-            pass
-        done.set()
-
-    sock.sendall(f"POST {le.PATH} HTTP/1.1\r\n{head}\r\n".encode())
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    sent = 0
-    try:
-        for piece in _body(total, b" " * MB):
-            if done.is_set():
-                break
-            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
-            sent += len(piece)
-    except OSError:
-        pass  # the server closed the connection: the rest was never read
-    reader.join(timeout=60)
-    sock.close()
-    return bytes(answer), sent
-
-
-def _one_json_line(answer: bytes, status: int) -> dict:
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(f"HTTP/1.1 {status}".encode()), head[:200]
-    assert body.count(b"\n") == 0 and b"Traceback" not in body, body[:300]
-    return json.loads(body)
-
-
-def _post(port: int, body: bytes, token: str | None = None, host: str | None = None) -> tuple[int, bytes]:
-    headers = {"Content-Type": "application/json", **({le.TOKEN_HEADER: token} if token else {}),
-               **({"Host": host} if host else {})}
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{le.PATH}", data=body, method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=30) as r:  # noqa: S310 (loopback)
-            return r.status, r.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 # ----------------------------------------------------------------------------- memory without a token
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_1gb_body_without_a_token_is_refused_before_it_is_read(studio, chunked):
     port, proc, log = studio
-    assert _post(port, b'{"ops": []}')[0] == 401  # warm: the route and its imports are loaded
-    _reset_peak(proc.pid)
-    before = _rss(proc.pid, "VmRSS")
-    answer, sent = _flood(port, {}, GB, chunked)
-    growth = _rss(proc.pid, "VmHWM") - before
+    assert post(port, b'{"ops": []}')[0] == 401  # warm: the route and its imports are loaded
+    reset_peak(proc.pid)
+    before = rss(proc.pid, "VmRSS")
+    answer, sent = flood(port, {}, GB, chunked)
+    growth = rss(proc.pid, "VmHWM") - before
     assert growth < 50 * MB, f"the server's peak memory grew by {growth / MB:.0f} MB"
     assert sent < GB, "the server read the whole body"
     if answer:  # the answer may be lost to the connection's reset; when it arrives it is the one line
-        assert "not valid" in _one_json_line(answer, 401)["error"]
+        assert "not valid" in one_json_line(answer, 401)["error"]
     assert proc.poll() is None
-    _wait_healthy(f"http://127.0.0.1:{port}")
+    wait_healthy(f"http://127.0.0.1:{port}")
 
 
 def test_a_1gb_body_with_a_token_stops_at_the_cap(endpoint):
     token = le.register("h-flood", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
-    _reset_peak(os.getpid())
-    before = _rss(os.getpid(), "VmRSS")
-    answer, sent = _flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=True)
-    growth = _rss(os.getpid(), "VmHWM") - before
+    reset_peak(os.getpid())
+    before = rss(os.getpid(), "VmRSS")
+    answer, sent = flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=True)
+    growth = rss(os.getpid(), "VmHWM") - before
     assert growth < 50 * MB, f"the endpoint's process grew by {growth / MB:.0f} MB"
-    assert sent < GB and "over" in _one_json_line(answer, 413)["error"]
+    assert sent < GB and "over" in one_json_line(answer, 413)["error"]
 
 
 def test_an_oversized_content_length_is_refused_before_the_body(endpoint):
     token = le.register("h-length", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
-    answer, sent = _flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=False)
-    assert "over" in _one_json_line(answer, 413)["error"] and sent < GB
+    answer, sent = flood(endpoint, {le.TOKEN_HEADER: token}, GB, chunked=False)
+    assert "over" in one_json_line(answer, 413)["error"] and sent < GB
 
 
 # ----------------------------------------------------------------------------- deep JSON
 def test_deep_json_is_one_line_and_no_traceback(studio, endpoint):
     port, proc, log = studio
-    status, body = _post(port, b"[" * 100_000)
+    status, body = post(port, b"[" * 100_000)
     assert status == 401 and body.count(b"\n") == 0  # no token: refused before the body is read
     token = le.register("h-deep", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
-    status, body = _post(endpoint, b"[" * 100_000, token)
+    status, body = post(endpoint, b"[" * 100_000, token)
     assert status == 400 and "deeper" in json.loads(body)["error"] and body.count(b"\n") == 0
     assert "Traceback" not in log.read_text(errors="replace")
 
@@ -242,14 +102,14 @@ def test_forged_refs_new_line_ids_and_other_names_change_nothing(annotate_panel,
     ds = load_dataset("qqp-bimpm")
     unseen = next(d for d in ds.corpus if d not in {i["id"] for i in data["items"]})
     group = shown["group"]
-    status, body = _post(endpoint, _ops(
+    status, body = post(endpoint, _ops(
         {"key": "k-unseen", "uid": f"{group}|{unseen}", "item": unseen, "group": group,
          "ref": {"query": "a query nobody asked", "qid": None, "doc": unseen}},
         {"key": "k-newline", "uid": "q00002\nq00003|" + unseen, "item": unseen, "group": "q00002\nq00003",
          "ref": {"query": "x", "qid": "q00002 0 q00003 2\nq00004", "doc": unseen}}), token)
     assert status == 200 and json.loads(body) == {"acked": [], "failed": {}}
     assert store.judgments(ds.name) == []  # 0 rows: never-rendered items wait in the browser
-    status, body = _post(endpoint, _ops(
+    status, body = post(endpoint, _ops(
         {"key": "k-forged", "uid": shown["uid"], "item": unseen, "group": "forged", "annotator": "Eve",
          "ref": {"query": "a query nobody asked", "qid": "q00002\nq00003", "doc": unseen}}), token)
     assert status == 200 and json.loads(body)["acked"] == ["k-forged"]
@@ -283,10 +143,10 @@ def test_the_token_is_refused_after_log_out(annotate_panel, endpoint, monkeypatc
 
     data, _ = annotate_panel
     token = data["endpoint"]["token"]
-    assert _post(endpoint, b'{"ops": []}', token)[0] == 200
+    assert post(endpoint, b'{"ops": []}', token)[0] == 200
     monkeypatch.setattr(st, "logout", lambda: None)  # Streamlit's own end of the login needs a script run
     log_out("Ann")
-    status, body = _post(endpoint, b'{"ops": []}', token)
+    status, body = post(endpoint, b'{"ops": []}', token)
     assert status == 401 and "logged out" in json.loads(body)["error"]
     with pytest.raises(le.TokenError, match="expired"):
         le.verify(le.register("h-ttl", "Bob", "s", lambda raw: ([], {})), now=time.time() + le.TTL_S + 1)
@@ -385,8 +245,8 @@ def test_the_cli_prints_no_terminal_escapes(tmp_path):
 
 def test_the_server_answers_only_allowed_hosts(studio):
     port, _, _ = studio
-    assert _post(port, b'{"ops": []}', host="rebound.example")[0] == 400
-    assert _post(port, b'{"ops": []}', host=f"localhost:{port}")[0] == 401  # reached the endpoint: no token
+    assert post(port, b'{"ops": []}', host="rebound.example")[0] == 400
+    assert post(port, b'{"ops": []}', host=f"localhost:{port}")[0] == 401  # reached the endpoint: no token
     request = urllib.request.Request(f"http://127.0.0.1:{port}/_stcore/health", headers={"Host": "evil.example"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)  # noqa: S310 (loopback)
