@@ -103,10 +103,12 @@ def test_annotate_labels_a_result_into_the_database(env):
     send(at, PANEL, "ops", {"ops": [label_op(typed[0], 1)]})
     assert not at.exception
     assert {x.query for x in store.judgments()} == {ds.queries[qid], "<b>typed</b> python question"}
-    # a document the dataset does not have is refused with one line, nothing stored
-    bad = label_op({**typed[0], "ref": {**typed[0]["ref"], "doc": "no-such-doc"}}, 2)
+    # a browser's ref (another document, another query) is ignored: the label is about the item shown
+    bad = {**label_op(typed[0], 2), "ref": {"query": "forged", "qid": None, "doc": "no-such-doc"}}
     send(at, PANEL, "ops", {"ops": [bad]})
-    assert "no document" in panel_data(at, PANEL)["failed"][bad["key"]] and len(store.judgments()) == 2
+    assert bad["key"] in panel_data(at, PANEL)["acked"] and len(store.judgments()) == 2
+    assert {(x.query, x.doc_id) for x in store.judgments() if x.label == 2} >= {
+        ("<b>typed</b> python question", typed[0]["id"])}
 
 
 def test_annotate_empty_queue_and_dataset_queries(env):

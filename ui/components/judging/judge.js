@@ -71,9 +71,13 @@ class Judge {
     this.timer = window.setInterval(() => this.resend(false), RESEND_MS);
     this.onOnline = () => this.resend(true);
     window.addEventListener("online", this.onOnline);
+    // back on the tab (a laptop woken, a tab restored): resend at once, not at the next tick
+    this.onVisible = () => { if (document.visibilityState === "visible") { this.resend(true); } };
+    document.addEventListener("visibilitychange", this.onVisible);
     this.cleanup = () => {
       window.removeEventListener("keydown", this.onKey, true);
       window.removeEventListener("online", this.onOnline);
+      document.removeEventListener("visibilitychange", this.onVisible);
       window.clearInterval(this.timer);
     };
     this.buildStatic();
@@ -231,8 +235,11 @@ class Judge {
     const max = this.data.max_label === undefined ? 2 : this.data.max_label;
     const unsaved = this.outbox.length;
     const done = this.items.filter((x) => this.judged(x)).length;
+    // how many labels wait for the server, and since when (the oldest): a stall is visible, not silent
+    const since = unsaved ? Math.min(...this.outbox.map((op) => op.t || Date.now())) : 0;
+    const waiting = unsaved ? " · " + unsaved + " unsaved, waiting since " + new Date(since).toLocaleTimeString() : "";
     this.q(".qj-status").textContent = (this.data.status ? this.data.status + " · " : "") + done + " of "
-      + this.items.length + " shown judged" + (unsaved ? " · " + unsaved + " unsaved" : " · all saved")
+      + this.items.length + " shown judged" + (unsaved ? waiting : " · all saved")
       + " · " + (this.mode === "list" ? "list mode" : "item mode");
     this.root.dataset.mode = this.mode;
     this.root.dataset.unsaved = String(unsaved);
