@@ -230,6 +230,32 @@ def test_ids_holding_markdown_are_shown_literally(markup_dataset, page):
     assert qid not in shown and "![" not in shown and "](http" not in shown  # never as an image
 
 
+def test_campaign_query_ids_holding_markdown_are_shown_literally(markup_dataset, monkeypatch, tmp_path):
+    from core.judging.campaign_pool import items_from_pool
+    from core.judging.campaign_records import CampaignSpec, QuerySet
+    from core.judging.campaigns import CampaignStore
+    from tests.campaign_env import OIDC_SECRETS
+    from tests.conftest import app_test
+
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_OWNERS", "olivia@lab")
+    ds, qid = markup_dataset, MARKUP_IDS[0]
+    cs = CampaignStore()
+    cs.create("olivia@lab", CampaignSpec("team", ds.name, QuerySet("list", ids=(qid,)), ("given",), 2, 2,
+                                         ("olivia@lab",), ("ann", "bob")), items_from_pool(ds, {qid: list(ds.corpus)}))
+    for who, label in (("ann", 0), ("bob", 2)):  # a conflict: the Adjudicate tab names its query id
+        cs.judge(who, "team", cs.queue(who, "team")[0].item_id, label)
+    cs.close()
+    at = app_test("pages/8_Campaigns.py")
+    at.session_state["dataset"] = ds.name
+    at.secrets["auth"] = OIDC_SECRETS
+    at.user = {"is_logged_in": True, "email": "olivia@lab", "sub": "u-olivia"}
+    at.run()
+    assert not at.exception, at.exception
+    shown = _markdown_shown(at)
+    assert "q1\\!\\[p\\]\\(http" in shown and qid not in shown and "![" not in shown
+
+
 def test_the_cli_prints_no_terminal_escapes(tmp_path):
     from core.judging.judgments import JudgmentStore
 
