@@ -63,7 +63,7 @@ def test_deep_json_is_one_line_and_no_traceback(studio, endpoint):
     assert status == 401 and body.count(b"\n") == 0  # no token: refused before the body is read
     token = le.register("h-deep", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
     status, body = post(endpoint, b"[" * 100_000, token)
-    assert status == 400 and "deeper" in json.loads(body)["error"] and body.count(b"\n") == 0
+    assert status == 400 and "too deep" in json.loads(body)["error"] and body.count(b"\n") == 0
     assert "Traceback" not in log.read_text(errors="replace")
 
 
