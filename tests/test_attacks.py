@@ -152,6 +152,27 @@ def test_the_token_is_refused_after_log_out(annotate_panel, endpoint, monkeypatc
         le.verify(le.register("h-ttl", "Bob", "s", lambda raw: ([], {})), now=time.time() + le.TTL_S + 1)
 
 
+def test_the_log_out_button_revokes_the_users_tokens(monkeypatch, fresh_var):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.campaign_env import OIDC_SECRETS
+
+    ended: list[bool] = []
+    monkeypatch.setattr(st, "logout", lambda: ended.append(True))  # Streamlit's own end of the login
+    at = AppTest.from_string("from ui.auth import gate\ngate(show_user=True)\n", default_timeout=60)
+    at.secrets["auth"] = OIDC_SECRETS
+    at.user = {"is_logged_in": True, "email": "Ann@Lab", "sub": "u-ann"}
+    at.run()
+    mine = le.register("h-ann", "ann@lab", "free|x|ann@lab", lambda raw: ([], {}))
+    theirs = le.register("h-bob", "bob@lab", "free|x|bob@lab", lambda raw: ([], {}))
+    next(b for b in at.sidebar.button if b.label == "Log out").click().run()
+    assert not at.exception and ended == [True]
+    with pytest.raises(le.TokenError, match="logged out"):
+        le.verify(mine)
+    assert le.verify(theirs).annotator == "bob@lab"  # only the user who logged out
+
+
 # ----------------------------------------------------------------------------- blind judging
 @pytest.mark.parametrize("who, chooses", [("ann@lab", False), ("olivia@lab", True), ("rita@lab", True)])
 def test_only_owners_and_researchers_choose_the_pool_systems(built, monkeypatch, tmp_path, who, chooses):
