@@ -188,6 +188,8 @@ def judging_panel(
     dataset); ``commit(op)`` writes one op through the store with ``request=op.key``; ``on_nav`` moves a
     free-judging window when the annotator goes past the loaded queries (``group`` the current one)."""
     failed = st.session_state.get(f"{key}.failed", {})
+    if st.session_state.get(f"{key}.scope") != scope:  # another dataset or annotator: its own record
+        st.session_state[f"{key}.scope"], st.session_state[f"{key}.record"] = scope, {}
     record = remember(st.session_state.setdefault(f"{key}.record", {}), items)
     endpoint: dict[str, str] = {}
     if label_endpoint.mounted() and annotator:  # served by serve.py: labels go straight to the store
