@@ -236,7 +236,8 @@ if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
     fuser = composite_system(FUSION, fused, ds_name)
     how = "parameters tuned on the dev split" if fuser.tuned else (
         f"untuned defaults; tune on dev with `python -m core train --system {FUSION} --variant {fused}`")
-    st.caption(f"{FUSION}@{fused}: {FUSION_LABELS[fuse_method]} over each part's top {fuser.depth}, "
+    over = "whole candidate list" if fuser.depth is None else f"top {fuser.depth}"
+    st.caption(f"{FUSION}@{fused}: {FUSION_LABELS[fuse_method]} over each part's {over}, "
                f"{fuser.params or 'no parameters'} ({how}).")
 ok = [r for r in result.results if r.ok]
 for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems

@@ -15,6 +15,7 @@ from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, default_first_stage, display_name, get_spec, parse_name
 from core.data.text import display_form
 from core.retrieval.base import validate_query
+from core.serving.runner import SystemChoice, rank_one
 from core.user_systems import source_key
 from ui.cache import system
 from ui.explain_view import explainable_systems, heatmap, measure_caption, ranked_view, why_line
@@ -124,15 +125,22 @@ ranked_view(explainer, picked_system, query, ds, lambda: system(FIRST_STAGE, ds_
 
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
-try:
-    ranking = system(FIRST_STAGE, ds_name, progress=True).search(query, k=20, exclude=[qid] if qid else [])
-    candidates = list(ranking.doc_ids)
-except MissingArtifactError as exc:
-    st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
-except StudioError as exc:
-    error(exc)
+if ds.candidates and not qid:  # a candidate list is a dataset question's own: a typed query has none
+    st.info(f"{ds_name} ranks each question's own answers: pick a dataset query above for its candidates, or type "
+            "a candidate below.")
+else:
+    try:  # through the one runner: BM25's top 20, or on a candidate list the question's own answers by BM25
+        ranking = rank_one(SystemChoice(FIRST_STAGE), ds, query, k=20, query_id=qid,
+                           load=lambda n, v=None, o=(): system(n, ds_name, v, progress=True))
+        candidates = list(ranking.doc_ids)
+    except MissingArtifactError as exc:
+        st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
+    except StudioError as exc:
+        error(exc)
 labels = [f"BM25 #{i + 1}: {ds.display(d)[:80]}" for i, d in enumerate(candidates)] + ["(type a candidate)"]
-if qid:
+if qid and ds.candidates:
+    st.caption(f"Dataset query {qid}: its own answers, in BM25's order.")
+elif qid and ds.ignore_identical_ids:
     st.caption(f"Dataset query {qid}: it is removed from its own BM25 ranking.")
 
 
