@@ -15,24 +15,25 @@ from core.judging.compare_state import INDEXES, TREE_BRANCHING, CompareState, St
 from core.analysis.compare import SystemChoice, compare, pooled_ids
 from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
+from core.data.pipeline import terms
 from core.errors import StudioError
 from core.evaluation import tie_note
 from core.retrieval.base import validate_query
 from core.judging.database import default_url
-from core.transfer import system_choices
+from core.transfer import applicable_systems, system_choices
 from core.system_notes import system_notes
 from core.registry import get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
 from ui.background_loads import page_deadline, refresh_when_loaded
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels, warm_evaluation
-from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
+from ui.compare_view import (MARKS, MAX_SYSTEMS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
                              summary_rows)
 from ui.explain_view import render_why
 from ui.nav import ensure_navigation
 from ui.render import MISSING, error, page_dataset, system_problem
 from ui.state import current_dataset
-from ui.system_picker import system_multiselect, system_selectbox
+from ui.system_picker import not_built, select_ready, system_multiselect, system_selectbox
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
 TREES = with_knob("beam")  # the systems the tree knobs (beam, K) apply to
@@ -103,7 +104,7 @@ if pending in ds.queries:  # chosen by id below on the previous run: apply befor
 left, right = st.columns([4, 1])
 with right:
     st.write("")
-    if st.button("🎲 Random query", width="stretch", help="a dataset query with known paraphrases"):
+    if st.button("🎲 Random query", width="stretch", help="a dataset question with known answers" if ds.candidates else "a dataset query with known paraphrases"):
         qid = random.Random().choice(list(ds.queries))
         st.session_state["compare.qid"] = qid
         st.session_state["compare.query"] = ds.display_query(qid)
@@ -122,10 +123,22 @@ with st.expander("Pick a dataset query by id"):
             st.warning(f"No query with id {pick!r} in {ds.name}.")
 
 # ----------------------------------------------------------------------------- systems
+ready = set(applicable_systems(ds))  # what ranks now; the rest is offered marked "not built"
+for key in ("compare.systems", "compare.rerankers"):  # a link may name more than a picker takes
+    if len(st.session_state.get(key) or []) > MAX_SYSTEMS:
+        st.session_state[key] = list(st.session_state[key])[:MAX_SYSTEMS]
 with st.sidebar:
     st.header("Systems")
-    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems")
-    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers")
+    st.caption(f"Up to {MAX_SYSTEMS} first stages and {MAX_SYSTEMS} rerankers.")
+    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems", ready=ready,
+                                limit=MAX_SYSTEMS)
+    st.button(f"Select all built (up to {MAX_SYSTEMS})", key="compare.select_ready", on_click=select_ready,
+              args=("compare.systems", retrievers, ready, MAX_SYSTEMS))
+    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers", ready=ready, limit=MAX_SYSTEMS)
+    unbuilt = not_built([*retrievers, *rerankers], ready)
+    if unbuilt:
+        st.caption("Not built — build on the Models page or with `python -m core build --dataset "
+                   f"{ds_name} --systems NAME`: " + ", ".join(unbuilt))
     first_stage = system_selectbox("Rerank the top of", retrievers, key="compare.first_stage")
     depth = st.slider("Rerank depth", 5, 100, step=5, key="compare.depth")
     k = st.slider("Top-k shown", 1, 50, key="compare.k")
@@ -208,7 +221,12 @@ except StudioError as exc:
     error(exc)
     st.stop()
 
-if qid:
+if qid and ds.candidates:
+    st.caption(f"Dataset question `{qid}` — every system ranks its own candidate answers.")
+    with st.expander(f"Known answers ({len(result.known_paraphrases)})"):
+        for text in result.known_paraphrases:
+            st.text(f"• {text}")
+elif qid:
     st.caption(f"Dataset query `{qid}` — it is removed from its own ranking (ignore_identical_ids).")
     with st.expander(f"Known paraphrases ({len(result.known_paraphrases)})"):
         for text in result.known_paraphrases:
@@ -221,6 +239,12 @@ st.caption(MARKS)
 for res in result.results:
     if not res.ok:
         system_problem(res.choice.label, res.error, res.not_ready)
+    elif not res.ranking.doc_ids and not ds.candidates:  # a normal state: say why the column is empty
+        words = terms(typed)
+        st.info(f"{res.choice.label} found nothing: " + (
+            f"none of the query's words as its tokenizer reads them ({', '.join(words[:8])}) occurs in "
+            f"{ds_name}" if words else "its tokenizer finds no word in the query (e.g. a script it does not "
+            "split, as Chinese for BM25)") + ".", icon="ℹ️")
 refresh_when_loaded()  # systems this server has not loaded yet fill in when their background loads end
 summary = summary_rows(result)
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,

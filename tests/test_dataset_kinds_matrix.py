@@ -95,3 +95,34 @@ def test_every_page_on_every_dataset_kind(kinds, page, kind):
         assert set(summary["status"]) == {"ok"}, summary
     if page.startswith("3_"):  # Keywords scored the question against its first candidate
         assert at.metric and not at.error, [e.value for e in at.error]
+
+
+def test_normal_states_are_not_errors(kinds):
+    """Unbuilt systems marked and never picked by "select all" (at most the stated eight); a candidate list speaks of
+    answers; a query none of whose words BM25 knows says so instead of an empty column."""
+    from ui.compare_view import MAX_SYSTEMS
+    from ui.system_picker import NOT_BUILT
+
+    at = app_test("pages/1_Compare.py")
+    at.session_state["dataset"] = kinds["collection"]
+    at.query_params["dataset"] = kinds["collection"]
+    at.run()
+    picker = at.multiselect(key="compare.systems")
+    marked = [o for o in picker.options if o.endswith(NOT_BUILT)]
+    assert marked and not any(o.startswith(("bm25", PLUGIN)) for o in marked), picker.options
+    at.button(key="compare.select_ready").click().run()
+    picked = at.multiselect(key="compare.systems").value
+    assert "bm25" in picked and PLUGIN in picked and len(picked) <= MAX_SYSTEMS
+    assert not any(f"{name}{NOT_BUILT}".startswith(o) for name in picked for o in marked)
+    at.multiselect(key="compare.systems").set_value(["bm25"]).run()
+    at.text_input(key="compare.query").input("如何停止我的抑郁症").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("bm25 found nothing" in i.value for i in at.info), [i.value for i in at.info]
+
+    listed = app_test("pages/1_Compare.py")
+    for key, value in _params("1_Compare.py", kinds["candidate list"]).items():
+        listed.query_params[key] = value
+    listed.run()
+    assert not listed.exception
+    text = " ".join(c.value for c in listed.caption) + " ".join(e.label for e in listed.expander)
+    assert "Known answers" in text and "ignore_identical_ids" not in text and "paraphrase" not in text.lower()
