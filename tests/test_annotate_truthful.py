@@ -65,3 +65,35 @@ def test_delete_my_labels_needs_the_typed_name_and_is_audited(page):
     assert any("Deleted the labels of Ada" in s.value for s in at.success), [s.value for s in at.success]
     assert [(r.actor, r.kind, r.target) for r in deletions(store)] == [("Ada", "labels", "Ada")]
     assert _counters(at)[0] == f"Ada: 0 label(s) on {NAME} so far"
+
+
+def test_error_analysis_counts_the_judgments_of_the_chosen_annotators(tmp_path, monkeypatch):
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
+    monkeypatch.chdir(REPO)
+    from core.data.datasets import load_dataset
+    from core.judging.judgments import JudgmentStore
+    from core.retrieval import bm25
+
+    ds = load_dataset(NAME)
+    bm25.build(ds)
+    store = JudgmentStore()
+    for who, qid, doc in (("ann", "q00000", "q00001"), ("bob", "q00002", "q00003"), ("bob", "q00004", "q00005")):
+        store.set_label(who, ds.name, ds.queries[qid], doc, ds.corpus[doc], 2, query_id=qid)
+    at = AppTest.from_file(str(REPO / "pages" / "5_Error_Analysis.py"), default_timeout=120)
+    at.session_state["dataset"] = NAME
+    at.run()
+    at.multiselect(key="ea.systems").set_value(["bm25"]).run()
+    at.radio(key="ea.labels").set_value("judgments").run()
+    at.selectbox(key="ea.split").set_value("all").run()
+    assert not at.exception
+    judges = at.multiselect(key="ea.label_annotators")
+    assert judges.options == ["ann", "bob"] and judges.value == ["ann", "bob"]
+
+    def counted() -> str:
+        return next(c.value for c in at.caption if "queries with a relevant label" in c.value)
+
+    assert counted().startswith("3 queries") and "(judgments labels)" in counted()
+    judges.set_value(["bob"]).run()
+    assert not at.exception
+    assert counted().startswith("2 queries") and "(judgments of bob labels)" in counted(), counted()
