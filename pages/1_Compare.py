@@ -46,10 +46,14 @@ st.title("Compare")
 ds_name = current_dataset()
 # The comparison lives in the URL: a link (first run of the session) or "Open in Compare" on the Case
 # Studies page seeds the widgets; afterwards every change is written back to st.query_params.
+# Each change of the link is a browser history entry (Streamlit pushes it); Back and Forward rerun the page with that
+# entry's URL, which then differs from the link this page wrote last: the URL is the source again, as on a first run.
 opened = st.session_state.pop("compare.open", None)
-fresh = opened is not None or "compare.url_state" not in st.session_state
+url_now = st.query_params.to_dict()
+navigated = bool(url_now) and url_now != st.session_state.get("compare.url_state", url_now)
+fresh = opened is not None or "compare.url_state" not in st.session_state or navigated
 source = dict(opened) if opened is not None else (
-    st.query_params.to_dict() if fresh else dict(st.session_state["compare.url_state"]))
+    url_now if fresh else dict(st.session_state["compare.url_state"]))
 fuse_link = source.pop("fuse", None)  # the fused column's name (Compare's own link parameter)
 if fresh:
     wanted = resolve_dataset(source, list_datasets(), ds_name)

@@ -126,3 +126,25 @@ def test_normal_states_are_not_errors(kinds):
     assert not listed.exception
     text = " ".join(c.value for c in listed.caption) + " ".join(e.label for e in listed.expander)
     assert "Known answers" in text and "ignore_identical_ids" not in text and "paraphrase" not in text.lower()
+
+
+def test_compare_steps_back_and_forward_through_its_queries(kinds):
+    """Each query is its own link (a browser history entry); Back and Forward rerun the page with that entry's URL,
+    and the page shows that query again with the systems of that link."""
+    at = app_test("pages/1_Compare.py")
+    at.session_state["dataset"] = kinds["collection"]
+    at.run()
+    at.multiselect(key="compare.systems").set_value(["bm25"]).run()
+    links = []
+    for text in ("How do I learn Python fast ?", "How can I stop my depression ?"):
+        at.text_input(key="compare.query").input(text).run()
+        assert not at.exception
+        links.append(at.query_params.to_dict() if hasattr(at.query_params, "to_dict") else dict(at.query_params))
+    assert links[0]["q"] != links[1]["q"]
+    for link, text in ((links[0], "How do I learn Python fast ?"), (links[1], "How can I stop my depression ?")):
+        at.query_params.clear()
+        at.query_params.update(link)  # what Back (then Forward) hands the page
+        at.run()
+        assert not at.exception
+        assert at.text_input(key="compare.query").value == text
+        assert at.multiselect(key="compare.systems").value == ["bm25"]
