@@ -18,7 +18,8 @@ from core.retrieval.base import validate_query
 from core.serving.runner import SystemChoice, rank_one
 from core.user_systems import source_key
 from ui.cache import system
-from ui.explain_view import explainable_systems, heatmap, measure_caption, ranked_view, why_line
+from ui.explain_view import (CHART_CONFIG, explainable_systems, heatmap, largest, measure_caption, ranked_view,
+                             why_line)
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset
 from ui.state import current_dataset
@@ -182,9 +183,9 @@ def show(slot: str, e) -> None:
     st.caption("View contributions: score minus the score with that view's vector zeroed.")
     views = go.Figure(go.Bar(x=list(e.view_contributions), y=list(e.view_contributions.values())))
     views.update_layout(height=220, margin={"l": 10, "r": 10, "t": 10, "b": 10})
-    st.plotly_chart(views, key=f"keywords.views.{slot}")
+    st.plotly_chart(views, key=f"keywords.views.{slot}", config=CHART_CONFIG)
     st.caption("Comparable keyword-set pairs (rule of §3.3.1) and their weights (Eq. 9).")
-    st.plotly_chart(pair_matrix(e), key=f"keywords.pairs.{slot}")
+    st.plotly_chart(pair_matrix(e), key=f"keywords.pairs.{slot}", config=CHART_CONFIG)
     st.dataframe(pd.DataFrame([{"KS(q)": p["q_level"], "KS(d)": p["d_level"], "rule": p["rule"],
                                 "weight": round(p["weight"], 4), "q keywords": " ".join(p["q_set"]),
                                 "d keywords": " ".join(p["d_set"])} for p in e.pairs]), hide_index=True)
@@ -205,6 +206,7 @@ def show(slot: str, e) -> None:
 
 
 left, right = st.columns(2)
+shown_pairs: dict[str, tuple] = {}  # slot -> (column, candidate text, WordImportance): both drawn on one scale
 for column, slot, default in ((left, "A", 0), (right, "B", 1)):
     with column:
         cand = pick_candidate(slot, default)
@@ -213,13 +215,16 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             continue
         st.text(display_form(cand) if ds.tokenized else cand)  # as people write it, not "depression ?"
         try:
-            result = word_importance(explainer, query, cand, method, corpus=ds.corpus, spec=spec)
+            shown_pairs[slot] = (column, cand, word_importance(explainer, query, cand, method, corpus=ds.corpus,
+                                                               spec=spec))
         except StudioError as exc:
             error(exc)
-            continue
+top = largest(*(r for _, _, r in shown_pairs.values())) if shown_pairs else None
+for slot, (column, cand, result) in shown_pairs.items():
+    with column:
         st.metric(f"score(q, d), candidate {slot}", f"{result.score:.3f}")
-        st.plotly_chart(heatmap(result), key=f"keywords.heat.{slot}")
-        st.caption(measure_caption(method))
+        st.plotly_chart(heatmap(result, top=top), key=f"keywords.heat.{slot}", config=CHART_CONFIG)
+        st.caption(measure_caption(method, top))
         st.text(why_line(result))
         for note in result.notes:
             st.caption(f"Note: {note}")
