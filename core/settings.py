@@ -47,7 +47,8 @@ VARIABLES: tuple[Variable, ...] = (
              "status files, the judgments SQLite, user systems (tests point it at a temp folder)"),
     Variable("QRS_DATA", "`data/` in the repository", "folder of the bundled datasets"),
     Variable("QRS_DATASET", "`qqp-bimpm`", "the dataset the app opens with"),
-    Variable("QRS_AUTOBUILD", "`1`", "`0` stops the app from starting the default build in the background"),
+    Variable("QRS_AUTOBUILD", "`1`", "`0` stops the app from building the missing default systems of its own "
+             "dataset (`QRS_DATASET`) in the background; another dataset builds only from Home's button"),
     Variable("QRS_PAGE_WAIT", f"`{DEFAULT_PAGE_WAIT:g}`", "seconds a page waits for a system's first load in "
              "this server before drawing without it (the load goes on in the background and the page fills in; ≥ 0)"),
     Variable("QRS_DB_URL", "`sqlite:///$QRS_VAR/judgments.sqlite`", "SQLAlchemy URL of the judgments "

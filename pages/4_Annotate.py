@@ -52,12 +52,54 @@ if identity.mode == "none":  # single-user mode: the name is typed (no login con
                           help="Your name; remembered for this browser session. Labels are stored per annotator.")
     annotator = store.check_annotator(typed) if typed.strip() else ""
     st.session_state[NAME] = annotator
-    if annotator:
-        st.text(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
 else:  # with login, the annotator is the logged-in subject
     annotator = identity.name or ""
     st.caption("Annotator (logged in)")
     st.text(annotator)
+
+COUNTS_EVERY = 2.0  # seconds between the counters' reads of the store (labels arrive through the endpoint too)
+
+
+@st.fragment(run_every=COUNTS_EVERY)
+def label_counts() -> None:
+    """The annotator's counters read from the store (not from the page's last run), refreshed on their own."""
+    if annotator:
+        st.text(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
+
+
+def delete_mine(plan) -> None:  # noqa: ANN001 - a DeletionPlan
+    """The button's callback (before the page runs again, so every counter below reads the store after it)."""
+    from core.judging.deletion import delete_labels
+
+    try:
+        record = delete_labels(store, annotator, annotator, ds.name, confirm=st.session_state.get(DELETE_CONFIRM))
+    except StudioError as exc:
+        st.session_state[DELETED] = ("error", str(exc))
+    else:
+        st.session_state[DELETED] = ("done", f"Deleted {plan.describe()}; audit: {record.actor} at "
+                                              f"{record.at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+DELETE_CONFIRM, DELETED = "annotate.delete.confirm", "annotate.delete.outcome"
+label_counts()
+if annotator:
+    with st.expander("Delete my labels on this dataset", expanded=DELETED in st.session_state):
+        from core.judging.deletion import plan_labels
+
+        outcome = st.session_state.pop(DELETED, None)
+        if outcome and outcome[0] == "done":
+            st.success(outcome[1])
+        elif outcome:
+            error(StudioError(outcome[1]))
+        try:
+            plan = plan_labels(store, annotator, ds.name)
+        except StudioError as exc:
+            error(exc)
+        else:
+            st.text(f"Would delete {plan.describe()} (audited, as `python -m core judgments delete` does).")
+            st.text_input("Type your annotator name to confirm", key=DELETE_CONFIRM)
+            st.button("Delete my labels", key="annotate.delete.go", type="primary", disabled=not plan.total,
+                      on_click=delete_mine, args=(plan,))
 
 with st.expander("Guidelines", expanded=False):
     st.text(store.guidelines(ds.name))
@@ -185,8 +227,22 @@ except Exception as exc:
     error(exc)
     st.stop()
 here = [i for i in items if i.group == keys[pos]]
-st.progress((pos + (sum(i.judged for i in here) / len(here) if here else 1)) / len(queue),
-            text=f"Query {pos + 1} of {len(queue)} · {sum(i.judged for i in here)}/{len(here)} judged")
+
+
+@st.fragment(run_every=COUNTS_EVERY)
+def query_progress() -> None:
+    """This query's judged count from the store (a label sent by the panel counts at once, without a page run)."""
+    entry = queue[pos]
+    done = set()
+    if annotator:
+        done = {j.doc_id for j in store.judgments(ds.name, [annotator], entry["query"])}
+        done |= set(store.cant_judged(ds.name, annotator, entry["query"]))
+    judged = sum(i.id in done for i in here)
+    st.progress((pos + (judged / len(here) if here else 1)) / len(queue),
+                text=f"Query {pos + 1} of {len(queue)} · {judged}/{len(here)} judged")
+
+
+query_progress()
 if not here:
     st.warning("No candidates for this query: pick pool systems in the sidebar (or build one).")
 if not annotator:

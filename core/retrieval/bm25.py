@@ -210,13 +210,17 @@ class BM25PairScorer(Reranker):
         return self._query_cache[query]
 
     def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        """Candidate texts from the index's scores; any other text (an occlusion's variant) by the same BM25 with
+        the candidate texts' statistics (``BM25Retriever.score_text_pairs``)."""
         out = np.zeros(len(queries), dtype=np.float64)
         for i, (q, d) in enumerate(zip(queries, docs)):
             row = self._row_of_text.get(d)
-            if row is None:
-                raise QueryError("BM25 here scores the dataset's own candidate texts only")
-            out[i] = self._scores(q)[row]
+            out[i] = self._scores(q)[row] if row is not None else self.retriever.score_text_pairs([q], [d])[0]
         return out
+
+    def term_contributions(self, query: str, text: str, corpus: Mapping[str, str] | None = None):
+        """The exact per-term contributions (``BM25Retriever.term_contributions``) over the candidate texts."""
+        return self.retriever.term_contributions(query, text, corpus)
 
 
 def candidate_scorer(corpus: dict[str, str], variant: str | None = None) -> BM25PairScorer:
