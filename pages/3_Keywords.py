@@ -143,6 +143,8 @@ if qid and ds.candidates:
     st.caption(f"Dataset query {literal(qid)}: its own answers, in BM25's order.")
 elif qid and ds.ignore_identical_ids:
     st.caption(f"Dataset query {literal(qid)}: it is removed from its own BM25 ranking.")
+elif qid:
+    st.caption(f"Dataset query {literal(qid)}: BM25's top 20 from the collection.")
 
 
 # the candidate boxes belong to one query: their keys name it, so a new query starts new boxes (BM25 #1 and #2) in
