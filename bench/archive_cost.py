@@ -33,7 +33,8 @@ from bench.error_analysis_speed import python_speed
 from bench.measure import current_rss_mb, peak_rss_mb, percentiles
 from bench.reporting import head_commit, write_report
 
-REPORTS = Path(__file__).resolve().parent / "reports"
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "bench" / "reports"
 STAGES = ("generate", "import", "bm25", "encode", "index", "tree")
 CHEAP = ("generate", "import", "bm25")  # every size; the rest only at --encode-sizes / --tree-sizes
 SAMPLE_QUERIES = 500
@@ -209,7 +210,7 @@ def _tree_rss_mb(pid: int) -> float:
 def measure(stage: str, n: int, work: Path, env: dict[str, str]) -> dict:
     """Run one stage in a child process; its result, seconds, and peak memory (module docstring)."""
     child = subprocess.Popen([sys.executable, "-m", "bench.archive_cost", "--stage", stage, "--n", str(n),
-                              "--work", str(work)], stdout=subprocess.PIPE, env=env, text=True)
+                              "--work", str(work)], stdout=subprocess.PIPE, env=env, text=True, cwd=ROOT)
     peak, start = 0.0, time.perf_counter()
     while child.poll() is None:
         peak = max(peak, _tree_rss_mb(child.pid))

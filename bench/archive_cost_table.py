@@ -1,0 +1,89 @@
+"""BENCHMARKS.md's "Cost as the archive grows" table, rendered from ``bench/reports/archive_cost.json`` only
+(``bench.archive_cost``): one column per archive size, one row per stage, "not measured" where the run did not
+measure a stage at that size."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bench.table_format import read_report, source_line
+
+__all__ = ["archive_cost_table"]
+
+FILE = "archive_cost.json"
+NOT_MEASURED = "not measured"
+
+
+def _mib(value: float | None) -> str:
+    return "—" if value is None else f"{round(value):,} MiB"
+
+
+def _bytes(value: int | None) -> str:
+    return "—" if value is None else f"{round(value / 2**20):,} MiB"
+
+
+def _cell(stage: dict, show: Callable[[dict], str]) -> str:
+    if stage.get("not_measured"):
+        return NOT_MEASURED
+    if "error" in stage:
+        return f"failed ({stage['error']})"
+    return show(stage)
+
+
+def _seconds_memory(s: dict) -> str:
+    return f"{s['seconds'] if 'seconds' in s else s['wall_seconds']} s · {_mib(s.get('peak_all_mb'))}"
+
+
+def _index(preset: str) -> Callable[[dict], str]:
+    def show(s: dict) -> str:
+        p = s[preset]
+        return f"{p['seconds']} s · {_bytes(p['bytes'])} · recall@10 {p['recall_at_10']}"
+    return show
+
+
+ROWS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
+    ("generate", "generate the archive: wall s · peak (all processes)", _seconds_memory),
+    ("generate", "archive on disk", lambda s: _bytes(s["bytes"])),
+    ("import", "import (streamed check, block copy): wall s · peak", _seconds_memory),
+    ("bm25", "open the imported dataset: s", lambda s: f"{s['open_seconds']} s"),
+    ("bm25", "BM25 build: s · peak", lambda s: f"{s['build_seconds']} s · {_mib(s.get('peak_all_mb'))}"),
+    ("bm25", "BM25 index on disk", lambda s: _bytes(s["index_bytes"])),
+    ("bm25", "BM25 query, memory-mapped: p50 / p95 ms", lambda s: f"{s['query']['p50_ms']} / {s['query']['p95_ms']}"),
+    ("encode", "MiniLM encode to shards (Ray Data pool): s · peak", _seconds_memory),
+    ("encode", "… the driver: before → peak", lambda s: f"{_mib(s['driver_before_mb'])} → {_mib(s['driver_peak_mb'])}"),
+    ("encode", "… vectors on disk", lambda s: _bytes(s["vectors_bytes"])),
+    ("index", "faiss exact from shards: s · bytes · recall@10", _index("flat")),
+    ("index", "faiss IVF (trained on a sample): s · bytes · recall@10", _index("ivf")),
+    ("index", "faiss HNSW32: s · bytes · recall@10", _index("hnsw")),
+    ("index", "… peak (all processes)", lambda s: _mib(s.get("peak_all_mb"))),
+    ("tree", "tree-bert k-means tree build: s · peak", lambda s: f"{s['build_seconds']} s · {_mib(s.get('peak_all_mb'))}"),
+    ("tree", "tree: distance computations per query / compute-all",
+     lambda s: f"{s['distance_computations']} / {s['compute_all']:,}"),
+    ("tree", "tree: MAP@20 tree / compute-all (synthetic qrels)",
+     lambda s: f"{s['map_at_20_tree']} / {s['map_at_20_compute_all']}"),
+)
+
+
+def archive_cost_table() -> list[str]:
+    """The section's lines (none when the report is absent)."""
+    r = read_report(FILE)
+    if r is None:
+        return []
+    rows = r["rows"]
+    out = ["### Cost as the archive grows", "",
+           f"A **synthetic** archive (`python -m bench.large_archive`: the bundled QQP and TrecQA texts, sampled and "
+           f"perturbed, QQP's paraphrase clusters copied as qrels): these numbers are **cost, not quality**. Measured "
+           f"on a machine **shared with other work** ({r['machine']}; load average {r['load_before']} before, "
+           f"{r['load_after']} after; speed probe {r['python_speed_before']} s before, {r['python_speed_after']} s "
+           f"after, idle is lower). Each stage ran in a fresh process; \"peak\" is the resident memory of that process "
+           f"and every process below it (Ray's included), sampled five times a second.", "",
+           "| stage | " + " | ".join(f"N = {row['n']:,}" for row in rows) + " |",
+           "|---|" + "---|" * len(rows)]
+    for stage, label, show in ROWS:
+        out.append(f"| {label} | " + " | ".join(_cell(row[stage], show) for row in rows) + " |")
+    if not r.get("finished", True):
+        out += ["", "The run was stopped before its last sizes; the columns above are the sizes it finished."]
+    out += ["", "Not measured in this run: every encoder other than MiniLM, Compare's latency per system, Annotate's "
+            "pooling, Error Analysis and the pages on the large archive, Milvus, the 10M projection, and the stages "
+            "marked \"not measured\" above (encoding and the indexes only where a 2-core machine finishes them in "
+            "minutes).", "", source_line(r, FILE), ""]
+    return out
