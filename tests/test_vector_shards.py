@@ -13,6 +13,7 @@ from core.retrieval import encoding
 from core.retrieval.encoding import encode_to_shards
 from core.retrieval.indexing import IndexSpec, build_index, build_index_from_shards, recall_at_k
 from core.retrieval.vector_shards import ShardManifest, l2_normalize
+from tests.ray_cluster import two_node_cluster  # noqa: F401 - a fixture
 
 
 class Hashed:
@@ -100,3 +101,16 @@ def test_an_index_from_shards_searches_as_one_built_in_memory(tmp_path):
     same = build_index_from_shards(manifest, IndexSpec.from_preset("ivf", 2000, 8), train_sample=500)
     assert np.array_equal(same.search(queries, 10)[1], ivf.search(queries, 10)[1])  # seeded sample: same index
     assert isinstance(faiss.downcast_index(ivf.index), faiss.IndexIVFFlat)
+
+
+def test_on_a_two_node_cluster_the_shards_are_the_single_process_vectors(two_node_cluster, texts, fresh_var, tmp_path,
+                                                                         monkeypatch):
+    """One actor per node (one CPU each), each writing its shards to the shared folder; the driver gets the manifest."""
+    from core.retrieval.bert import MiniLMEncoder
+
+    monkeypatch.setattr(encoding, "RAY_MIN_TEXTS", 0)
+    encoder = MiniLMEncoder.pretrained("mean", 64)
+    manifest = encode_to_shards(encoder, texts, tmp_path / "two-nodes", normalize=True)
+    assert _no_arrays(manifest) and len(manifest.shards) == 2 * encoding.SHARDS_PER_ACTOR
+    manifest.check()
+    assert np.array_equal(manifest.assemble(), l2_normalize(encoder.encode(texts)))
