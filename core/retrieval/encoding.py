@@ -165,7 +165,7 @@ def encode_to_shards(encoder: Any, texts: list[str], folder: str | Path, batch_s
                 for number, count, dim in zip(batch["number"], batch["count"], batch["dim"]):
                     sizes[int(number)] = (int(count), int(dim))
                 tell(sum(c for c, _ in sizes.values()), "on the pool ")
-    shards_ = tuple(VectorShard(f"shard-{n:05d}.npy", f"shard-{n:05d}.rows.npy", sizes[n][0]) for n in sorted(sizes))
+    shards_ = tuple(VectorShard.numbered(n, sizes[n][0]) for n in sorted(sizes))
     dims = {d for _, d in sizes.values()}
     manifest = ShardManifest(folder, shards_, sum(s.count for s in shards_), dims.pop() if dims else 0, encoder_id)
     if manifest.count != len(texts):

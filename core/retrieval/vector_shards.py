@@ -37,6 +37,11 @@ class VectorShard:
     rows: str
     count: int
 
+    @classmethod
+    def numbered(cls, number: int, count: int) -> VectorShard:
+        """Shard ``number``'s files: ``shard-NNNNN.npy`` (vectors) and ``shard-NNNNN.rows.npy``."""
+        return cls(f"shard-{number:05d}.npy", f"shard-{number:05d}.rows.npy", count)
+
 
 def _save(path: Path, array: np.ndarray) -> None:
     tmp = path.with_name(f".{path.name}.tmp.npy")
@@ -51,7 +56,7 @@ def write_shard(folder: str | Path, number: int, rows: np.ndarray, vectors: np.n
     rows, vectors = np.asarray(rows, dtype=np.int64), np.asarray(vectors, dtype=np.float32)
     if len(rows) != len(vectors):
         raise ValueError(f"shard {number}: {len(rows)} rows but {len(vectors)} vectors")
-    shard = VectorShard(f"shard-{number:05d}.npy", f"shard-{number:05d}.rows.npy", len(rows))
+    shard = VectorShard.numbered(number, len(rows))
     _save(folder / shard.vectors, vectors)
     _save(folder / shard.rows, rows)
     return shard
