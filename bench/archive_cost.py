@@ -223,6 +223,34 @@ def measure(stage: str, n: int, work: Path, env: dict[str, str]) -> dict:
     return {**result, "wall_seconds": round(wall, 1), "peak_all_mb": round(peak, 1)}
 
 
+PROJECT_TO = 10_000_000
+MACHINES = (1, 2, 8)
+PARALLEL = ("encode",)  # spread over machines by the Ray Data pool; the other stages run in one process
+
+
+def projection(rows: list[dict], to: int = PROJECT_TO) -> dict:
+    """A linear projection to ``to`` documents, labelled as such: each stage's rate (documents per second) at the
+    largest size that measured it, divided over machines only for the stages the executor spreads (``PARALLEL``);
+    the vectors' bytes scale with the documents. Not a measurement: the table says so."""
+    out: dict = {"documents": to, "machines": list(MACHINES), "rule": (
+        "seconds = documents / the rate measured at the largest N that measured the stage (this shared machine); "
+        "the encoding divided over machines (the Ray Data pool), the other stages in one process; linear, not "
+        "measured"), "stages": {}}
+    for stage in ("generate", "import", "bm25", "encode", "index"):
+        done = [r for r in rows if not r[stage].get("not_measured") and "error" not in r[stage]]
+        if not done:
+            continue
+        last = max(done, key=lambda r: r["n"])
+        seconds = last[stage].get("seconds", last[stage].get("wall_seconds"))
+        rate = last["n"] / max(float(seconds), 1e-9)
+        split = stage in PARALLEL
+        out["stages"][stage] = {"from_n": last["n"], "docs_per_s": round(rate, 1), "seconds": {
+            str(m): round(to / rate / (m if split else 1)) for m in MACHINES}}
+        if stage == "encode":
+            out["stages"][stage]["vectors_bytes"] = int(last[stage]["vectors_bytes"] / last["n"] * to)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[36_737, 100_000])
@@ -232,8 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPORTS / "archive_cost.json"))
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--project", metavar="REPORT", help="add the linear projection to a finished report and stop")
     args = ap.parse_args(argv)
     work = Path(args.work)
+    if args.project:
+        report = json.loads(Path(args.project).read_text(encoding="utf-8"))
+        write_report(args.project, {**report, "projection": projection(report["rows"])})
+        return 0
     if args.stage:  # the child: one stage, one JSON line
         result = RUN[args.stage](args.n, work)
         print(json.dumps({**result, "driver_peak_mb": peak_rss_mb()}))
@@ -266,7 +299,8 @@ def _write(args: argparse.Namespace, argv: list[str] | None, rows: list[dict], l
               "load_before": load_before, "python_speed_before": speed_before,
               "load_after": [round(x, 2) for x in os.getloadavg()], "python_speed_after": python_speed(),
               "memory": ("peak_all_mb: the child's process tree (Ray's processes included) sampled every 0.2 s; "
-                         "driver_peak_mb: the child's own getrusage peak"), "rows": rows}
+                         "driver_peak_mb: the child's own getrusage peak"), "rows": rows,
+              "projection": projection(rows)}
     write_report(args.out, report)
 
 

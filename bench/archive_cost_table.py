@@ -63,6 +63,27 @@ ROWS: tuple[tuple[str, str, Callable[[dict], str]], ...] = (
 )
 
 
+STAGE_NAMES = {"generate": "generate", "import": "import", "bm25": "BM25 build", "encode": "MiniLM encode",
+               "index": "faiss indexes (all three)"}
+
+
+def _projection(p: dict | None) -> list[str]:
+    """The report's linear projection, said to be one (not a measurement)."""
+    if not p or not p.get("stages"):
+        return []
+    machines = p["machines"]
+    out = ["", f"**Projection to {p['documents']:,} documents (linear, not measured):** {p['rule']}.", "",
+           "| stage | from N | documents/s | " + " | ".join(f"{m} machine{'s' if m > 1 else ''}" for m in machines)
+           + " |", "|---|---|---|" + "---|" * len(machines)]
+    for stage, row in p["stages"].items():
+        out.append(f"| {STAGE_NAMES.get(stage, stage)} | {row['from_n']:,} | {row['docs_per_s']} | "
+                   + " | ".join(f"{row['seconds'][str(m)]:,} s" for m in machines) + " |")
+    if "encode" in p["stages"]:
+        out += ["", f"Vectors of {p['documents']:,} documents on disk: "
+                f"{_bytes(p['stages']['encode']['vectors_bytes'])} (float32, from the measured bytes per document)."]
+    return out
+
+
 def archive_cost_table() -> list[str]:
     """The section's lines (none when the report is absent)."""
     r = read_report(FILE)
@@ -80,6 +101,7 @@ def archive_cost_table() -> list[str]:
            "|---|" + "---|" * len(rows)]
     for stage, label, show in ROWS:
         out.append(f"| {label} | " + " | ".join(_cell(row[stage], show) for row in rows) + " |")
+    out += _projection(r.get("projection"))
     if not r.get("finished", True):
         out += ["", "The run was stopped before its last sizes; the columns above are the sizes it finished."]
     out += ["", "Not measured in this run: every encoder other than MiniLM, Compare's latency per system, Annotate's "

@@ -28,3 +28,5 @@ def test_the_cheap_stages_are_measured_and_the_rest_said_not_measured(tiny_data,
     assert "### Cost as the archive grows" in text and "cost, not quality" in text and "shared with other work" in text
     assert "| N = 150 |" in text and text.count("not measured") >= 9
     assert "| MiniLM encode to shards (Ray Data pool): s · peak | not measured |" in text
+    assert "linear, not measured" in text and "| BM25 build | 150 |" in text
+    assert set(report["projection"]["stages"]) == {"generate", "import", "bm25"}  # nothing projected unmeasured
