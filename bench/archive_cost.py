@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "QRS_VAR": str(work / "var")}
     trees = args.encode_sizes if args.tree_sizes is None else args.tree_sizes
     load_before, speed_before = [round(x, 2) for x in os.getloadavg()], python_speed()
+    commit = head_commit()  # the commit the run started at, whatever is committed while it runs
     rows: list[dict] = []
     for n in args.sizes:
         wanted = set(CHEAP) | ({"encode", "index"} if n in args.encode_sizes else set()) | (
@@ -286,15 +287,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"n={n:,} {stage}: {row[stage]}", file=sys.stderr)
         rows.append(row)
         (work / f"vectors-{n}.npy").unlink(missing_ok=True)
-        _write(args, argv, rows, load_before, speed_before, done=len(rows) == len(args.sizes))
+        _write(args, argv, commit, rows, load_before, speed_before, done=len(rows) == len(args.sizes))
     return 0
 
 
-def _write(args: argparse.Namespace, argv: list[str] | None, rows: list[dict], load_before: list[float],
-           speed_before: float, done: bool) -> None:
+def _write(args: argparse.Namespace, argv: list[str] | None, commit: str, rows: list[dict],
+           load_before: list[float], speed_before: float, done: bool) -> None:
     """The report so far (rewritten after each size, so a stopped run keeps the sizes it finished)."""
     report = {"command": "python -m bench.archive_cost " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "commit": head_commit(), "archive": "synthetic (bench.large_archive, seed 0): cost, not quality",
+              "commit": commit, "archive": "synthetic (bench.large_archive, seed 0): cost, not quality",
               "machine": f"{os.cpu_count()} cores shared with other work", "finished": done,
               "load_before": load_before, "python_speed_before": speed_before,
               "load_after": [round(x, 2) for x in os.getloadavg()], "python_speed_after": python_speed(),

@@ -1,6 +1,7 @@
-"""BENCHMARKS.md's "Cost as the archive grows" table, rendered from ``bench/reports/archive_cost.json`` only
-(``bench.archive_cost``): one column per archive size, one row per stage, "not measured" where the run did not
-measure a stage at that size."""
+"""BENCHMARKS.md's "Cost as the archive grows" table, rendered from ``bench/reports/archive_cost.json`` and
+``archive_cost_large.json`` only (two runs of ``bench.archive_cost``: the sizes that are encoded, and the larger
+sizes of the cheap stages): one column per archive size, one row per stage, "not measured" where no run measured a
+stage at that size."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from bench.table_format import read_report, source_line
 
 __all__ = ["archive_cost_table"]
 
-FILE = "archive_cost.json"
+FILES = ("archive_cost.json", "archive_cost_large.json")
 NOT_MEASURED = "not measured"
 
 
@@ -67,8 +68,21 @@ STAGE_NAMES = {"generate": "generate", "import": "import", "bm25": "BM25 build",
                "index": "faiss indexes (all three)"}
 
 
+def _merged_projection(reports: list[dict]) -> dict | None:
+    """Each stage's projection from the report that measured it at the largest size."""
+    projections = [r["projection"] for r in reports if r.get("projection", {}).get("stages")]
+    if not projections:
+        return None
+    stages: dict = {}
+    for p in projections:
+        for stage, row in p["stages"].items():
+            if stage not in stages or row["from_n"] > stages[stage]["from_n"]:
+                stages[stage] = row
+    return {**projections[0], "stages": stages}
+
+
 def _projection(p: dict | None) -> list[str]:
-    """The report's linear projection, said to be one (not a measurement)."""
+    """The reports' linear projection, said to be one (not a measurement)."""
     if not p or not p.get("stages"):
         return []
     machines = p["machines"]
@@ -84,28 +98,33 @@ def _projection(p: dict | None) -> list[str]:
     return out
 
 
+def _conditions(r: dict, file: str) -> str:
+    return (f"`{file}`: load average {r['load_before']} before, {r['load_after']} after; speed probe "
+            f"{r['python_speed_before']} s before, {r['python_speed_after']} s after")
+
+
 def archive_cost_table() -> list[str]:
-    """The section's lines (none when the report is absent)."""
-    r = read_report(FILE)
-    if r is None:
+    """The section's lines (none when no report is there)."""
+    reports = [(f, r) for f in FILES if (r := read_report(f)) is not None]
+    if not reports:
         return []
-    rows = r["rows"]
+    rows = sorted((row for _, r in reports for row in r["rows"]), key=lambda row: row["n"])
     out = ["### Cost as the archive grows", "",
-           f"A **synthetic** archive (`python -m bench.large_archive`: the bundled QQP and TrecQA texts, sampled and "
-           f"perturbed, QQP's paraphrase clusters copied as qrels): these numbers are **cost, not quality**. Measured "
-           f"on a machine **shared with other work** ({r['machine']}; load average {r['load_before']} before, "
-           f"{r['load_after']} after; speed probe {r['python_speed_before']} s before, {r['python_speed_after']} s "
-           f"after, idle is lower). Each stage ran in a fresh process; \"peak\" is the resident memory of that process "
-           f"and every process below it (Ray's included), sampled five times a second.", "",
+           "A **synthetic** archive (`python -m bench.large_archive`: the bundled QQP and TrecQA texts, sampled and "
+           "perturbed, QQP's paraphrase clusters copied as qrels): these numbers are **cost, not quality**. Measured "
+           f"on a machine **shared with other work** ({reports[0][1]['machine']}; "
+           + "; ".join(_conditions(r, f) for f, r in reports) + "; idle is lower). Each stage ran in a fresh "
+           "process; \"peak\" is the resident memory of that process and every process below it (Ray's included), "
+           "sampled five times a second.", "",
            "| stage | " + " | ".join(f"N = {row['n']:,}" for row in rows) + " |",
            "|---|" + "---|" * len(rows)]
     for stage, label, show in ROWS:
         out.append(f"| {label} | " + " | ".join(_cell(row[stage], show) for row in rows) + " |")
-    out += _projection(r.get("projection"))
-    if not r.get("finished", True):
-        out += ["", "The run was stopped before its last sizes; the columns above are the sizes it finished."]
+    out += _projection(_merged_projection([r for _, r in reports]))
+    if not all(r.get("finished", True) for _, r in reports):
+        out += ["", "A run was stopped before its last sizes; the columns above are the sizes it finished."]
     out += ["", "Not measured in this run: every encoder other than MiniLM, Compare's latency per system, Annotate's "
-            "pooling, Error Analysis and the pages on the large archive, Milvus, the 10M projection, and the stages "
-            "marked \"not measured\" above (encoding and the indexes only where a 2-core machine finishes them in "
-            "minutes).", "", source_line(r, FILE), ""]
-    return out
+            "pooling, Error Analysis and the pages on the large archive, Milvus, and the stages marked \"not "
+            "measured\" above (encoding, the indexes and the tree only where a shared 2-core machine finishes them "
+            "in minutes).", ""]
+    return out + [source_line(r, f) for f, r in reports] + [""]
