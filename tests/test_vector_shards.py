@@ -114,3 +114,21 @@ def test_on_a_two_node_cluster_the_shards_are_the_single_process_vectors(two_nod
     assert _no_arrays(manifest) and len(manifest.shards) == 2 * encoding.SHARDS_PER_ACTOR
     manifest.check()
     assert np.array_equal(manifest.assemble(), l2_normalize(encoder.encode(texts)))
+
+
+def test_the_driver_tokenizes_a_chunk_at_a_time_for_the_same_lengths(monkeypatch):
+    """The shards' token lengths are asked ``LENGTH_CHUNK`` texts at a time (a whole archive's tokenizer output
+    grew the driver with the archive), and are the lengths of the whole list."""
+    asked = []
+
+    class Lengths:
+        def token_lengths(self, texts):
+            asked.append(len(texts))
+            return np.asarray([len(t) for t in texts])
+
+    monkeypatch.setattr(encoding, "LENGTH_CHUNK", 7)
+    texts = [f"text {'x' * (i % 5)}" for i in range(30)]
+    assert np.array_equal(encoding.token_lengths(Lengths(), texts), [len(t) for t in texts])
+    assert asked == [7, 7, 7, 7, 2]
+    assert encoding.token_lengths(Hashed(), texts) is None
+    assert encoding.token_lengths(Lengths(), []).shape == (0,)

@@ -40,6 +40,7 @@ __all__ = ["EncoderRecipe", "RAY_MIN_TEXTS", "encode_collection", "encode_to_sha
 
 RAY_MIN_TEXTS = 20_000  # below this an actor pool costs more (Ray's start, a model per actor) than it saves
 SHARDS_PER_ACTOR = 4  # shards stream back as they finish: progress, and no actor idles on the last big one
+LENGTH_CHUNK = 10_000  # texts tokenized at a time in the driver to find the shards' lengths
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,20 @@ def _use_ray(encoder: Any, n: int) -> bool:
     return n >= RAY_MIN_TEXTS or bool(settings().ray_address)
 
 
+def token_lengths(encoder: Any, texts: list[str]) -> np.ndarray | None:
+    """``encoder.token_lengths`` of ``texts``, asked ``LENGTH_CHUNK`` texts at a time (a tokenizer's output for a
+    whole archive would grow the driver with the archive; the lengths alone are eight bytes a text); None when the
+    encoder does not batch by length."""
+    if not hasattr(encoder, "token_lengths"):
+        return None
+    chunks = [np.asarray(encoder.token_lengths(texts[s:s + LENGTH_CHUNK]), dtype=np.int64)
+              for s in range(0, len(texts), LENGTH_CHUNK)]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int64)
+
+
 def _parts(encoder: Any, texts: list[str], parts: int) -> list[np.ndarray]:
     """The shards' rows: by token length when the encoder batches by it (its batches kept whole), else contiguous."""
-    lengths = encoder.token_lengths(texts) if hasattr(encoder, "token_lengths") else None
+    lengths = token_lengths(encoder, texts)
     batch_rows = getattr(encoder, "batch_rows", None) if lengths is not None else None
     return shards(len(texts), parts, lengths, batch_rows)
 
