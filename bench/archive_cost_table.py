@@ -120,9 +120,11 @@ def archive_cost_table() -> list[str]:
            "|---|" + "---|" * len(rows)]
     for stage, label, show in ROWS:
         out.append(f"| {label} | " + " | ".join(_cell(row[stage], show) for row in rows) + " |")
+    out += [line for _, r in reports if r.get("note") for line in ("", r["note"])]
     out += _projection(_merged_projection([r for _, r in reports]))
     if not all(r.get("finished", True) for _, r in reports):
-        out += ["", "A run was stopped before its last sizes; the columns above are the sizes it finished."]
+        out += ["", "A run stopped before its last sizes (its report's note says why); the columns above are the sizes "
+                "the runs finished."]
     out += ["", "Not measured in this run: every encoder other than MiniLM, Compare's latency per system, Annotate's "
             "pooling, Error Analysis and the pages on the large archive, Milvus, and the stages marked \"not "
             "measured\" above (encoding, the indexes and the tree only where a shared 2-core machine finishes them "
