@@ -11,6 +11,7 @@ from bench.table_format import read_report, source_line
 __all__ = ["archive_cost_table"]
 
 FILES = ("archive_cost.json", "archive_cost_large.json")
+DRIVER_FILE = "archive_cost_driver.json"  # the encoding's driver re-measured at two sizes after its fix
 NOT_MEASURED = "not measured"
 
 
@@ -103,6 +104,22 @@ def _conditions(r: dict, file: str) -> str:
             f"{r['python_speed_before']} s before, {r['python_speed_after']} s after")
 
 
+def _driver_check() -> list[str]:
+    """The driver's memory while encoding, re-measured at two sizes (``DRIVER_FILE``), when that report is there."""
+    r = read_report(DRIVER_FILE)
+    rows = [row for row in (r or {}).get("rows", []) if not row["encode"].get("not_measured")]
+    if not rows:
+        return []
+    out = ["", f"The encoding's driver re-measured at commit {r['commit']}, tokenizing in chunks (same machine, shared; "
+           f"{_conditions(r, DRIVER_FILE)}):", "",
+           "| N | encode s | driver before → peak | peak (all processes) |", "|---|---|---|---|"]
+    for row in rows:
+        e = row["encode"]
+        out.append(_cell(e, lambda s, n=row["n"]: f"| {n:,} | {s['seconds']} s | {_mib(s['driver_before_mb'])} → "
+                                                   f"{_mib(s['driver_peak_mb'])} | {_mib(s.get('peak_all_mb'))} |"))
+    return out + ["", source_line(r, DRIVER_FILE)]
+
+
 def archive_cost_table() -> list[str]:
     """The section's lines (none when no report is there)."""
     reports = [(f, r) for f in FILES if (r := read_report(f)) is not None]
@@ -121,6 +138,7 @@ def archive_cost_table() -> list[str]:
     for stage, label, show in ROWS:
         out.append(f"| {label} | " + " | ".join(_cell(row[stage], show) for row in rows) + " |")
     out += [line for _, r in reports if r.get("note") for line in ("", r["note"])]
+    out += _driver_check()
     out += _projection(_merged_projection([r for _, r in reports]))
     if not all(r.get("finished", True) for _, r in reports):
         out += ["", "A run stopped before its last sizes (its report's note says why); the columns above are the sizes "
