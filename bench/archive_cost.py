@@ -98,14 +98,18 @@ def _encode(n: int, work: Path) -> dict:
     from core.executor import cluster_cpus
     from core.retrieval.encoding import encode_to_shards
 
+    from core.retrieval import encoding
+
     texts = list(_dataset(n).corpus.values())
     encoder = _encoder()
+    on_pool = n >= encoding.RAY_MIN_TEXTS  # MiniLM has a recipe and this is the main thread, not a job
     before = current_rss_mb()
     start = time.perf_counter()
     manifest = encode_to_shards(encoder, texts, work / f"shards-{n}", normalize=True)
     seconds = time.perf_counter() - start
     return {"driver_before_mb": before, "seconds": round(seconds, 1), "texts_per_s": round(n / seconds, 1),
-            "actors": cluster_cpus(), "shards": len(manifest.shards), "vectors_bytes": manifest.bytes,
+            "actors": cluster_cpus(), "on_pool": on_pool, "shards": len(manifest.shards),
+            "vectors_bytes": manifest.bytes,
             "encoder": encoder.encoder_id}
 
 
@@ -207,10 +211,11 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def measure(stage: str, n: int, work: Path, env: dict[str, str]) -> dict:
+def measure(stage: str, n: int, work: Path, env: dict[str, str], pool: bool = False) -> dict:
     """Run one stage in a child process; its result, seconds, and peak memory (module docstring)."""
     child = subprocess.Popen([sys.executable, "-m", "bench.archive_cost", "--stage", stage, "--n", str(n),
-                              "--work", str(work)], stdout=subprocess.PIPE, env=env, text=True, cwd=ROOT)
+                              "--work", str(work), *(["--pool"] if pool else [])], stdout=subprocess.PIPE, env=env,
+                             text=True, cwd=ROOT)
     peak, start = 0.0, time.perf_counter()
     while child.poll() is None:
         peak = max(peak, _tree_rss_mb(child.pid))
@@ -260,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPORTS / "archive_cost.json"))
     ap.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--pool", action="store_true", help="encode on the Ray Data pool at every size")
     ap.add_argument("--project", metavar="REPORT", help="add the linear projection to a finished report and stop")
     args = ap.parse_args(argv)
     work = Path(args.work)
@@ -268,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         write_report(args.project, {**report, "projection": projection(report["rows"])})
         return 0
     if args.stage:  # the child: one stage, one JSON line
+        if args.pool:  # the encoding on the Ray Data pool at every size (below its threshold too)
+            from core.retrieval import encoding
+
+            encoding.RAY_MIN_TEXTS = 0
         result = RUN[args.stage](args.n, work)
         print(json.dumps({**result, "driver_peak_mb": peak_rss_mb()}))
         return 0
@@ -283,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             {"tree"} if n in trees and n in args.encode_sizes else set())
         row: dict = {"n": n}
         for stage in STAGES:
-            row[stage] = measure(stage, n, work, env) if stage in wanted else {"not_measured": True}
+            row[stage] = measure(stage, n, work, env, args.pool) if stage in wanted else {"not_measured": True}
             print(f"n={n:,} {stage}: {row[stage]}", file=sys.stderr)
         rows.append(row)
         (work / f"vectors-{n}.npy").unlink(missing_ok=True)
