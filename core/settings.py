@@ -26,6 +26,7 @@ DEFAULT_PAGE_WAIT = 2.0  # seconds a page waits for a system's first load before
 MAX_DB_LOCK_TIMEOUT = 3600.0
 DEFAULT_MILVUS_TIMEOUT = 5.0  # seconds to connect to Milvus
 DEFAULT_MAX_TEXT_CHARS = 20_000  # longest text a dataset file may hold; QQP's longest is 756
+DEFAULT_IMPORT_MAX_ROWS = 5_000_000  # rows (lines) one file of an import may hold
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -66,6 +67,8 @@ VARIABLES: tuple[Variable, ...] = (
              "(e.g. `cpu`, `cuda:0`)"),
     Variable("QRS_MAX_TEXT_CHARS", f"`{DEFAULT_MAX_TEXT_CHARS}`", "longest text (characters) a dataset file "
              "may hold; longer ones are refused with file and line"),
+    Variable("QRS_IMPORT_MAX_ROWS", f"`{DEFAULT_IMPORT_MAX_ROWS}`", "most rows (lines) one file of an imported "
+             "dataset may hold; a larger file is refused in one line before anything is written"),
     Variable("QRS_TRUSTED_HEADER", "unset", "request header set by an authenticating reverse proxy "
              "(e.g. `X-Forwarded-User`); else `trusted_header` under `[qrs]` in `.streamlit/secrets.toml`"),
     Variable("QRS_OWNERS", "unset", "comma-separated campaign owners; else `owners` under `[qrs]` in "
@@ -190,6 +193,12 @@ class Settings:
         if value < 1:
             raise SettingsError(f"QRS_MAX_TEXT_CHARS: must be at least 1, got {raw!r}")
         return value
+
+    @property
+    def import_max_rows(self) -> int:
+        """``QRS_IMPORT_MAX_ROWS``: rows one file of an import may hold (``core.data.imports``)."""
+        return int(self._number("QRS_IMPORT_MAX_ROWS", DEFAULT_IMPORT_MAX_ROWS, "a whole number of rows (1 or more)",
+                                lambda v: v >= 1 and v == int(v)))
 
     # ------------------------------------------------------------------ users (the UI)
     @property
