@@ -9,10 +9,14 @@ and ``campaign|NAME|ANNOTATOR``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from core.judging.database import JudgmentError
 from ui import label_endpoint
 from ui.judging_panel import Op, resolver
+
+if TYPE_CHECKING:
+    from core.judging.judgments import JudgmentStore
 
 
 def free_scope(dataset: str, annotator: str) -> str:
@@ -20,7 +24,7 @@ def free_scope(dataset: str, annotator: str) -> str:
     return f"free|{dataset}|{annotator}"
 
 
-def free_commit(store, dataset: str, annotator: str) -> Callable[[Op], object]:  # noqa: ANN001 - JudgmentStore
+def free_commit(store: JudgmentStore, dataset: str, annotator: str) -> Callable[[Op], object]:
     """Write one free-judging op through ``store`` with its idempotency key; the query, query id, document, its
     text and the pool systems come from the op's ``ref`` (the server's record, never the browser)."""
     def commit(op: Op) -> object:
