@@ -16,6 +16,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from core.settings import SettingsError, settings
 from ui.label_endpoint import routes
+from ui.label_scopes import install
 
 
 def middleware() -> list[Middleware]:
@@ -30,4 +31,5 @@ def middleware() -> list[Middleware]:
     return [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
 
 
+install()  # after a restart, the endpoint rebuilds the panels whose tokens are still valid
 app = st.App("app.py", routes=routes(), middleware=middleware())

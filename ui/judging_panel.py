@@ -9,9 +9,9 @@ the browser. ``apply_ops`` commits each op through the store exactly once (the k
 (``acked``) or refused (``failed``, with the one-line reason); the browser resends the rest, also after a
 reload (it keeps them in ``localStorage`` per annotator and campaign or dataset). The server decides what a label is
 about: an op names an item's ``uid`` and nothing else is taken from the browser; the item (its id, group and
-``ref``) comes from the panel's own record of what it rendered in this session (``RECORD``); an op naming an
-item the panel never rendered is not applied (nor refused: it waits in the browser until a panel shows that
-item again, as after a reload when the query is queued again). Served by ``serve.py``, the
+``ref``) comes from the panel's own record of what it rendered in this session (``RECORD``), else from what
+the server rendered in that scope before (``core.judging.panel_state``, kept across restarts); an op naming an
+item never rendered in its scope is not applied (nor refused: it waits in the browser). Served by ``serve.py``, the
 panel also gets a signed token (``ui.label_endpoint``): the browser then POSTs its ops to the commit endpoint,
 which applies them through the same ``commit`` with the same keys at once (no script run), and uses the
 trigger only when the endpoint refuses or cannot be reached. ``commit`` may then run outside a script run: it
@@ -29,6 +29,7 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judging.database import StoreBusyError
+from core.judging.panel_state import panel_state
 from ui import label_endpoint
 
 ASSETS = Path(__file__).resolve().parent / "components" / "judging"
@@ -124,25 +125,41 @@ def apply_ops(ops: Sequence[Op], commit: Callable[[Op], object], acked: list[str
     return done
 
 
-def as_rendered(ops: Sequence[Op], record: Mapping[str, PanelItem]) -> list[Op]:
-    """The ops naming an item of ``record`` (what the panel rendered), each about that item as the server holds
-    it (id, group and ``ref`` from the record, whatever the browser sent); the others are left out."""
-    shown = [(op, record.get(op.uid)) for op in ops]  # one read each: a render may add to the record meanwhile
-    return [replace(op, item=item.id, group=item.group, ref=item.ref) for op, item in shown if item is not None]
+def kept(item: PanelItem) -> dict[str, Any]:
+    """What the persisted record keeps of a rendered item: what the server commits it as."""
+    return {"id": item.id, "group": item.group, "ref": dict(item.ref)}
 
 
-def commit_now(raw: list, commit: Callable[[Op], object],
-               record: Mapping[str, PanelItem]) -> tuple[list[str], dict[str, str]]:
+def as_rendered(ops: Sequence[Op], record: Mapping[str, PanelItem], scope: str | None = None) -> list[Op]:
+    """The ops naming an item of ``record`` (what the panel rendered), or one the server rendered in ``scope``
+    before (the persisted record), each about that item as the server holds it (id, group and ``ref`` from the
+    record, whatever the browser sent); the others are left out."""
+    out = []
+    for op in ops:
+        item = record.get(op.uid)  # one read each: a render may add to the record meanwhile
+        held = kept(item) if item is not None else panel_state().rendered(scope, op.uid) if scope else None
+        if held is not None:
+            out.append(replace(op, item=held["id"], group=held["group"], ref=held["ref"]))
+    return out
+
+
+def commit_now(raw: list, commit: Callable[[Op], object], record: Mapping[str, PanelItem],
+               scope: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The commit endpoint's path (``ui.label_endpoint``): parse and apply one request's ops through
     ``commit``, as the trigger does; the keys saved (or saved before) and a refusal line per key refused."""
     ops, failed = parse_ops({"ops": raw})
     acked: list[str] = []
-    apply_ops(as_rendered(ops, record), commit, acked, failed)
+    apply_ops(as_rendered(ops, record, scope), commit, acked, failed)
     return acked, failed
 
 
-def remember(record: dict[str, PanelItem], items: Sequence[PanelItem]) -> dict[str, PanelItem]:
-    """Add what a render shows to the panel's record (a shown item moves to the newest end); keep ``RECORD``."""
+def remember(record: dict[str, PanelItem], items: Sequence[PanelItem],
+             scope: str | None = None) -> dict[str, PanelItem]:
+    """Add what a render shows to the panel's record (a shown item moves to the newest end); keep ``RECORD``.
+    With ``scope``, the items new to the record (or changed) are also kept in the persisted record."""
+    if scope is not None:
+        fresh = {i.uid: kept(i) for i in items if i.uid not in record or kept(record[i.uid]) != kept(i)}
+        panel_state().remember(scope, fresh)
     for item in items:
         record.pop(item.uid, None)
         record[item.uid] = item
@@ -151,13 +168,24 @@ def remember(record: dict[str, PanelItem], items: Sequence[PanelItem]) -> dict[s
     return record
 
 
+def resolver(commit_for: Callable[[str, str], Callable[[Op], object] | None]) -> Callable[
+        [str, str], Callable[[list], tuple[list[str], dict[str, str]]] | None]:
+    """The endpoint's resolver (``label_endpoint.set_resolver``) from ``commit_for(annotator, scope)``: a panel
+    rebuilt after a restart commits through the persisted record of its scope only."""
+    def resolve(annotator: str, scope: str) -> Callable[[list], tuple[list[str], dict[str, str]]] | None:
+        commit = commit_for(annotator, scope)
+        return None if commit is None else (lambda raw: commit_now(raw, commit, {}, scope))
+
+    return resolve
+
+
 def _on_ops(key: str, commit: Callable[[Op], object]) -> None:
     payload = (st.session_state.get(key) or {}).get("ops")
     ops, bad = parse_ops(payload)
     failed = st.session_state.setdefault(f"{key}.failed", {})
     failed.update(bad)
     record = st.session_state.setdefault(f"{key}.record", {})
-    apply_ops(as_rendered(ops, record), commit, st.session_state.setdefault(f"{key}.acked", []), failed)
+    apply_ops(as_rendered(ops, record, st.session_state.get(f"{key}.scope")), commit, st.session_state.setdefault(f"{key}.acked", []), failed)
 
 
 def _on_nav(key: str, on_nav: Callable[[Mapping], None] | None) -> None:
@@ -190,13 +218,13 @@ def judging_panel(
     failed = st.session_state.get(f"{key}.failed", {})
     if st.session_state.get(f"{key}.scope") != scope:  # another dataset or annotator: its own record
         st.session_state[f"{key}.scope"], st.session_state[f"{key}.record"] = scope, {}
-    record = remember(st.session_state.setdefault(f"{key}.record", {}), items)
+    record = remember(st.session_state.setdefault(f"{key}.record", {}), items, scope)
     endpoint: dict[str, str] = {}
     if label_endpoint.mounted() and annotator:  # served by serve.py: labels go straight to the store
         handle = st.session_state.setdefault(f"{key}.handle", uuid.uuid4().hex)
         endpoint = {"url": label_endpoint.url_path(), "header": label_endpoint.TOKEN_HEADER,
                     "token": label_endpoint.register(handle, annotator, scope,
-                                                     lambda raw: commit_now(raw, commit, record))}
+                                                     lambda raw: commit_now(raw, commit, record, scope))}
     data = {
         "scope": scope,
         "annotator": annotator,

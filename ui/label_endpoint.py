@@ -3,15 +3,17 @@
 ``serve.py`` mounts ``routes()`` beside Streamlit through ``st.App(..., routes=...)`` (Streamlit's public
 ASGI entry; ``streamlit run serve.py`` finds the ``app`` and serves it with uvicorn). Each render of the panel registers its
 ``commit`` function under a random handle (``register``) and puts a token into the component's data: an
-HMAC-SHA256 signature, with a secret made once per server process, over the handle, the annotator, the
-panel's scope and an expiry. Tokens are short-lived (``TTL_S``, renewed by each render) and tied to the
-login: ``revoke(annotator)`` (Log out) forgets every panel of that annotator at once.
+HMAC-SHA256 signature over the handle, the annotator, the panel's scope and an expiry, with the secret kept in
+the artifacts folder (``core.judging.panel_state.secret``). Tokens are short-lived (``TTL_S``, renewed by each
+render) and tied to the login: ``revoke(annotator)`` (Log out) forgets every panel of that annotator at once.
+Registrations are also kept in ``PanelState``: after a restart a token still valid names a panel the new
+process rebuilds through the resolver ``serve.py`` installs (``set_resolver``), so pending labels are stored
+without a reload; a revoked registration is deleted there too.
 
 A request is refused before it costs memory: the token is checked first (no byte of the body read), then
 ``Content-Length`` against ``MAX_BODY``, then the body is read as a stream that stops at ``MAX_BODY``, and
 its JSON is parsed (a body nested too deep is refused, not a traceback). Every refusal is one JSON line
-(``{"error": ...}``) with a 4xx status and changes nothing; the browser then uses the component value path,
-which also covers a server restart (a new process knows no earlier handle).
+(``{"error": ...}``) with a 4xx status and changes nothing; the browser then uses the component value path.
 """
 from __future__ import annotations
 
@@ -19,12 +21,15 @@ import base64
 import hashlib
 import hmac
 import json
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from core.judging.panel_state import panel_state, secret
+from core.paths import var_dir
 
 PATH = "/qrs/labels"
 TOKEN_HEADER = "X-QRS-Token"
@@ -32,7 +37,8 @@ TTL_S = 15 * 60  # a token (and its handle) lives this long after the panel's la
 MAX_HANDLES = 10_000  # registered panels kept per process (the oldest expiring first)
 MAX_BODY = 1_000_000  # bytes: far above MAX_OPS ops
 
-_SECRET = secrets.token_bytes(32)  # per server process: a restart invalidates every token
+_SECRETS: dict[Path, bytes] = {}  # artifacts folder -> its persisted secret (read once per process)
+_RESOLVER: Callable[[str, str], Callable[[list], tuple[list[str], dict[str, str]]] | None] | None = None
 _LOCK = threading.Lock()
 _HANDLES: dict[str, "Registration"] = {}
 _MOUNTED = False
@@ -76,10 +82,25 @@ def mounted() -> bool:
     return _MOUNTED
 
 
+def _secret() -> bytes:
+    folder = var_dir()
+    with _LOCK:
+        if folder not in _SECRETS:
+            _SECRETS[folder] = secret(folder)
+        return _SECRETS[folder]
+
+
+def set_resolver(resolver: Callable[[str, str], Callable[[list], tuple[list[str], dict[str, str]]] | None]) -> None:
+    """How a new process rebuilds a panel it did not render: ``resolver(annotator, scope)`` gives the ``apply``
+    of that scope (committing through the persisted record of rendered items), or None."""
+    global _RESOLVER
+    _RESOLVER = resolver
+
+
 def sign(handle: str, annotator: str, scope: str, expires: float) -> str:
     """The token of one registration: base64url(JSON payload) + "." + hex HMAC-SHA256 of that text."""
     body = base64.urlsafe_b64encode(json.dumps([handle, annotator, scope, int(expires)]).encode()).decode()
-    return body + "." + hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()
+    return body + "." + hmac.new(_secret(), body.encode(), hashlib.sha256).hexdigest()
 
 
 def register(handle: str, annotator: str, scope: str, apply: Callable[[list], tuple[list[str], dict[str, str]]],
@@ -94,6 +115,7 @@ def register(handle: str, annotator: str, scope: str, apply: Callable[[list], tu
         while len(_HANDLES) >= MAX_HANDLES:
             del _HANDLES[next(iter(_HANDLES))]
         _HANDLES[handle] = Registration(annotator, scope, apply, expires)
+    panel_state().register(handle, annotator, scope, expires)
     return sign(handle, annotator, scope, expires)
 
 
@@ -103,14 +125,29 @@ def revoke(annotator: str) -> int:
         gone = [h for h, r in _HANDLES.items() if r.annotator == annotator]
         for handle in gone:
             del _HANDLES[handle]
-    return len(gone)
+    return max(len(gone), panel_state().revoke(annotator))
+
+
+def restore(handle: str, annotator: str, scope: str, now: float) -> Registration | None:
+    """The registration of ``handle`` as kept in ``PanelState`` (another process of this server registered it,
+    before a restart), rebuilt through the resolver; None when it is unknown, revoked or expired."""
+    kept = panel_state().registration(handle)
+    if _RESOLVER is None or kept is None or kept[0] != annotator or kept[1] != scope or kept[2] < now:
+        return None
+    apply = _RESOLVER(annotator, scope)
+    if apply is None:
+        return None
+    reg = Registration(annotator, scope, apply, kept[2])
+    with _LOCK:
+        _HANDLES.setdefault(handle, reg)
+        return _HANDLES[handle]
 
 
 def verify(token: str, now: float | None = None) -> Registration:
     """The registration a token names, or ``TokenError`` with the one-line reason."""
     now = time.time() if now is None else now
     body, _, mac = (token or "").partition(".")
-    good = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()
+    good = hmac.new(_secret(), body.encode(), hashlib.sha256).hexdigest()
     if not body or not hmac.compare_digest(mac, good):
         raise TokenError("the label token is not valid (signed by another server?); nothing was changed")
     handle, annotator, scope, expires = json.loads(base64.urlsafe_b64decode(body.encode()))
@@ -118,6 +155,8 @@ def verify(token: str, now: float | None = None) -> Registration:
         raise TokenError("the label token has expired; nothing was changed")
     with _LOCK:
         reg = _HANDLES.get(handle)
+    if reg is None:
+        reg = restore(handle, annotator, scope, now)
     if reg is None or reg.annotator != annotator or reg.scope != scope or reg.expires < now:
         raise TokenError("this server does not know the panel of this token (restarted or logged out?); "
                          "nothing was changed")

@@ -1,9 +1,10 @@
 // The judging panel (Streamlit components v2): the browser holds the items and answers each key at once;
 // every label goes to the server carrying an idempotency key made here: POSTed to the app's own commit
 // endpoint when the server gave a token (data.endpoint: the store answers at once, no script run), else (or
-// when the endpoint refuses or cannot be reached) as a trigger ("ops"). Labels not yet acknowledged stay in
+// when the endpoint refuses the token) as a trigger ("ops"). Labels not yet acknowledged stay in
 // localStorage (per annotator and campaign or dataset) and are resent until the server says they are saved
-// (the endpoint's answer, or data.acked) or refused (data.failed). Nothing else is fetched: this file is the
+// (the endpoint's answer, or data.acked) or refused (data.failed); an unreachable endpoint (a restart) is
+// tried again with backoff, the token still good. Nothing else is fetched: this file is the
 // whole program. Texts are written with textContent only.
 const INSTANCES = new WeakMap();
 const RESEND_MS = 2500;
@@ -79,6 +80,7 @@ class Judge {
       window.removeEventListener("online", this.onOnline);
       document.removeEventListener("visibilitychange", this.onVisible);
       window.clearInterval(this.timer);
+      window.clearTimeout(this.retryTimer);
     };
     this.buildStatic();
   }
@@ -335,19 +337,33 @@ class Judge {
     headers[ep.header] = ep.token;
     window.fetch(ep.url, { method: "POST", headers, body: JSON.stringify({ ops: this.outbox.slice(0, 200) }),
       credentials: "same-origin", cache: "no-store" })
-      .then((r) => (r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status))))
+      .then((r) => {
+        if (r.ok) { return r.json(); }
+        const err = new Error("HTTP " + r.status);
+        err.status = r.status;
+        throw err;
+      })
       .then((answer) => {
         this.posting = false;
+        this.retryMs = 0;
         const acked = answer.acked || [];
         this.settleAll(acked, answer.failed || {});
         this.render();
         this.sync();
         if (acked.length && this.outbox.length) { this.send(); } // labels given meanwhile; a busy store waits
       })
-      .catch(() => { // refused, restarted or unreachable: the trigger carries the labels until a new token
+      .catch((err) => {
         this.posting = false;
-        this.endpointDown = ep.token;
-        this.send();
+        if (err && err.status && err.status < 500) { // refused: the trigger carries the labels until a new token
+          this.endpointDown = ep.token;
+          this.send();
+          return;
+        }
+        // unreachable (the server restarting) or failing: try again soon with the same token (it outlives a
+        // restart), backing off from 250 ms to RESEND_MS, so labels go as soon as the server is back
+        this.retryMs = Math.min(RESEND_MS, (this.retryMs || 125) * 2);
+        window.clearTimeout(this.retryTimer);
+        this.retryTimer = window.setTimeout(() => this.resend(true), this.retryMs);
       });
   }
 
