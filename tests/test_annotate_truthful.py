@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.panel_driver import label_op, panel_data, send
+from tests.panel_driver import annotate_env, label_op, panel_data, send
 
 REPO = Path(__file__).resolve().parent.parent
 NAME = f"pairs:{Path(__file__).resolve().parent / 'fixtures' / 'judg_pairs.tsv'}"
@@ -17,9 +17,7 @@ PANEL = "annotate.panel"
 @pytest.fixture
 def page(tmp_path, monkeypatch):
     """Annotate on the judging fixture with one queued query (a fixed pool) and Ada typed in."""
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
-    monkeypatch.chdir(REPO)
+    annotate_env(monkeypatch, tmp_path, REPO)
     from core.data.datasets import load_dataset
 
     ds = load_dataset(NAME)

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.data.datasets import load_dataset
 from core.judging.judgments import JudgmentStore
-from tests.panel_driver import label_op, panel_data, send, undo_op
+from tests.panel_driver import annotate_env, label_op, panel_data, send, undo_op
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
@@ -20,10 +20,7 @@ PANEL = "annotate.panel"
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
-    monkeypatch.setenv("QRS_AUTOBUILD", "0")
-    monkeypatch.chdir(REPO)
+    annotate_env(monkeypatch, tmp_path, REPO)
     from core.retrieval import bm25
 
     ds = load_dataset(NAME)

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet  # noqa: E402
 from core.judging.campaigns import CampaignStore  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.e2e.conftest import DATASET, free_port, new_driver, server_env, stop, wait_healthy  # noqa: E402
+from tests.e2e.conftest import DATASET, free_port, new_driver, server_env, start_streamlit, stop, wait_healthy  # noqa: E402
 from tests.pg_server import db_url, postgres_server  # noqa: E402,F401 - fixtures
 
 HEADER, WHO, OWNER, CAMPAIGN = "X-Test-User", "ann@lab.example", "olivia@lab.example", "restart-e2e"
@@ -40,12 +40,8 @@ def bm25_var(tmp_path_factory):
 
 
 def _start(var, port: int, url: str) -> subprocess.Popen:
-    env = {**server_env(var), "QRS_DB_URL": url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}
-    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.address",
-           "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
-           "--browser.gatherUsageStats", "false"]
-    log = (var / "streamlit.log").open("ab")
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return start_streamlit(var, port, var / "streamlit.log",
+                           {"QRS_DB_URL": url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}, append=True)
 
 
 def _wait(d, predicate, what: str):
