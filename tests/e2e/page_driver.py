@@ -142,7 +142,9 @@ def multiselect_add(driver, label: str, value: str) -> None:
 
 
 def shown_as(text: str, value: str) -> bool:
-    """An option or chip that shows ``value``: its name, or a user's / plugin's name with its group ("x · yours")."""
+    """An option or chip that shows ``value``: its name, or a user's / plugin's name with its group ("x · yours"),
+    either marked " — not built" where it cannot rank yet (picking it shows its build command)."""
+    text = text.removesuffix(" — not built")
     return text == value or text.startswith(value + " · ")
 
 
