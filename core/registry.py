@@ -358,9 +358,9 @@ def system_path(dataset_name: str, system: str, variant: str | None = None) -> P
 
 
 def learns_from_labels(spec: SystemSpec, variant: str | None = None) -> bool:
-    """Whether building ``spec`` (variant) reads labels: a trained model, or a composite choosing on dev (its provider's
-    ``chooses_on_dev(variant)``; a fusion left untuned chooses nothing)."""
-    return needs_training(spec, variant) or (spec.composite and bool(
+    """Whether building ``spec`` (variant) reads labels: a trained model (a fixed run reads none), or a composite
+    choosing on dev (its provider's ``chooses_on_dev(variant)``; a fusion left untuned chooses nothing)."""
+    return (needs_training(spec, variant) and spec.kind_family != "run") or (spec.composite and bool(
         getattr(system_module(spec.name), "chooses_on_dev", lambda v: True)(variant)))
 
 
