@@ -382,4 +382,6 @@ def train_system(dataset: Dataset, system: str, variant: str | None = None, prof
     progress(0.0, data.summary())
     status = build_system(data.dataset, system, profile=profile, variant=variant, force=force, listener=progress)
     status.metrics = {**status.metrics, "split": data.sizes, "split_unit": data.unit}
+    if status.state == "ready":  # the split it was trained and chosen on, recorded with the build (its notes read it)
+        write_status(data.dataset.name, status, variant)
     return status

@@ -175,3 +175,28 @@ def test_experiment_bad_input_is_one_line_and_changes_nothing(byod, tmp_path):
         code, _out, err = run_main("experiment", "--name", "x", *argv)
         assert code == 2 and err.count("\n") == 1 and match in err, err
     assert marked_test() == [] and not (tmp_path / "var" / "experiments" / "x").exists()
+
+
+# ----------------------------------------------------------------------------- notes from the build's record
+def test_notes_say_what_the_build_recorded_and_how_many_texts_minilm_cuts(byod):
+    from transformers import AutoTokenizer
+
+    from core.build import train_system
+    from core.registry import deviation_note
+    from core.retrieval.minilm_encoder import model_path
+    from core.system_notes import system_notes
+
+    _cqa, answers = byod
+    assert train_system(answers, "cnn-rerank", profile="smoke", force=True).state == "ready"
+    notes = system_notes(answers, "cnn-rerank")
+    template = deviation_note("cnn-rerank")
+    assert template and template not in notes  # the registration's recipe describes its default build, not this one
+    (recorded,) = [n for n in notes if "as built" in n]
+    assert "trained on user/answers" in recorded and "train split 10 queries" in recorded
+    assert "no interpolation weight was saved" in recorded  # none was chosen: the note does not claim one
+    tokenizer = AutoTokenizer.from_pretrained(model_path(), local_files_only=True)
+    long_texts = sum(len(ids) > 64 for ids in tokenizer(list(answers.corpus.values()))["input_ids"])
+    code, out, err = run_main("eval", "--system", "minilm", "--dataset", "user/answers", "--metrics", "map@100")
+    assert code == 0, err
+    assert (f"note: minilm: MiniLM reads at most 64 word pieces: 0 of 16 queries and {long_texts} of 96 texts of "
+            "user/answers are longer and are cut") in out
