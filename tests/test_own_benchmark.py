@@ -200,3 +200,13 @@ def test_notes_say_what_the_build_recorded_and_how_many_texts_minilm_cuts(byod):
     assert code == 0, err
     assert (f"note: minilm: MiniLM reads at most 64 word pieces: 0 of 16 queries and {long_texts} of 96 texts of "
             "user/answers are longer and are cut") in out
+
+
+def test_cli_trains_sdml_cnn_on_an_imported_candidate_list(byod, monkeypatch):
+    from core.retrieval import sdml
+
+    monkeypatch.setitem(sdml.PROFILES, "quick", sdml.PROFILES["smoke"])  # the CLI's default profile, a few steps
+    code, out, err = run_main("train", "--system", "sdml-cnn", "--dataset", "user/answers")
+    assert code == 0 and "Traceback" not in err and "best_dev_hit_rate@1" in out, err
+    code, out, err = run_main("eval", "--system", "sdml-cnn", "--dataset", "user/answers", "--metrics", "map@100")
+    assert code == 0 and "sdml-cnn on user/answers" in out, err
