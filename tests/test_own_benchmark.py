@@ -41,7 +41,7 @@ def test_refusals_never_name_a_command_that_trains_on_a_dataset_marked_test(byod
     for system, variant in learning:
         command = build_command(system, "user/answers", variant)
         assert "--dataset user/answers" not in command and "marked test" in command, command
-        assert f"--dataset DATASET" in command and f"@DATASET" in command
+        assert "--dataset DATASET" in command and "@DATASET" in command
 
 
 def test_refusals_name_models_trained_elsewhere_first_and_train_refuses_a_test_import(byod):

@@ -259,8 +259,9 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
     progress(0.95, "measuring the test queries (trained, untrained, mean GloVe)")
     row = {t: i for i, t in enumerate(dataset.corpus.values())}
     vectors = retriever.doc_vectors
-    stored_or_encoded = (lambda texts: vectors[[row[t] for t in texts]] if all(t in row for t in texts)
-                         else retriever.encoder.encode(texts))  # queries outside the collection are encoded
+    def stored_or_encoded(texts: list[str]) -> np.ndarray:  # queries outside the collection are encoded
+        return vectors[[row[t] for t in texts]] if all(t in row for t in texts) else retriever.encoder.encode(texts)
+
     test = retrieval_scores(stored_or_encoded, dataset, "test", "all", metrics=TEST_METRICS)
     vocab = retriever.encoder.vocab
     untrained = _encoder(new_model(cfg, vocab).to(device()), vocab, cfg, "sdml-untrained")
