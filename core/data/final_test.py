@@ -1,8 +1,8 @@
 """Datasets marked test: an import whose labels only a final evaluation reads.
 
 A researcher's own benchmark often comes as a train import and a test import. Marking the test import
-(``python -m core experiment`` does it for the import it declares as test; ``mark_test`` from code) makes every command honest about it: nothing trains, tunes or chooses on it (``core train`` refuses it in
-one line), and a refusal on it names models trained elsewhere instead of a command that would train on it
+(``python -m core experiment`` does it for the import it declares as test; ``mark_test`` from code) makes every
+command honest about it: nothing trains, tunes or chooses on it (``core train`` refuses it in one line), and a refusal on it names models trained elsewhere instead of a command that would train on it
 (``core.registry.build_command``). The marks are one JSON list in ``var/experiments/test_datasets.json``.
 A single import used with its own split needs no mark: training reads its train split, choices its dev split,
 and its test split is read by the final evaluation only.
