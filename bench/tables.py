@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.archive_cost_table import archive_cost_table
 from bench.claims import claims_table
 from bench.paper_rows import paper_rows_table
 from bench.reporting import build_commit, measured_before_build
@@ -307,7 +308,7 @@ def render() -> str:
     lines += default_build_table() + query_forms_table() + dev_decisions_table() + frm_pairs_table() + determinism_table()
     lines += recipe_seeds_table("densetrans_ablations.json", "DenseTrans ablations (Table 3) over seeds")
     lines += recipe_seeds_table("sdml_losses.json", "SDML against its triplet-loss baselines (Table 4) over seeds")
-    lines += layers_table() + milvus_parity_table() + text_pipeline_table()
+    lines += layers_table() + milvus_parity_table() + text_pipeline_table() + archive_cost_table()
     lines += paper_rows_table()
     return "\n".join(lines + [END])
 

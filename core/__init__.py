@@ -11,7 +11,7 @@ pin_cpu_kernels()  # before anything imports torch
 enforce_offline()
 
 __all__ = [  # what other packages may import: its two set-ups and its modules (tests/test_package_surface.py)
-    "enforce_offline", "pin_cpu_kernels", "artifacts", "build", "cpu_kernels", "errors", "evaluation",
+    "enforce_offline", "pin_cpu_kernels", "artifacts", "build", "build_plan", "cpu_kernels", "errors", "evaluation",
     "evaluation_contract", "executor", "model_cards", "paths", "plugins", "progress", "registry", "settings",
     "system_notes", "system_spec", "systems", "training", "transfer", "user_systems", "user_systems_file"
 ]

@@ -119,3 +119,30 @@ def build_running(dataset_name: str) -> bool:
     return is_locked(_status_dir(dataset_name) / "build.lock")
 
 
+
+
+def system_lock(dataset_name: str, system: str, variant: str | None = None):
+    """The lock one system's build holds on one dataset (``core.build.build_system``, ``core systems add``): whoever
+    builds or encodes that system there (the build, the CLI, the server's first use) takes it, so one model is
+    encoded once. A context manager yielding whether it was taken."""
+    return exclusive_lock(_status_path(dataset_name, system, variant).with_suffix(".lock"))
+
+
+def building_elsewhere(dataset_name: str, system: str, variant: str | None = None) -> str | None:
+    """Where another process's build of this system stands ("my-model: being built by another process, 42%
+    (encoding 1,024/36,737)..."), or None when no other process holds its lock (this process's own does not count)."""
+    import os
+
+    path = _status_path(dataset_name, system, variant).with_suffix(".lock")
+    if not is_locked(path):
+        return None
+    try:
+        if int(path.read_text(encoding="utf-8").strip() or 0) == os.getpid():
+            return None
+    except (OSError, ValueError):
+        pass
+    status = _raw_status(dataset_name, system, variant)
+    where = f", {percent(status.progress)}%" + (f" ({status.message[:80]})" if status.message else "") \
+        if status is not None and status.state == "building" else ""
+    return (f"{_label(system, variant)}: being built by another process{where}; it is used from there when done "
+            "(never built twice).")

@@ -26,6 +26,7 @@ DEFAULT_PAGE_WAIT = 2.0  # seconds a page waits for a system's first load before
 MAX_DB_LOCK_TIMEOUT = 3600.0
 DEFAULT_MILVUS_TIMEOUT = 5.0  # seconds to connect to Milvus
 DEFAULT_MAX_TEXT_CHARS = 20_000  # longest text a dataset file may hold; QQP's longest is 756
+DEFAULT_IMPORT_MAX_ROWS = 5_000_000  # rows (lines) one file of an import may hold
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -47,7 +48,8 @@ VARIABLES: tuple[Variable, ...] = (
              "status files, the judgments SQLite, user systems (tests point it at a temp folder)"),
     Variable("QRS_DATA", "`data/` in the repository", "folder of the bundled datasets"),
     Variable("QRS_DATASET", "`qqp-bimpm`", "the dataset the app opens with"),
-    Variable("QRS_AUTOBUILD", "`1`", "`0` stops the app from starting the default build in the background"),
+    Variable("QRS_AUTOBUILD", "`1`", "`0` stops the app from building the missing default systems of its own "
+             "dataset (`QRS_DATASET`) in the background; another dataset builds only from Home's button"),
     Variable("QRS_PAGE_WAIT", f"`{DEFAULT_PAGE_WAIT:g}`", "seconds a page waits for a system's first load in "
              "this server before drawing without it (the load goes on in the background and the page fills in; ≥ 0)"),
     Variable("QRS_DB_URL", "`sqlite:///$QRS_VAR/judgments.sqlite`", "SQLAlchemy URL of the judgments "
@@ -65,6 +67,8 @@ VARIABLES: tuple[Variable, ...] = (
              "(e.g. `cpu`, `cuda:0`)"),
     Variable("QRS_MAX_TEXT_CHARS", f"`{DEFAULT_MAX_TEXT_CHARS}`", "longest text (characters) a dataset file "
              "may hold; longer ones are refused with file and line"),
+    Variable("QRS_IMPORT_MAX_ROWS", f"`{DEFAULT_IMPORT_MAX_ROWS}`", "most rows (lines) one file of an imported "
+             "dataset may hold; a larger file is refused in one line before anything is written"),
     Variable("QRS_TRUSTED_HEADER", "unset", "request header set by an authenticating reverse proxy "
              "(e.g. `X-Forwarded-User`); else `trusted_header` under `[qrs]` in `.streamlit/secrets.toml`"),
     Variable("QRS_OWNERS", "unset", "comma-separated campaign owners; else `owners` under `[qrs]` in "
@@ -72,6 +76,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("QRS_RESEARCHERS", "unset", "comma-separated researchers who may open the ranking pages when login is "
              "on; else `researchers` under `[qrs]` in `.streamlit/secrets.toml`"),
     Variable("QRS_USER", "the OS login name", "the user's name in single-user mode (no login)"),
+    Variable("QRS_ALLOWED_HOSTS", "`localhost,127.0.0.1,::1`", "comma-separated host names `serve.py` answers "
+             "(the request's `Host`, port aside; `*` any): set the lab's name before `--server.address 0.0.0.0`; "
+             "other hosts get a 400 (DNS rebinding)"),
     Variable("QRS_RAY_ADDRESS", "unset", "Ray cluster the heavy work (builds, encoding, experiments) joins "
              "(`HOST:6379` of `ray start --head`); unset: Ray is started here for the work and stopped after"),
     Variable("QRS_RAY_CPUS", "the machine's cores", "CPUs of the Ray started here (a build job reserves one per torch thread)"),
@@ -187,6 +194,12 @@ class Settings:
             raise SettingsError(f"QRS_MAX_TEXT_CHARS: must be at least 1, got {raw!r}")
         return value
 
+    @property
+    def import_max_rows(self) -> int:
+        """``QRS_IMPORT_MAX_ROWS``: rows one file of an import may hold (``core.data.imports``)."""
+        return int(self._number("QRS_IMPORT_MAX_ROWS", DEFAULT_IMPORT_MAX_ROWS, "a whole number of rows (1 or more)",
+                                lambda v: v >= 1 and v == int(v)))
+
     # ------------------------------------------------------------------ users (the UI)
     @property
     def trusted_header(self) -> str:
@@ -209,6 +222,18 @@ class Settings:
     @property
     def user(self) -> str | None:
         return self.raw("QRS_USER") or None
+
+    @property
+    def allowed_hosts(self) -> tuple[str, ...]:
+        """``QRS_ALLOWED_HOSTS``: the host names the server answers (lower-cased), loopback names when unset."""
+        raw = self.raw("QRS_ALLOWED_HOSTS") or "localhost,127.0.0.1,::1"
+        hosts = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+        bad = [h for h in hosts
+               if any(c.isspace() or c in "/@" for c in h) or (h != "*" and "*" in h.removeprefix("*."))]
+        if bad:
+            raise SettingsError("QRS_ALLOWED_HOSTS: host names (`*`, `*.lab.org` allowed), no scheme, path or "
+                                f"user, got {bad[0]!r}")
+        return hosts
 
     # ------------------------------------------------------------------ executor
     @property

@@ -9,7 +9,9 @@ import streamlit as st
 
 import core  # noqa: F401  (offline guards)
 from core.build import read_status
-from core.data.datasets import list_datasets
+from core.build_plan import build_missing, default_build_plan
+from core.data.datasets import DEFAULT_DATASET, list_datasets
+from core.settings import settings
 from core.registry import list_systems, supports
 from ui.cache import autostart_build, dataset
 from ui.nav import GROUPS, HOME, ensure_navigation
@@ -41,7 +43,8 @@ except Exception as exc:  # a broken imported dataset must not break the home pa
     error(exc)
     st.stop()
 
-autostart_build(current)
+if current == (settings().dataset or DEFAULT_DATASET):  # the server's own dataset only: choosing one never builds
+    autostart_build(current)  # its missing default systems (QRS_AUTOBUILD); an up-to-date build is not re-run
 build_banner(current)
 st.text(ds.description)
 
@@ -67,6 +70,14 @@ for spec in list_systems():
                  "progress": status.progress, "paper": spec.paper})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
              column_config={"progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0)})
+plan = default_build_plan(ds)
+st.caption(f"Default build: {len(plan.ready)} of {len(plan.ready) + len(plan.missing)} systems ready on {current}"
+           + (f"; missing: {', '.join(plan.missing)}" if plan.missing else "; nothing to build") + ".")
+if plan.missing and plan.running:
+    st.caption("A build of this dataset is running; the table shows where it stands.")
+elif plan.missing and st.button(plan.offer(), key="home.build"):
+    if build_missing(ds):
+        st.success(f"Started the background build of {len(plan.missing)} system(s); the table shows its progress.")
 
 st.subheader("Pages")
 for group, pages in GROUPS.items():

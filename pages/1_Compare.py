@@ -15,24 +15,25 @@ from core.judging.compare_state import INDEXES, TREE_BRANCHING, CompareState, St
 from core.analysis.compare import SystemChoice, compare, pooled_ids
 from core.retrieval.fusion import FUSION_METHODS, parse_variant
 from core.data.datasets import list_datasets
+from core.data.pipeline import terms
 from core.errors import StudioError
 from core.evaluation import tie_note
 from core.retrieval.base import validate_query
 from core.judging.database import default_url
-from core.transfer import system_choices
+from core.transfer import applicable_systems, system_choices
 from core.system_notes import system_notes
 from core.registry import get_spec, list_systems, with_knob
 from core.serving.loader import ServingDefaults, serving_defaults
 from core.settings import settings
 from ui.background_loads import page_deadline, refresh_when_loaded
 from ui.cache import cached_loader, case_store, composite_system, judgment_labels, warm_evaluation
-from ui.compare_view import (MARKS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
+from ui.compare_view import (MARKS, MAX_SYSTEMS, RANK_WIDTH, aligned_table, detail_rows, layout, longest_cell, stacks,
                              summary_rows)
 from ui.explain_view import render_why
 from ui.nav import ensure_navigation
-from ui.render import MISSING, error, page_dataset, system_problem
+from ui.render import MISSING, error, literal, page_dataset, system_problem
 from ui.state import current_dataset
-from ui.system_picker import system_multiselect, system_selectbox
+from ui.system_picker import not_built, select_ready, system_multiselect, system_selectbox
 
 FUSION = next(s.name for s in list_systems("retriever") if s.composite)  # the fused column (variant: parts, method)
 TREES = with_knob("beam")  # the systems the tree knobs (beam, K) apply to
@@ -45,10 +46,14 @@ st.title("Compare")
 ds_name = current_dataset()
 # The comparison lives in the URL: a link (first run of the session) or "Open in Compare" on the Case
 # Studies page seeds the widgets; afterwards every change is written back to st.query_params.
+# Each change of the link is a browser history entry (Streamlit pushes it); Back and Forward rerun the page with that
+# entry's URL, which then differs from the link this page wrote last: the URL is the source again, as on a first run.
 opened = st.session_state.pop("compare.open", None)
-fresh = opened is not None or "compare.url_state" not in st.session_state
+url_now = st.query_params.to_dict()
+navigated = bool(url_now) and url_now != st.session_state.get("compare.url_state", url_now)
+fresh = opened is not None or "compare.url_state" not in st.session_state or navigated
 source = dict(opened) if opened is not None else (
-    st.query_params.to_dict() if fresh else dict(st.session_state["compare.url_state"]))
+    url_now if fresh else dict(st.session_state["compare.url_state"]))
 fuse_link = source.pop("fuse", None)  # the fused column's name (Compare's own link parameter)
 if fresh:
     wanted = resolve_dataset(source, list_datasets(), ds_name)
@@ -103,7 +108,7 @@ if pending in ds.queries:  # chosen by id below on the previous run: apply befor
 left, right = st.columns([4, 1])
 with right:
     st.write("")
-    if st.button("🎲 Random query", width="stretch", help="a dataset query with known paraphrases"):
+    if st.button("🎲 Random query", width="stretch", help="a dataset question with known answers" if ds.candidates else "a dataset query with known paraphrases"):
         qid = random.Random().choice(list(ds.queries))
         st.session_state["compare.qid"] = qid
         st.session_state["compare.query"] = ds.display_query(qid)
@@ -119,13 +124,25 @@ with st.expander("Pick a dataset query by id"):
             st.session_state["compare.pending_qid"] = pick
             st.rerun()
         else:
-            st.warning(f"No query with id {pick!r} in {ds.name}.")
+            st.warning(f"No query with id {literal(pick)} in {literal(ds.name)}.")
 
 # ----------------------------------------------------------------------------- systems
+ready = set(applicable_systems(ds))  # what ranks now; the rest is offered marked "not built"
+for key in ("compare.systems", "compare.rerankers"):  # a link may name more than a picker takes
+    if len(st.session_state.get(key) or []) > MAX_SYSTEMS:
+        st.session_state[key] = list(st.session_state[key])[:MAX_SYSTEMS]
 with st.sidebar:
     st.header("Systems")
-    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems")
-    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers")
+    st.caption(f"Up to {MAX_SYSTEMS} first stages and {MAX_SYSTEMS} rerankers.")
+    chosen = system_multiselect("First-stage systems", retrievers, key="compare.systems", ready=ready,
+                                limit=MAX_SYSTEMS)
+    st.button(f"Select all built (up to {MAX_SYSTEMS})", key="compare.select_ready", on_click=select_ready,
+              args=("compare.systems", retrievers, ready, MAX_SYSTEMS))
+    chosen_rr = system_multiselect("Rerankers", rerankers, key="compare.rerankers", ready=ready, limit=MAX_SYSTEMS)
+    unbuilt = not_built([*retrievers, *rerankers], ready)
+    if unbuilt:
+        st.caption("Not built — build on the Models page or with `python -m core build --dataset "
+                   f"{ds_name} --systems NAME`: " + ", ".join(unbuilt))
     first_stage = system_selectbox("Rerank the top of", retrievers, key="compare.first_stage")
     depth = st.slider("Rerank depth", 5, 100, step=5, key="compare.depth")
     k = st.slider("Top-k shown", 1, 50, key="compare.k")
@@ -208,8 +225,13 @@ except StudioError as exc:
     error(exc)
     st.stop()
 
-if qid:
-    st.caption(f"Dataset query `{qid}` — it is removed from its own ranking (ignore_identical_ids).")
+if qid and ds.candidates:
+    st.caption(f"Dataset question {literal(qid)} — every system ranks its own candidate answers.")
+    with st.expander(f"Known answers ({len(result.known_paraphrases)})"):
+        for text in result.known_paraphrases:
+            st.text(f"• {text}")
+elif qid:
+    st.caption(f"Dataset query {literal(qid)} — it is removed from its own ranking (ignore_identical_ids).")
     with st.expander(f"Known paraphrases ({len(result.known_paraphrases)})"):
         for text in result.known_paraphrases:
             st.text(f"• {text}")
@@ -221,6 +243,12 @@ st.caption(MARKS)
 for res in result.results:
     if not res.ok:
         system_problem(res.choice.label, res.error, res.not_ready)
+    elif not res.ranking.doc_ids and not ds.candidates:  # a normal state: say why the column is empty
+        words = terms(typed)
+        st.info(f"{res.choice.label} found nothing: " + (
+            f"none of the query's words as its tokenizer reads them ({', '.join(literal(w) for w in words[:8])}) occurs in "
+            f"{ds_name}" if words else "its tokenizer finds no word in the query (e.g. a script it does not "
+            "split, as Chinese for BM25)") + ".", icon="ℹ️")
 refresh_when_loaded()  # systems this server has not loaded yet fill in when their background loads end
 summary = summary_rows(result)
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch", height="content", placeholder=MISSING,
@@ -236,7 +264,8 @@ if fused and any(r.ok and r.choice.name == FUSION for r in result.results):
     fuser = composite_system(FUSION, fused, ds_name)
     how = "parameters tuned on the dev split" if fuser.tuned else (
         f"untuned defaults; tune on dev with `python -m core train --system {FUSION} --variant {fused}`")
-    st.caption(f"{FUSION}@{fused}: {FUSION_LABELS[fuse_method]} over each part's top {fuser.depth}, "
+    over = "whole candidate list" if fuser.depth is None else f"top {fuser.depth}"
+    st.caption(f"{FUSION}@{fused}: {FUSION_LABELS[fuse_method]} over each part's {over}, "
                f"{fuser.params or 'no parameters'} ({how}).")
 ok = [r for r in result.results if r.ok]
 for group in stacks(len(ok)):  # one aligned table, or balanced stacked tables past MAX_PER_TABLE systems

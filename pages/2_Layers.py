@@ -8,6 +8,7 @@ import streamlit as st
 from core.errors import StudioError
 from core.analysis.layers import MEASURE_NAMES, MEASURES, NEGATIVE_SAMPLERS, bootstrap_ci, query_layer_cosines
 from core.registry import default_first_stage, list_systems, supports
+from core.serving.runner import SystemChoice, rank_one
 from ui.background_loads import LoadingError, in_background, page_deadline, refresh_when_loaded
 from ui.cache import (default_layer_sources, layer_curve, layer_curve_cached, layer_fn, layer_source, layer_sources,
                       memo, recall_curve, system)
@@ -158,9 +159,12 @@ if query.strip():
     try:
         name, variant, options = layer_source(source)
         retriever = system(name, ds_name, variant, options, background=until)
-        hits = retriever.search(query, 5)
-        targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         qid = next((q for q, t in ds.queries.items() if ds.display_query(q) == query.strip()), None)
+        if ds.candidates and qid not in ds.candidates:  # a candidate list ranks a dataset question's own answers
+            raise StudioError(f"{ds_name} ranks each question's own answers: type or pick one of its questions")
+        hits = rank_one(SystemChoice(name, variant, options=options), ds, query, 5, query_id=qid,
+                        load=lambda n, v=None, o=(): retriever)
+        targets = {f"hit {i + 1}: {ds.display(d)[:60]}": ds.corpus[d] for i, d in enumerate(hits.doc_ids[:3])}
         if qid and ds.qrels.get(qid):
             para = sorted(ds.qrels[qid])[0]
             targets[f"paraphrase: {ds.display(para)[:60]}"] = ds.corpus[para]

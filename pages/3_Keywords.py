@@ -15,11 +15,13 @@ from core.errors import MissingArtifactError, StudioError
 from core.registry import build_command, default_first_stage, display_name, get_spec, parse_name
 from core.data.text import display_form
 from core.retrieval.base import validate_query
+from core.serving.runner import SystemChoice, rank_one
 from core.user_systems import source_key
 from ui.cache import system
-from ui.explain_view import explainable_systems, heatmap, measure_caption, ranked_view, why_line
+from ui.explain_view import (CHART_CONFIG, explainable_systems, heatmap, largest, measure_caption, ranked_view,
+                             why_line)
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset
+from ui.render import error, literal, page_dataset
 from ui.state import current_dataset
 
 FIRST_STAGE = default_first_stage()  # where the candidates come from
@@ -124,16 +126,25 @@ ranked_view(explainer, picked_system, query, ds, lambda: system(FIRST_STAGE, ds_
 
 # ----------------------------------------------------------------------------- candidates
 candidates: list[str] = []
-try:
-    ranking = system(FIRST_STAGE, ds_name, progress=True).search(query, k=20, exclude=[qid] if qid else [])
-    candidates = list(ranking.doc_ids)
-except MissingArtifactError as exc:
-    st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
-except StudioError as exc:
-    error(exc)
+if ds.candidates and not qid:  # a candidate list is a dataset question's own: a typed query has none
+    st.info(f"{ds_name} ranks each question's own answers: pick a dataset query above for its candidates, or type "
+            "a candidate below.")
+else:
+    try:  # through the one runner: BM25's top 20, or on a candidate list the question's own answers by BM25
+        ranking = rank_one(SystemChoice(FIRST_STAGE), ds, query, k=20, query_id=qid,
+                           load=lambda n, v=None, o=(): system(n, ds_name, v, progress=True))
+        candidates = list(ranking.doc_ids)
+    except MissingArtifactError as exc:
+        st.warning(f"BM25 is not built, so there are no candidates to pick from; type candidates instead. {exc}")
+    except StudioError as exc:
+        error(exc)
 labels = [f"BM25 #{i + 1}: {ds.display(d)[:80]}" for i, d in enumerate(candidates)] + ["(type a candidate)"]
-if qid:
-    st.caption(f"Dataset query {qid}: it is removed from its own BM25 ranking.")
+if qid and ds.candidates:
+    st.caption(f"Dataset query {literal(qid)}: its own answers, in BM25's order.")
+elif qid and ds.ignore_identical_ids:
+    st.caption(f"Dataset query {literal(qid)}: it is removed from its own BM25 ranking.")
+elif qid:
+    st.caption(f"Dataset query {literal(qid)}: BM25's top 20 from the collection.")
 
 
 # the candidate boxes belong to one query: their keys name it, so a new query starts new boxes (BM25 #1 and #2) in
@@ -174,9 +185,9 @@ def show(slot: str, e) -> None:
     st.caption("View contributions: score minus the score with that view's vector zeroed.")
     views = go.Figure(go.Bar(x=list(e.view_contributions), y=list(e.view_contributions.values())))
     views.update_layout(height=220, margin={"l": 10, "r": 10, "t": 10, "b": 10})
-    st.plotly_chart(views, key=f"keywords.views.{slot}")
+    st.plotly_chart(views, key=f"keywords.views.{slot}", config=CHART_CONFIG)
     st.caption("Comparable keyword-set pairs (rule of §3.3.1) and their weights (Eq. 9).")
-    st.plotly_chart(pair_matrix(e), key=f"keywords.pairs.{slot}")
+    st.plotly_chart(pair_matrix(e), key=f"keywords.pairs.{slot}", config=CHART_CONFIG)
     st.dataframe(pd.DataFrame([{"KS(q)": p["q_level"], "KS(d)": p["d_level"], "rule": p["rule"],
                                 "weight": round(p["weight"], 4), "q keywords": " ".join(p["q_set"]),
                                 "d keywords": " ".join(p["d_set"])} for p in e.pairs]), hide_index=True)
@@ -197,6 +208,7 @@ def show(slot: str, e) -> None:
 
 
 left, right = st.columns(2)
+shown_pairs: dict[str, tuple] = {}  # slot -> (column, candidate text, WordImportance): both drawn on one scale
 for column, slot, default in ((left, "A", 0), (right, "B", 1)):
     with column:
         cand = pick_candidate(slot, default)
@@ -205,13 +217,16 @@ for column, slot, default in ((left, "A", 0), (right, "B", 1)):
             continue
         st.text(display_form(cand) if ds.tokenized else cand)  # as people write it, not "depression ?"
         try:
-            result = word_importance(explainer, query, cand, method, corpus=ds.corpus, spec=spec)
+            shown_pairs[slot] = (column, cand, word_importance(explainer, query, cand, method, corpus=ds.corpus,
+                                                               spec=spec))
         except StudioError as exc:
             error(exc)
-            continue
+top = largest(*(r for _, _, r in shown_pairs.values())) if shown_pairs else None
+for slot, (column, cand, result) in shown_pairs.items():
+    with column:
         st.metric(f"score(q, d), candidate {slot}", f"{result.score:.3f}")
-        st.plotly_chart(heatmap(result), key=f"keywords.heat.{slot}")
-        st.caption(measure_caption(method))
+        st.plotly_chart(heatmap(result, top=top), key=f"keywords.heat.{slot}", config=CHART_CONFIG)
+        st.caption(measure_caption(method, top))
         st.text(why_line(result))
         for note in result.notes:
             st.caption(f"Note: {note}")

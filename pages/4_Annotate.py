@@ -15,15 +15,15 @@ import streamlit as st
 
 from core.errors import NotReadyError, StudioError
 from core.judging.campaigns import CampaignStore
-from core.judging.database import JudgmentError
 from core.judging.label_records import query_key
 from core.judging.pooling import build_pool, pool_choices
 from core.retrieval.base import validate_query
 from ui.auth import current_identity
 from ui.cache import pool_ids
 from ui.campaign_judge import judge_campaign
-from ui.judging_panel import Op, PanelItem, judging_panel
+from ui.judging_panel import PanelItem, judging_panel
 from ui.keys import judging_keys
+from ui.label_scopes import free_commit, free_scope
 from ui.nav import ensure_navigation
 from ui.render import error, page_dataset, page_judgment_store, system_problem
 from ui.state import current_dataset
@@ -33,7 +33,7 @@ ensure_navigation()  # through app.py's grouped navigation, also on a first deep
 st.set_page_config(page_title="Annotate · Question Retrieval Studio", page_icon="🔎", layout="wide")
 st.title("Annotate")
 
-QUEUE, POS, ITEM, SYSTEMS_OF = "annotate.queue", "annotate.pos", "annotate.item", "annotate.systems_of"
+QUEUE, POS, ITEM = "annotate.queue", "annotate.pos", "annotate.item"
 NAME, NAME_WIDGET = "annotate.name", "annotate.annotator"  # the kept name; the text box's own key
 LABELS = {0: "not the same", 1: "related", 2: "same question"}
 
@@ -52,12 +52,54 @@ if identity.mode == "none":  # single-user mode: the name is typed (no login con
                           help="Your name; remembered for this browser session. Labels are stored per annotator.")
     annotator = store.check_annotator(typed) if typed.strip() else ""
     st.session_state[NAME] = annotator
-    if annotator:
-        st.text(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
 else:  # with login, the annotator is the logged-in subject
     annotator = identity.name or ""
     st.caption("Annotator (logged in)")
     st.text(annotator)
+
+COUNTS_EVERY = 2.0  # seconds between the counters' reads of the store (labels arrive through the endpoint too)
+
+
+@st.fragment(run_every=COUNTS_EVERY)
+def label_counts() -> None:
+    """The annotator's counters read from the store (not from the page's last run), refreshed on their own."""
+    if annotator:
+        st.text(f"{annotator}: {len(store.judgments(ds.name, [annotator]))} label(s) on {ds.name} so far")
+
+
+def delete_mine(plan) -> None:  # noqa: ANN001 - a DeletionPlan
+    """The button's callback (before the page runs again, so every counter below reads the store after it)."""
+    from core.judging.deletion import delete_labels
+
+    try:
+        record = delete_labels(store, annotator, annotator, ds.name, confirm=st.session_state.get(DELETE_CONFIRM))
+    except StudioError as exc:
+        st.session_state[DELETED] = ("error", str(exc))
+    else:
+        st.session_state[DELETED] = ("done", f"Deleted {plan.describe()}; audit: {record.actor} at "
+                                              f"{record.at:%Y-%m-%d %H:%M:%S} UTC")
+
+
+DELETE_CONFIRM, DELETED = "annotate.delete.confirm", "annotate.delete.outcome"
+label_counts()
+if annotator:
+    with st.expander("Delete my labels on this dataset", expanded=DELETED in st.session_state):
+        from core.judging.deletion import plan_labels
+
+        outcome = st.session_state.pop(DELETED, None)
+        if outcome and outcome[0] == "done":
+            st.success(outcome[1])
+        elif outcome:
+            error(StudioError(outcome[1]))
+        try:
+            plan = plan_labels(store, annotator, ds.name)
+        except StudioError as exc:
+            error(exc)
+        else:
+            st.text(f"Would delete {plan.describe()} (audited, as `python -m core judgments delete` does).")
+            st.text_input("Type your annotator name to confirm", key=DELETE_CONFIRM)
+            st.button("Delete my labels", key="annotate.delete.go", type="primary", disabled=not plan.total,
+                      on_click=delete_mine, args=(plan,))
 
 with st.expander("Guidelines", expanded=False):
     st.text(store.guidelines(ds.name))
@@ -87,9 +129,14 @@ if mine:
 with st.sidebar:
     st.header("Queue")
     systems = pool_choices(ds)
-    chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
-                            help="The pool is the union of their top-k, shuffled; system names stay hidden.")
-    k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
+    if identity.sees_rankings:  # owners and researchers (everyone in single-user mode) choose the pool
+        chosen = system_multiselect("Pool systems", systems, default=systems[:3], key="annotate.systems",
+                                    help="The pool is the union of their top-k, shuffled; system names stay hidden. "
+                                         "Only owners and researchers choose them: annotators judge blind.")
+        k = st.number_input("Top-k per system", 1, 100, 10, key="annotate.k")
+    else:  # blind: an annotator never picks the systems (pooling one at a time would reveal which found what)
+        chosen, k = systems[:3], 10
+        st.caption("Blind judging: the pool's systems are chosen by the owners and researchers, not shown here.")
     split = st.selectbox("Dataset queries", ["all", *ds.query_splits], key="annotate.split")
     n_add = st.number_input("How many", 1, 500, 10, key="annotate.n")
     if st.button("Add dataset queries"):
@@ -110,6 +157,10 @@ queue = [e for e in st.session_state[QUEUE] if e.get("dataset") in (ds_name, ds.
 if not queue:
     st.info("The queue is empty: add dataset queries or a typed query in the sidebar, or send queries "
             "from the Compare or Error Analysis page.")
+    if annotator:  # no items, but the browser's unsaved labels of this scope still reach the store (a restart)
+        judging_panel("annotate.panel", scope=free_scope(ds.name, annotator), annotator=annotator, items=[],
+                      commit=free_commit(store, ds.name, annotator), enabled=False, can_cant=True, labels=LABELS,
+                      empty="The queue is empty.")
     st.stop()
 pos = min(st.session_state[POS], len(queue) - 1)
 keys = [query_key(e.get("query_id"), e["query"]) for e in queue]
@@ -130,7 +181,7 @@ def _pool(entry: dict) -> list:
 
 
 def _panel_items(at: int) -> list[PanelItem]:
-    """The pooled candidates of queue entry ``at`` (blind: the systems stay on the server, in SYSTEMS_OF)."""
+    """The pooled candidates of queue entry ``at`` (blind: the systems stay on the server, in ``ref``)."""
     entry = queue[at]
     query, qid = entry["query"], entry.get("query_id")
     labels = store.judgments(ds.name, [annotator], query) if annotator else []
@@ -139,30 +190,13 @@ def _panel_items(at: int) -> list[PanelItem]:
     out = []
     for item in (i for i in _pool(entry) if i.doc_id in ds.corpus):
         uid = f"{keys[at]}|{item.doc_id}"
-        st.session_state[SYSTEMS_OF][uid] = dict(item.systems)
         j, c = mine.get(item.doc_id), cant.get(item.doc_id)
         shown = ds.display_query(qid) if qid in ds.queries else query  # as people wrote it (the models read query)
         out.append(PanelItem(uid, item.doc_id, keys[at], shown, ds.display(item.doc_id), j.label if j else None,
                              c[0] if c else None, j.note if j else c[1] if c else None, j is not None or c is not None,
-                             {"query": query, "qid": qid, "doc": item.doc_id}))
+                             {"query": query, "qid": qid, "doc": item.doc_id, "text": ds.corpus[item.doc_id],
+                              "systems": dict(item.systems)}))
     return out
-
-
-def _commit(op: Op) -> object:
-    """Write one op of the panel through the store, with its idempotency key (the text from the corpus). It
-    may run outside a script run (the commit endpoint): it reads the session's systems through ``systems_of``."""
-    query, qid, doc = (op.ref.get(f) for f in ("query", "qid", "doc"))
-    if not isinstance(query, str) or not isinstance(doc, str) or doc not in ds.corpus:
-        raise JudgmentError(f"{ds.name} has no document {str(doc)[:80]!r}; nothing was changed")
-    if op.kind == "undo":
-        return store.undo(annotator, ds.name, query, doc, request=op.key)
-    if op.kind == "cant":  # no label, a reason: as campaigns store it (qrels and agreement skip it)
-        return store.cant_judge(annotator, ds.name, query, doc, ds.corpus[doc], op.reason or "",
-                                query_id=qid if isinstance(qid, str) else None, note=op.rationale,
-                                systems=systems_of.get(op.uid), request=op.key)
-    return store.set_label(annotator, ds.name, query, doc, ds.corpus[doc], op.label,
-                           query_id=qid if isinstance(qid, str) else None, note=op.rationale,
-                           systems=systems_of.get(op.uid), request=op.key)
 
 
 def _nav(value) -> None:
@@ -173,22 +207,36 @@ def _nav(value) -> None:
         st.session_state[POS] = max(0, min(len(queue) - 1, keys.index(value["from"]) + value["dir"]))
 
 
-systems_of = st.session_state.setdefault(SYSTEMS_OF, {})
 try:
     items = _panel_items(pos) + (_panel_items(pos + 1) if pos + 1 < len(queue) else [])  # the next query prefetched
 except Exception as exc:
     error(exc)
     st.stop()
 here = [i for i in items if i.group == keys[pos]]
-st.progress((pos + (sum(i.judged for i in here) / len(here) if here else 1)) / len(queue),
-            text=f"Query {pos + 1} of {len(queue)} · {sum(i.judged for i in here)}/{len(here)} judged")
+
+
+@st.fragment(run_every=COUNTS_EVERY)
+def query_progress() -> None:
+    """This query's judged count from the store (a label sent by the panel counts at once, without a page run)."""
+    entry = queue[pos]
+    done = set()
+    if annotator:
+        done = {j.doc_id for j in store.judgments(ds.name, [annotator], entry["query"])}
+        done |= set(store.cant_judged(ds.name, annotator, entry["query"]))
+    judged = sum(i.id in done for i in here)
+    st.progress((pos + (judged / len(here) if here else 1)) / len(queue),
+                text=f"Query {pos + 1} of {len(queue)} · {judged}/{len(here)} judged")
+
+
+query_progress()
 if not here:
     st.warning("No candidates for this query: pick pool systems in the sidebar (or build one).")
 if not annotator:
     st.warning("Enter your annotator name to label.")
 start = next((i.uid for i in here if not i.judged), here[0].uid if here else None)
-judging_panel("annotate.panel", scope=f"free|{ds.name}|{annotator}", annotator=annotator, items=items,
-              commit=_commit, start=start, enabled=bool(annotator), can_cant=True, labels=LABELS, group=keys[pos],
+judging_panel("annotate.panel", scope=free_scope(ds.name, annotator), annotator=annotator, items=items,
+              commit=free_commit(store, ds.name, annotator), start=start, enabled=bool(annotator), can_cant=True,
+              labels=LABELS, group=keys[pos],
               status=f"Query {pos + 1} of {len(queue)}", more={"next": pos + 2 < len(queue), "prev": pos > 0},
               on_nav=_nav)
 if here:

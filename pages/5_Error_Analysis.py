@@ -80,6 +80,17 @@ chosen = system_multiselect("Systems and imported runs", options, where=c1, defa
 source = c2.radio("Labels", LABEL_SOURCES, index=0, key="ea.labels", horizontal=True,
                   help=f"dataset qrels, user judgments, or both: {PRECEDENCE}.")
 c2.caption(f"With both: {PRECEDENCE}.")
+annotators = None  # every annotator's judgments (majority vote on a pair several labelled)
+if source in ("judgments", "both"):
+    try:
+        judges = sorted({j.annotator for j in store.judgments(ds.name)})
+    except StudioError as exc:
+        error(exc)
+        judges = []
+    if judges:
+        picked_judges = c2.multiselect("Judgments of", judges, default=judges, key="ea.label_annotators",
+                                       help="whose judgments count (several on one pair: majority vote)")
+        annotators = None if set(picked_judges) == set(judges) else picked_judges
 identity = current_identity()
 campaign, rule = None, "majority"
 if identity.is_owner:  # a judging campaign's qrels, rescored at once (judge -> rescore)
@@ -124,7 +135,9 @@ try:
                                       if split_ids is None or q in split_ids}, f"campaign {campaign} ({rule})")
         source = f"campaign {campaign}, {rule} rule"
     else:
-        labels = label_set(ds, store, source, split)
+        labels = label_set(ds, store, source, split, annotators=annotators)
+        if annotators is not None:
+            source = f"{source} of {', '.join(annotators) or 'nobody'}"
     if not labels.queries:
         st.info(f"No query of the split {split!r} has relevance labels from this source: pick another split "
                 "or source.")

@@ -16,7 +16,7 @@ from core.judging.pooling import available_systems
 from ui.auth import current_identity
 from ui.budget_view import render_budget
 from ui.nav import ensure_navigation
-from ui.render import error, page_dataset, page_judgment_store
+from ui.render import error, literal, page_dataset, page_judgment_store
 from ui.state import current_dataset
 from ui.system_picker import system_multiselect
 
@@ -62,7 +62,7 @@ with st.expander("New campaign", expanded=not cs.campaigns(actor)):
                 c = cs.create(actor, CampaignSpec(name, ds.name, qs, tuple(systems), int(depth), int(overlap),
                                                   (actor, *_lines(owners)), _lines(team), guidelines=guidelines),
                               items)
-                st.success(f"Campaign {c.name!r}: {c.items} items on {c.queries} queries.")
+                st.success(f"Campaign {literal(c.name)}: {c.items} items on {c.queries} queries.")
             except StudioError as exc:
                 error(exc)
 
@@ -72,9 +72,9 @@ if not owned:
     st.stop()
 name = st.selectbox("Campaign", owned, key="campaigns.name")
 c = cs.campaign(name)
-st.caption(f"{c.dataset} · {c.query_set.describe()} · {c.queries} queries, {c.items} items · pool depth {c.depth} "
-           f"of {', '.join(c.systems)} · overlap {c.overlap} · "
-           + ("open roster" if c.open else f"annotators: {', '.join(c.annotators)}"))
+st.caption(f"{literal(c.dataset)} · {literal(c.query_set.describe())} · {c.queries} queries, {c.items} items · "
+           f"pool depth {c.depth} of {literal(', '.join(c.systems))} · overlap {c.overlap} · "
+           + ("open roster" if c.open else f"annotators: {literal(', '.join(c.annotators))}"))
 progress, assign, adjudicate, agreement, export, guide, remove = st.tabs(
     ["Progress", "Assign", "Adjudicate", "Agreement", "Export", "Guidelines", "Delete"])
 
@@ -96,7 +96,7 @@ with assign:
     if st.button("Assign", key="campaigns.assign.go"):
         try:
             n = cs.assign(actor, name, who, chosen, replace=replace.strip() or None)
-            st.success(f"{n} item(s) assigned to {who}.")
+            st.success(f"{n} item(s) assigned to {literal(who)}.")
         except StudioError as exc:
             error(exc)
 
@@ -134,7 +134,7 @@ with adjudicate:
     for k in undecided if shown == "undecided" else conflicts:
         saved = decisions.get(k.item_id)
         with st.container(border=True):
-            st.caption(f"Query {k.query_id} · item {k.item_id}")
+            st.caption(f"Query {literal(k.query_id)} · item {k.item_id}")
             st.text(k.query)
             st.text(k.doc_text)
             st.dataframe(pd.DataFrame([{"annotator": a, "label": v, "rationale": reasons.get(k.item_id, {}).get(a, "")}

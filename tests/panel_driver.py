@@ -36,9 +36,18 @@ def send(at: AppTest, key: str, event: str, value: Any) -> AppTest:
 def label_op(item: dict, label: int, key: str | None = None, rationale: str | None = None) -> dict:
     """The op the panel sends for a label on ``item`` (one of ``panel_data(...)["items"]``)."""
     return {"key": key or str(uuid.uuid4()), "kind": "label", "uid": item["uid"], "item": item["id"],
-            "group": item["group"], "label": label, "rationale": rationale, "ref": item.get("ref") or {}}
+            "group": item["group"], "label": label, "rationale": rationale}
 
 
 def undo_op(item: dict, key: str | None = None) -> dict:
     return {"key": key or str(uuid.uuid4()), "kind": "undo", "uid": item["uid"], "item": item["id"],
-            "group": item["group"], "ref": item.get("ref") or {}}
+            "group": item["group"]}
+
+
+def annotate_env(monkeypatch, tmp_path, repo) -> None:
+    """What an Annotate page test runs in: its own artifacts folder and judgment store, no autobuild, at the
+    repository's root (the pages' relative paths)."""
+    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
+    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
+    monkeypatch.setenv("QRS_AUTOBUILD", "0")
+    monkeypatch.chdir(repo)

@@ -14,7 +14,8 @@ BASE_REPORTS = ("default_build.json", "query_forms.json", "text_pipeline.json", 
                 "determinism.json", "milvus_parity.json", "layers_measures_qqp.json", "frm_pairs.json")
 OPTIONAL_REPORTS = ("layers_measures_qqp_paper_objective.json", "determinism_rerankers.json", "densetrans_ablations.json",
                     "densetrans_ablations_seed_tests.json", "sdml_losses.json", "sdml_losses_seed_tests.json",
-                    "reproduce.json")  # rendered when present
+                    "reproduce.json", "archive_cost.json", "archive_cost_large.json",
+                    "archive_cost_driver.json", "archive_cost_driver_pool.json")  # rendered when present
 
 
 def _floats(text: str) -> list[float]:

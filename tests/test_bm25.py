@@ -117,3 +117,25 @@ def test_candidate_scorer_applies_the_variant():
     assert not np.allclose(default.score_pairs(["paris flights"] * 3, docs), anserini.score_pairs(["paris flights"] * 3, docs))
     with pytest.raises(UnknownNameError):
         candidate_scorer(corpus, "nonsense")
+
+
+def test_a_memory_mapped_index_ranks_exactly_as_one_in_memory(tiny_data, fresh_var, monkeypatch):
+    """A large archive's index is read memory-mapped (bm25s ``mmap=True``): the same ids and scores, batched (numba)
+    and one by one (numpy), and the same statistics; from ``MMAP_FROM`` documents it is the default."""
+    from core.data.datasets import load_dataset
+
+    ds = load_dataset("qqp-bimpm")
+    bm25.build(ds)
+    in_memory, mapped = bm25.load(ds, mmap=False), bm25.load(ds, mmap=True)
+    assert isinstance(mapped.model.scores["data"], np.memmap)
+    assert not isinstance(in_memory.model.scores["data"], np.memmap)
+    queries = list(ds.queries.values()) * 2  # past 64: bm25s's numba backend
+    assert len(queries) >= 64
+    for batch in (queries, queries[:3]):
+        a, b = in_memory.retrieve(batch, 20), mapped.retrieve(batch, 20)
+        assert a.ids == b.ids and a.scores == b.scores and any(a.ids)
+    assert mapped.lexical_stats().df == in_memory.lexical_stats().df
+    monkeypatch.setattr(bm25, "MMAP_FROM", len(ds.corpus))
+    assert isinstance(bm25.load(ds).model.scores["data"], np.memmap)
+    monkeypatch.setattr(bm25, "MMAP_FROM", len(ds.corpus) + 1)
+    assert not isinstance(bm25.load(ds).model.scores["data"], np.memmap)

@@ -63,8 +63,14 @@ def test_logged_in_annotator_judges_their_queue_and_cannot_reach_others_items(pa
     at.run()
     forged = {**label_op(item, 2), "uid": str(foreign.item_id), "item": foreign.item_id}
     send(at, PANEL, "ops", {"ops": [forged]})
-    assert "not assigned to ann" in panel_data(at, PANEL)["failed"][forged["key"]]
+    data = panel_data(at, PANEL)  # never rendered for ann: not applied (it waits in a tampered browser)
+    assert forged["key"] not in data["acked"] and forged["key"] not in data["failed"]
     assert _snapshot_team(cs) == before
+    renamed = {**label_op(item, 2), "item": foreign.item_id}  # a shown uid naming another item: the shown one
+    send(at, PANEL, "ops", {"ops": [renamed]})
+    assert renamed["key"] in panel_data(at, PANEL)["acked"] and cs.item("ann", "team", item["id"]).label == 2
+    assert [x for x in _snapshot_team(cs) if x[0] == foreign.item_id] == [
+        x for x in before if x[0] == foreign.item_id]
 
 
 def _snapshot_team(cs: CampaignStore) -> tuple:

@@ -19,6 +19,7 @@ from core.build_graph import build_jobs
 from core.data.datasets import load_dataset
 from core.registry import default_build_targets, get_spec, system_path
 from tests.conftest import run_main
+from tests.ray_cluster import two_node_cluster  # noqa: F401 - a fixture
 
 TRAINED = ("dual-encoder",)  # trained on the tiny fixture in seconds
 TARGETS = ("bm25", "glove-mean", *TRAINED)
@@ -89,27 +90,6 @@ def sequential_build(tmp_path_factory):
             (status,) = build.build_all("qqp-bimpm", [system], echo=False)
             assert status.state == "ready", status.error
     return var
-
-
-@pytest.fixture(scope="module")
-def two_node_cluster():
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():  # the session's one-node Ray (tests.conftest.shared_ray): this test needs two nodes
-        ray.shutdown()
-    from core.executor import patient_head_start
-
-    patient_head_start()  # the suite runs beside this start: Ray's 30 s for the GCS port is not always enough
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}})
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
-    os.environ.pop("RAY_ADDRESS", None)  # ray.init(address=...) leaves it for the processes started after
 
 
 def _kill_first_training_worker(var: Path, killed: list[int], stop: threading.Event) -> None:

@@ -41,6 +41,30 @@ def test_the_keyboard_map_is_handled_listed_and_on_labelled_controls():
     assert "if (textLike(e.target)) { return; }" in handler  # typing in a box never labels
 
 
+def test_the_panel_resends_on_reconnect_and_says_what_waits_since_when():
+    """Unsaved labels are resent on a timer, when the browser is back online and when the tab is shown again;
+    the status line names how many wait and since when (the oldest); ops carry no ref for the server to trust."""
+    js = jp.component_sources()["js"]
+    ctor = js[js.index("  constructor(root) {"):js.index("  buildStatic() {")]
+    assert "setInterval(() => this.resend(false), RESEND_MS)" in ctor
+    assert 'addEventListener("online", this.onOnline)' in ctor and "this.resend(true)" in ctor
+    assert 'addEventListener("visibilitychange", this.onVisible)' in ctor
+    assert 'removeEventListener("visibilitychange", this.onVisible)' in ctor  # nothing left behind
+    render = js[js.index("  render() {"):]
+    assert "waiting since" in render and "this.outbox.map((op) => op.t" in render
+    assert "ref:" not in js and "it.ref" not in js
+
+
+def test_an_op_is_about_the_item_the_server_rendered():
+    record = jp.remember({}, [jp.PanelItem("u1", 3, "q", "query", "text", ref={"doc": "d3"})])
+    ops, _ = jp.parse_ops({"ops": [_op("a", item=99, group="forged", ref={"doc": "d9"}), {**_op("b"), "uid": "u9"}]})
+    (only,) = jp.as_rendered(ops, record)
+    assert (only.key, only.item, only.group, only.ref) == ("a", 3, "q", {"doc": "d3"})
+    for i in range(jp.RECORD + 5):
+        jp.remember(record, [jp.PanelItem(f"x{i}", i, "g", "q", "t")])
+    assert len(record) == jp.RECORD and "u1" not in record  # bounded: the oldest forgotten first
+
+
 def _op(key: str, kind: str = "label", **extra) -> dict:
     return {"key": key, "kind": kind, "uid": "u1", "item": 3, "group": "q", "label": 1, **extra}
 

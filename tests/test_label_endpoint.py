@@ -28,7 +28,8 @@ def committed():
             raise StoreBusyError("judgments database x is busy")
         seen.append(op.key)
 
-    token = le.register("h-test", "ann@lab", "campaign|c|ann@lab", lambda raw: jp.commit_now(raw, commit))
+    record = {"u1": jp.PanelItem("u1", 3, "q", "query", "text")}  # what the panel rendered
+    token = le.register("h-test", "ann@lab", "campaign|c|ann@lab", lambda raw: jp.commit_now(raw, commit, record))
     return token, seen
 
 
@@ -87,7 +88,9 @@ def test_the_http_route_answers_json_and_refuses_bad_bodies(committed, monkeypat
     client = TestClient(Starlette(routes=le.routes()))
     r = client.post(le.PATH, json={"ops": [_op("h1")]}, headers={le.TOKEN_HEADER: token})
     assert r.status_code == 200 and r.json() == {"acked": ["h1"], "failed": {}} and seen == ["h1"]
-    assert client.post(le.PATH, content=b"{", headers={le.TOKEN_HEADER: token}).status_code == 400
+    for bad in (b"{", b"[" * 100_000, b"x" * (le.MAX_BODY + 1)):
+        refused = client.post(le.PATH, content=bad, headers={le.TOKEN_HEADER: token})
+        assert refused.status_code in (400, 413) and "nothing was changed" in refused.json()["error"]
     assert client.post(le.PATH, json={"ops": [_op("h2")]}).status_code == 401
     assert client.get(le.PATH).status_code == 405 and seen == ["h1"]
     assert le.mounted()

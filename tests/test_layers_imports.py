@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.judging",),  # judgments store, pooling, campaigns, agreement, case studies
     ("core.build_graph",),  # the build as executor jobs, edges from the registrations
     ("core.build",),  # build every registered system (its jobs on the executor)
+    ("core.build_plan",),  # what the default build would do now: ready, missing, about how long
     ("core.model_cards",),  # what the Models page shows about each system
     ("core.system_notes",),  # every note shown beside a system's numbers (the CLI and the pages)
     ("core.cli",),  # one function per verb

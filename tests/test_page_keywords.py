@@ -1,5 +1,5 @@
 """AppTest: the Keywords page on a tiny trained FRM (tmp QRS_VAR): a system picker over every system that can
-explain, its measures, a per-pair diverging heatmap, the measured default and what it says when that is missing."""
+explain, its measures, a diverging heatmap on one scale per view, the measured default and what it says when that is missing."""
 from __future__ import annotations
 
 import pytest
@@ -52,7 +52,7 @@ def test_keywords_page_draws_heatmap(built_frm):
 
 def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeypatch):
     """Every system that can explain is offered (BM25, glove-mean and the fixture's FRM here; never a tree search);
-    BM25's exact terms sum to its score; the heatmap's scale is this pair's largest |importance|, diverging at 0."""
+    BM25's exact terms sum to its score; both candidates' heatmaps share one scale (their largest |importance|), diverging at 0."""
     import json
 
     from core.registry import display_name
@@ -71,10 +71,15 @@ def test_keywords_page_picks_any_system_and_measure(built_frm, tmp_path, monkeyp
     assert not at.exception, at.exception
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert specs[0]["data"][0]["zmin"] == 0 and specs[0]["data"][0]["zmax"] == 1  # the ranking view: 1 − RBO
-    trace = next(s["data"][0] for s in specs if "zmid" in s["data"][0])  # candidate A's pair
-    values = [x for row in trace["z"] for x in row if x is not None]
-    assert trace["zmid"] == 0 and trace["zmax"] == pytest.approx(max(abs(x) for x in values))
-    assert trace["zmin"] == pytest.approx(-trace["zmax"])
+    traces = [s["data"][0] for s in specs if "zmid" in s["data"][0]]  # candidates A and B: one scale for both
+    values = [x for trace in traces for row in trace["z"] for x in row if x is not None]
+    assert len(traces) == 2 and all(t["textfont"]["size"] >= 14 for t in traces)  # legible words
+    for trace in traces:
+        assert trace["zmid"] == 0 and trace["zmax"] == pytest.approx(max(abs(x) for x in values))
+        assert trace["zmin"] == pytest.approx(-trace["zmax"])
+    assert any("One scale for both candidates" in c.value for c in at.caption)
+    assert all(json.loads(c.proto.config or "{}").get("displayModeBar") is False
+               for c in at.get("plotly_chart")), "no toolbar over the cells"
     assert any("exact per-term contributions" in c.value for c in at.caption)
     assert any(t.value.startswith("bm25 (terms, score") for t in at.text)
 
@@ -165,9 +170,9 @@ def test_keywords_page_new_query_new_candidates_query_in_url_and_colours_from_ze
     tokens = [t for t in heat if t["data"][0].get("colorscale") and t["data"][0].get("texttemplate") == "%{text}"]
     ranked, tokens = tokens[0], tokens[1:]  # the ranking view comes first: 1 − RBO from 0 (white) to 1
     assert (ranked["data"][0]["zmin"], ranked["data"][0]["zmax"]) == (0.0, 1.0) and tokens
+    weights = [w for fig in tokens for row in fig["data"][0]["z"] for w in row if w is not None]
     for fig in tokens:
-        weights = [w for row in fig["data"][0]["z"] for w in row if w is not None]
-        # diverging around 0 (white: no importance), normalised per pair: never the shown minimum to maximum
+        # diverging around 0 (white: no importance), one scale for the view's pairs: never the shown minimum to maximum
         assert fig["data"][0]["zmin"] == -fig["data"][0]["zmax"] and fig["data"][0].get("zmid") == 0.0
         assert fig["data"][0]["zmax"] == pytest.approx(max(abs(w) for w in weights))
 

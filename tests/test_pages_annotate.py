@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.data.datasets import load_dataset
 from core.judging.judgments import JudgmentStore
-from tests.panel_driver import label_op, panel_data, send, undo_op
+from tests.panel_driver import annotate_env, label_op, panel_data, send, undo_op
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "judg_pairs.tsv"
@@ -20,10 +20,7 @@ PANEL = "annotate.panel"
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("QRS_VAR", str(tmp_path / "var"))
-    monkeypatch.setenv("QRS_DB_URL", f"sqlite:///{tmp_path / 'var' / 'j.sqlite'}")
-    monkeypatch.setenv("QRS_AUTOBUILD", "0")
-    monkeypatch.chdir(REPO)
+    annotate_env(monkeypatch, tmp_path, REPO)
     from core.retrieval import bm25
 
     ds = load_dataset(NAME)
@@ -103,10 +100,12 @@ def test_annotate_labels_a_result_into_the_database(env):
     send(at, PANEL, "ops", {"ops": [label_op(typed[0], 1)]})
     assert not at.exception
     assert {x.query for x in store.judgments()} == {ds.queries[qid], "<b>typed</b> python question"}
-    # a document the dataset does not have is refused with one line, nothing stored
-    bad = label_op({**typed[0], "ref": {**typed[0]["ref"], "doc": "no-such-doc"}}, 2)
+    # a browser's ref (another document, another query) is ignored: the label is about the item shown
+    bad = {**label_op(typed[0], 2), "ref": {"query": "forged", "qid": None, "doc": "no-such-doc"}}
     send(at, PANEL, "ops", {"ops": [bad]})
-    assert "no document" in panel_data(at, PANEL)["failed"][bad["key"]] and len(store.judgments()) == 2
+    assert bad["key"] in panel_data(at, PANEL)["acked"] and len(store.judgments()) == 2
+    assert {(x.query, x.doc_id) for x in store.judgments() if x.label == 2} >= {
+        ("<b>typed</b> python question", typed[0]["id"])}
 
 
 def test_annotate_empty_queue_and_dataset_queries(env):

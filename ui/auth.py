@@ -126,6 +126,16 @@ def current_identity(config: AuthConfig | None = None) -> Identity:
                     name is not None and name in config.researchers)
 
 
+def log_out(name: str | None) -> None:
+    """Log out: the judging panels' label tokens of ``name`` are refused at once (``ui.label_endpoint.revoke``),
+    then Streamlit ends the login."""
+    from ui.label_endpoint import revoke
+
+    if name:
+        revoke(name)
+    st.logout()
+
+
 def gate(show_user: bool = False) -> Identity:
     """Stop the run with the login page unless the visitor is authenticated; returns the identity.
 
@@ -140,7 +150,7 @@ def gate(show_user: bool = False) -> Identity:
             with st.sidebar:
                 st.caption("Signed in as")
                 st.text(ident.name)
-                st.button("Log out", key="auth.logout", on_click=st.logout)
+                st.button("Log out", key="auth.logout", on_click=log_out, args=(ident.name,))
         return ident
     st.title("Question Retrieval Studio")
     if config.mode == HEADER:

@@ -18,12 +18,13 @@ from ui.result_store import ResultCache
 
 @st.cache_resource(show_spinner=False)
 def autostart_build(name: str) -> bool:
-    """Start the default build once per server process and dataset (``QRS_AUTOBUILD=0`` disables it)."""
-    from core.build import start_background_build
+    """Start the default build's missing systems once per server process and dataset (``QRS_AUTOBUILD=0`` disables
+    it); nothing when every default system is ready (``core.build_plan``)."""
+    from core.build_plan import build_missing
 
     if not settings().autobuild:
         return False
-    return start_background_build(name)
+    return build_missing(dataset(name))
 
 
 @st.cache_resource(show_spinner="Loading dataset…")

@@ -25,7 +25,7 @@ BEHIND, AHEAD = 100, 1000  # queue items the panel holds before and after the fi
 CACHE = "campaign.queue_texts"
 
 
-def _commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], object]:
+def campaign_commit(cs: CampaignStore, annotator: str, name: str) -> Callable[[Op], object]:
     """Write one op of the panel through the campaign store, with its idempotency key."""
     def commit(op: Op) -> object:
         if isinstance(op.item, bool) or not isinstance(op.item, int):
@@ -109,5 +109,5 @@ def _queue_view(cs: CampaignStore, annotator: str, name: str, max_label: int) ->
     items = [PanelItem(str(q.item_id), q.item_id, q.query_id, q.query, q.doc_text, q.label, q.cant_judge, q.rationale,
                        q.judged) for q in window]
     judging_panel(f"campaign.panel.{name}", scope=f"campaign|{name}|{annotator}", annotator=annotator, items=items,
-                  commit=_commit(cs, annotator, name), start=str(ids[at]), can_cant=True, max_label=max_label,
+                  commit=campaign_commit(cs, annotator, name), start=str(ids[at]), can_cant=True, max_label=max_label,
                   labels={v: t for v, t in LABELS.items() if v <= max_label}, status=f"Campaign {name}")

@@ -19,6 +19,7 @@ from core.registry import display_name
 
 MARKS = "✅ relevant (qrels) · 👤 user label (0/1/2) · ▫️ unjudged · ◆ in every column · ◇ only here"
 TABLE_WIDTH = 840  # px the system columns share (main area at a 1,400-px window: 930 px; columns stretch)
+MAX_SYSTEMS = 8  # systems one comparison shows (the README's "one to eight")
 MAX_PER_TABLE = 4
 RANK_WIDTH = 40
 CHAR_PX = 7.0  # mean width of a character of the grid's 14-px font

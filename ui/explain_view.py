@@ -29,10 +29,19 @@ def explainable_systems(ds) -> list[str]:
     return out
 
 
-def heatmap(result: WordImportance, height: int = 170) -> go.Figure:
-    """Query and candidate words coloured by importance on a diverging scale normalised per pair: 0 is white, the
-    largest |importance| of this pair is full red (pulls the pair together) or full blue (pushes it apart);
-    exact values on hover."""
+WORD_SIZE = 15  # px of the words in a heatmap's cells: legible at a 1,400-px window with two heatmaps side by side
+CHART_CONFIG = {"displayModeBar": False}  # no toolbar over the cells (st.plotly_chart(..., config=CHART_CONFIG))
+
+
+def largest(*results: WordImportance) -> float:
+    """The largest |importance| over ``results``: one colour scale for a view that shows several pairs."""
+    return max((abs(float(x)) for r in results for side in (r.query, r.candidate) for _, x in side), default=0.0) or 1.0
+
+
+def heatmap(result: WordImportance, height: int = 190, top: float | None = None) -> go.Figure:
+    """Query and candidate words coloured by importance on a diverging scale: 0 is white, ``top`` (default: this
+    pair's largest |importance|; a view of several pairs passes their common :func:`largest`) is full red (pulls
+    the pair together) or full blue (pushes it apart); exact values on hover."""
     width = max(len(result.query), len(result.candidate), 1)
     z, text, hover = [], [], []
     for pairs in (result.candidate, result.query):  # plotly draws row 0 at the bottom
@@ -40,12 +49,13 @@ def heatmap(result: WordImportance, height: int = 170) -> go.Figure:
         z.append([float(x) for _, x in pairs] + [None] * pad)
         text.append([w for w, _ in pairs] + [""] * pad)
         hover.append([f"{x:+.4f}" for _, x in pairs] + [""] * pad)
-    top = max((abs(x) for row in z for x in row if x is not None), default=0.0) or 1.0
-    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", customdata=hover, zmin=-top, zmax=top,
-                               zmid=0.0, colorscale="RdBu_r", hovertemplate="%{text}: %{customdata}<extra></extra>",
-                               colorbar={"title": {"text": result.method}}))
+    top = top or largest(result)
+    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", textfont={"size": WORD_SIZE}, customdata=hover,
+                               zmin=-top, zmax=top, zmid=0.0, colorscale="RdBu_r",
+                               hovertemplate="%{text}: %{customdata}<extra></extra>",
+                               colorbar={"title": {"text": f"±{top:.3g}"}, "thickness": 12}))
     fig.update_layout(height=height, margin={"l": 10, "r": 10, "t": 10, "b": 10}, xaxis={"showticklabels": False},
-                      yaxis={"tickvals": [0, 1], "ticktext": ["candidate", "query"]})
+                      yaxis={"tickvals": [0, 1], "ticktext": ["candidate", "query"], "tickfont": {"size": 13}})
     return fig
 
 
@@ -54,7 +64,8 @@ def ranking_heatmap(ranked, height: int = 110) -> go.Figure:
     leaving the word out changes every place of the top k); exact values on hover."""
     z = [[float(x) for _, x in ranked.query]]
     words = [[w for w, _ in ranked.query]]
-    fig = go.Figure(go.Heatmap(z=z, text=words, texttemplate="%{text}", zmin=0.0, zmax=1.0, colorscale="Reds",
+    fig = go.Figure(go.Heatmap(z=z, text=words, texttemplate="%{text}", textfont={"size": WORD_SIZE}, zmin=0.0,
+                               zmax=1.0, colorscale="Reds",
                                customdata=[[f"{x:.3f}" for _, x in ranked.query]],
                                hovertemplate="%{text}: 1 − RBO %{customdata}<extra></extra>",
                                colorbar={"title": {"text": "1 − RBO"}}))
@@ -70,10 +81,12 @@ def why_line(result: WordImportance, k: int = 3) -> str:
     return f"{result.system} ({result.method}, score {result.score:.3f}): query words {q}; candidate words {d}"
 
 
-def measure_caption(method: str) -> str:
-    """What the colours show."""
-    return (f"Colours: {METHODS[method]}. Scale per pair: white = 0, full colour = this pair's largest |importance| "
-            "(red raises the score, blue lowers it); exact values on hover.")
+def measure_caption(method: str, top: float | None = None) -> str:
+    """What the colours show, and their scale: ``top`` shared by the view's pairs, else each pair's own."""
+    scale = (f"one scale for both candidates: white = 0, full colour = ±{top:.3g}" if top else
+             "scale per pair: white = 0, full colour = this pair's largest |importance|")
+    return f"Colours: {METHODS[method]}. {scale[0].upper()}{scale[1:]} (red raises the score, blue lowers it); " \
+        "exact values on hover."
 
 
 def render_why(result, ds, query: str, loader, key: str = "compare.why"):
@@ -109,7 +122,7 @@ def render_why(result, ds, query: str, loader, key: str = "compare.why"):
         error(exc)
         return None
     st.text(why_line(explained))
-    st.plotly_chart(heatmap(explained), key=f"{key}.heat")
+    st.plotly_chart(heatmap(explained), key=f"{key}.heat", config=CHART_CONFIG)
     st.caption(measure_caption(explained.method) + " Scored on the system's own pair score (a reranker's served "
                "ranking may also mix in its first stage's).")
     for note in explained.notes:
@@ -135,7 +148,7 @@ def ranked_view(explainer, label: str, query: str, ds, first_stage) -> None:
     except StudioError as exc:
         st.info(str(exc))
         return
-    st.plotly_chart(ranking_heatmap(ranked), key="keywords.ranked")
+    st.plotly_chart(ranking_heatmap(ranked), key="keywords.ranked", config=CHART_CONFIG)
     reranks = isinstance(explainer, Reranker)
     st.caption(f"Colours: {ranked.measure}" + (f" (reranking BM25's top {POOL} for the query)" if reranks else "")
                + ". The most important: " + ", ".join(ranked.ranked(3)) + ". " + query_view_caption(label, ds.name))

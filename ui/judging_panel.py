@@ -7,7 +7,11 @@ panel the items it may show (the current query's candidates and the next ones, o
 the browser. ``apply_ops`` commits each op through the store exactly once (the key goes into
 ``label_requests`` with the label) and the next render tells the browser which keys are saved
 (``acked``) or refused (``failed``, with the one-line reason); the browser resends the rest, also after a
-reload (it keeps them in ``localStorage`` per annotator and campaign or dataset). Served by ``serve.py``, the
+reload (it keeps them in ``localStorage`` per annotator and campaign or dataset). The server decides what a label is
+about: an op names an item's ``uid`` and nothing else is taken from the browser; the item (its id, group and
+``ref``) comes from the panel's own record of what it rendered in this session (``RECORD``), else from what
+the server rendered in that scope before (``core.judging.panel_state``, kept across restarts); an op naming an
+item never rendered in its scope is not applied (nor refused: it waits in the browser). Served by ``serve.py``, the
 panel also gets a signed token (``ui.label_endpoint``): the browser then POSTs its ops to the commit endpoint,
 which applies them through the same ``commit`` with the same keys at once (no script run), and uses the
 trigger only when the endpoint refuses or cannot be reached. ``commit`` may then run outside a script run: it
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +29,14 @@ import streamlit as st
 
 from core.errors import StudioError
 from core.judging.database import StoreBusyError
+from core.judging.panel_state import panel_state
 from ui import label_endpoint
 
 ASSETS = Path(__file__).resolve().parent / "components" / "judging"
 SOURCES = {"html": "judge.html", "css": "judge.css", "js": "judge.js"}
 KEEP_ACKED = 2000  # acknowledged keys kept per panel and session (the browser drops them on the next render)
 MAX_OPS = 200  # ops applied from one trigger (the browser sends at most this many at once)
+RECORD = 5000  # rendered items the server remembers per panel and session (the oldest forgotten first)
 
 
 def component_sources() -> dict[str, str]:
@@ -44,7 +50,7 @@ _PANEL = st.components.v2.component("qrs_judging_panel", isolate_styles=False, *
 @dataclass(frozen=True)
 class PanelItem:
     """One item the panel may show; ``uid`` is unique in the panel, ``group`` is its query (list mode),
-    ``ref`` what the server needs to commit it again after a reload (free judging: query and document)."""
+    ``ref`` what the server commits it as (free judging: query, query id and document); never sent to the browser."""
 
     uid: str
     id: int | str
@@ -119,13 +125,58 @@ def apply_ops(ops: Sequence[Op], commit: Callable[[Op], object], acked: list[str
     return done
 
 
-def commit_now(raw: list, commit: Callable[[Op], object]) -> tuple[list[str], dict[str, str]]:
+def kept(item: PanelItem) -> dict[str, Any]:
+    """What the persisted record keeps of a rendered item: what the server commits it as."""
+    return {"id": item.id, "group": item.group, "ref": dict(item.ref)}
+
+
+def as_rendered(ops: Sequence[Op], record: Mapping[str, PanelItem], scope: str | None = None) -> list[Op]:
+    """The ops naming an item of ``record`` (what the panel rendered), or one the server rendered in ``scope``
+    before (the persisted record), each about that item as the server holds it (id, group and ``ref`` from the
+    record, whatever the browser sent); the others are left out."""
+    out = []
+    for op in ops:
+        item = record.get(op.uid)  # one read each: a render may add to the record meanwhile
+        held = kept(item) if item is not None else panel_state().rendered(scope, op.uid) if scope else None
+        if held is not None:
+            out.append(replace(op, item=held["id"], group=held["group"], ref=held["ref"]))
+    return out
+
+
+def commit_now(raw: list, commit: Callable[[Op], object], record: Mapping[str, PanelItem],
+               scope: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The commit endpoint's path (``ui.label_endpoint``): parse and apply one request's ops through
     ``commit``, as the trigger does; the keys saved (or saved before) and a refusal line per key refused."""
     ops, failed = parse_ops({"ops": raw})
     acked: list[str] = []
-    apply_ops(ops, commit, acked, failed)
+    apply_ops(as_rendered(ops, record, scope), commit, acked, failed)
     return acked, failed
+
+
+def remember(record: dict[str, PanelItem], items: Sequence[PanelItem],
+             scope: str | None = None) -> dict[str, PanelItem]:
+    """Add what a render shows to the panel's record (a shown item moves to the newest end); keep ``RECORD``.
+    With ``scope``, the items new to the record (or changed) are also kept in the persisted record."""
+    if scope is not None:
+        fresh = {i.uid: kept(i) for i in items if i.uid not in record or kept(record[i.uid]) != kept(i)}
+        panel_state().remember(scope, fresh)
+    for item in items:
+        record.pop(item.uid, None)
+        record[item.uid] = item
+    for uid in list(record)[:max(0, len(record) - RECORD)]:
+        del record[uid]
+    return record
+
+
+def resolver(commit_for: Callable[[str, str], Callable[[Op], object] | None]) -> Callable[
+        [str, str], Callable[[list], tuple[list[str], dict[str, str]]] | None]:
+    """The endpoint's resolver (``label_endpoint.set_resolver``) from ``commit_for(annotator, scope)``: a panel
+    rebuilt after a restart commits through the persisted record of its scope only."""
+    def resolve(annotator: str, scope: str) -> Callable[[list], tuple[list[str], dict[str, str]]] | None:
+        commit = commit_for(annotator, scope)
+        return None if commit is None else (lambda raw: commit_now(raw, commit, {}, scope))
+
+    return resolve
 
 
 def _on_ops(key: str, commit: Callable[[Op], object]) -> None:
@@ -133,7 +184,8 @@ def _on_ops(key: str, commit: Callable[[Op], object]) -> None:
     ops, bad = parse_ops(payload)
     failed = st.session_state.setdefault(f"{key}.failed", {})
     failed.update(bad)
-    apply_ops(ops, commit, st.session_state.setdefault(f"{key}.acked", []), failed)
+    record = st.session_state.setdefault(f"{key}.record", {})
+    apply_ops(as_rendered(ops, record, st.session_state.get(f"{key}.scope")), commit, st.session_state.setdefault(f"{key}.acked", []), failed)
 
 
 def _on_nav(key: str, on_nav: Callable[[Mapping], None] | None) -> None:
@@ -164,15 +216,19 @@ def judging_panel(
     dataset); ``commit(op)`` writes one op through the store with ``request=op.key``; ``on_nav`` moves a
     free-judging window when the annotator goes past the loaded queries (``group`` the current one)."""
     failed = st.session_state.get(f"{key}.failed", {})
+    if st.session_state.get(f"{key}.scope") != scope:  # another dataset or annotator: its own record
+        st.session_state[f"{key}.scope"], st.session_state[f"{key}.record"] = scope, {}
+    record = remember(st.session_state.setdefault(f"{key}.record", {}), items, scope)
     endpoint: dict[str, str] = {}
     if label_endpoint.mounted() and annotator:  # served by serve.py: labels go straight to the store
         handle = st.session_state.setdefault(f"{key}.handle", uuid.uuid4().hex)
         endpoint = {"url": label_endpoint.url_path(), "header": label_endpoint.TOKEN_HEADER,
-                    "token": label_endpoint.register(handle, annotator, scope, lambda raw: commit_now(raw, commit))}
+                    "token": label_endpoint.register(handle, annotator, scope,
+                                                     lambda raw: commit_now(raw, commit, record, scope))}
     data = {
         "scope": scope,
         "annotator": annotator,
-        "items": [dict(i.__dict__) for i in items],  # flat records: cheaper than asdict's deep copy
+        "items": [{k: v for k, v in i.__dict__.items() if k != "ref"} for i in items],  # ref stays here
         "start": start,
         "enabled": bool(enabled and annotator),
         "can_cant": can_cant,

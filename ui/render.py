@@ -1,6 +1,8 @@
 """Rendering helpers: dataset text is always shown escaped (never as HTML or markdown)."""
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from core.errors import StudioError
@@ -12,6 +14,16 @@ MISSING = "—"  # what a table shows for a missing value (st.dataframe's own pl
 def plain(text: str) -> None:
     """Show untrusted text verbatim: ``st.text`` renders no markdown and no HTML."""
     st.text(text)
+
+
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+
+
+def literal(text: object) -> str:
+    """``text`` (an id, a name) to put inside a Markdown string (``st.caption``, ``st.warning``, ...) and be shown
+    as typed: each ASCII punctuation character backslash-escaped (no emphasis, link, image, code span, HTML,
+    ``$`` maths or ``:colour[...]`` directive can start), line breaks shown as spaces."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def error(exc: BaseException) -> None:

@@ -4,7 +4,7 @@ systems are at the top of the list instead of found only by typing. Values stay 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import streamlit as st
 
@@ -45,9 +45,32 @@ def option_label(name: str) -> str:
     return name if group in (None, "built-in") else f"{name} · {group}"
 
 
-def system_multiselect(label: str, names: Sequence[str], where=st, **kwargs) -> list[str]:
-    """``st.multiselect`` over ``names``, grouped and counted (``where``: the container, e.g. ``st.sidebar``)."""
-    return where.multiselect(picker_label(label, names), grouped(names), format_func=option_label, **kwargs)
+NOT_BUILT = " — not built"  # how an option that cannot rank yet is marked (picking it shows its build command)
+
+
+def system_multiselect(label: str, names: Sequence[str], where=st, ready: Collection[str] | None = None,
+                       limit: int | None = None, **kwargs) -> list[str]:
+    """``st.multiselect`` over ``names``, grouped and counted (``where``: the container, e.g. ``st.sidebar``).
+    ``ready``: the names that can rank now; the others are marked "not built" and Streamlit's own "Select all" is
+    off (it would pick them: :func:`select_ready` is the page's). ``limit``: at most that many picked."""
+    def shown(name: str) -> str:
+        return option_label(name) + ("" if ready is None or name in ready else NOT_BUILT)
+
+    if ready is not None or (limit is not None and len(names) > limit):
+        kwargs.setdefault("select_all", False)
+    if limit is not None:
+        kwargs.setdefault("max_selections", limit)
+    return where.multiselect(picker_label(label, names), grouped(names), format_func=shown, **kwargs)
+
+
+def select_ready(key: str, names: Sequence[str], ready: Collection[str], limit: int) -> None:
+    """A "select all" that picks only what can rank now, at most ``limit`` (an ``on_click`` of the page's button)."""
+    st.session_state[key] = [n for n in grouped(names) if n in ready][:limit]
+
+
+def not_built(names: Sequence[str], ready: Collection[str]) -> list[str]:
+    """The names that cannot rank yet, in the picker's order."""
+    return [n for n in grouped(names) if n not in ready]
 
 
 def system_selectbox(label: str, names: Sequence[str], where=st, **kwargs) -> str | None:

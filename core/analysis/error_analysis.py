@@ -11,8 +11,6 @@ p-values of the systems against the baseline are Holm-corrected per metric.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -24,6 +22,7 @@ from ranx import Run
 
 from core.analysis.label_sources import LabelSet, label_set
 from core.analysis.significance import holm, randomization_test
+from core.data.cells import csv_text
 from core.data.datasets import Dataset
 from core.errors import StudioError, UnknownNameError
 from core.evaluation import DEFAULT_TIES, TIE_RULES, check_metrics, per_query_metrics
@@ -208,15 +207,8 @@ def query_deltas(analysis: Analysis, system: str, metric: str) -> list[tuple[str
 
 # ----------------------------------------------------------------------------- export
 def rows_to_csv(rows: Sequence[Mapping]) -> str:
-    """CSV text of a list of dicts (columns in first-seen order)."""
-    cols: list[str] = []
-    for r in rows:
-        cols.extend(c for c in r if c not in cols)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=cols)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    """CSV text of a list of dicts (columns in first-seen order), formulas neutralised (``core.data.cells``)."""
+    return csv_text(rows)
 
 
 def per_query_rows(analysis: Analysis, metric: str, queries: Mapping[str, str]) -> list[dict]:

@@ -1,15 +1,57 @@
 """What every verb of ``python -m core`` shares: a tqdm progress bar, argparse that reports a usage error in one
-line, whole numbers >= 1, ``--option key=value`` pairs, the ``--dataset`` and ``--backend`` arguments, and the
-two-step deletion of the ``delete`` verbs (``confirmed_deletion``)."""
+line, whole numbers >= 1, ``--option key=value`` pairs, the ``--dataset`` and ``--backend`` arguments, the
+two-step deletion of the ``delete`` verbs (``confirmed_deletion``), and an output free of control characters
+(``printable_stdout``: stored texts are printed as they are, but never an ESC, OSC or BEL a terminal would run)."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from tqdm import tqdm
 
 from core.data.datasets import DEFAULT_DATASET
+from core.data.text import strip_control
 from core.errors import StudioError
+
+
+_ASCII_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")  # what strip_control drops from ASCII text
+
+
+def printable(text: str) -> str:
+    """``text`` without control and format characters (ESC, BEL, C1, bidi overrides); tab and newline kept."""
+    if text.isascii() and _ASCII_CONTROL.search(text) is None:
+        return text  # the common case, without a look at each character
+    return strip_control(text)
+
+
+class PrintableStream:
+    """A text stream writing through another one, each write through ``printable``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def write(self, text: str) -> int:
+        self.inner.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@contextmanager
+def printable_stdout() -> Iterator[None]:
+    """While the block runs, what is printed to ``sys.stdout`` has no control characters (a verb prints stored
+    query texts and names: an imported ESC sequence must not reach the terminal)."""
+    before = sys.stdout
+    sys.stdout = PrintableStream(before)
+    try:
+        yield
+    finally:
+        sys.stdout = before
 
 
 class TqdmProgress:

@@ -44,14 +44,24 @@ def _ranked_view(loaded, query: str, dataset):
     from core.retrieval.base import Reranker
     from core.serving.loader import load
 
-    first = load(default_first_stage(), dataset)
+    first = loaded if getattr(loaded, "name", None) == default_first_stage() else load(default_first_stage(), dataset)
     try:
         ranked = ranking_importance(loaded, query, dataset, first_stage=first if isinstance(loaded, Reranker) else None)
     except StudioError:
         ranked = None
     if ranked is not None and ranked.top:
         return ranked, dataset.corpus[ranked.top[0]]
-    hits = first.search(query, k=5)  # BM25's top hit that is not the query itself
+    if dataset.candidates:  # a candidate list: the dataset question's own top answer by BM25, through the runner
+        from core.serving.runner import SystemChoice, rank_one
+
+        qid = next((q for q, text in dataset.queries.items() if text == query and q in dataset.candidates), None)
+        if qid is None:
+            raise QueryError(f"{dataset.name} ranks each question's own answers: give --candidate, or a question "
+                             "of the dataset as the query")
+        hits = rank_one(SystemChoice(default_first_stage()), dataset, query, 5, query_id=qid, load=lambda n, v=None,
+                        o=(): first)
+    else:
+        hits = first.search(query, k=5)  # BM25's top hit that is not the query itself
     others = [d for d in hits.doc_ids if terms(dataset.corpus[d]) != terms(query)]
     return ranked, dataset.corpus[others[0]] if others else query
 

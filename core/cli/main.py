@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from core.cli import ranking, systems
-from core.cli.console import OneLineParser
+from core.cli.console import OneLineParser, printable, printable_stdout
 from core.errors import describe_error
 
 EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign", "core.cli.explain", "core.cli.judge",
@@ -44,9 +44,11 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def guarded(fn, *args) -> int:  # noqa: ANN001
     """``fn(*args)`` as a command runs it (every verb, every ``python -m bench.X``): its exit code (0 for None);
-    a ``StudioError`` or a known library error is one ``error:`` line and exit code 2, Ctrl-C is 130."""
+    a ``StudioError`` or a known library error is one ``error:`` line and exit code 2, Ctrl-C is 130; what it prints
+has no control characters (``core.cli.console.printable_stdout``)."""
     try:
-        code = fn(*args)
+        with printable_stdout():  # stored texts printed, never a terminal's control sequence
+            code = fn(*args)
         return code if isinstance(code, int) else 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -55,5 +57,5 @@ def guarded(fn, *args) -> int:  # noqa: ANN001
         message = describe_error(exc)
         if message is None:
             raise
-        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        print(f"error: {' '.join(printable(message).split())}", file=sys.stderr)
         return 2

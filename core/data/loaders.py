@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 from core.data.clusters import dataset_from_pairs, split_by_query
 from core.data.dataset_model import Dataset
-from core.data.readers import beir_id, check_text, max_text_chars, read_jsonl, read_label, read_lines, read_pairs_tsv
+from core.data.readers import (beir_id, check_id, check_text, iter_jsonl, iter_lines, max_text_chars,
+                               read_label, read_lines, read_pairs_tsv)
 from core.errors import DataFormatError, UnknownNameError
 from core.paths import data_dir
 
@@ -182,6 +184,8 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
         qid, query, did, doc, label = (c.strip() for c in cols)
         if not qid or not did or not query or not doc:
             raise DataFormatError(path, lineno, "empty qid, query, docid or doc")
+        check_id(qid, path, lineno, "query id")
+        check_id(did, path, lineno, "document id")
         check_text(query, path, lineno, "query", limit)
         check_text(doc, path, lineno, "document", limit)
         if did in qrels.get(qid, {}):
@@ -209,39 +213,43 @@ def load_candidates_tsv(path: str | Path) -> Dataset:
     )
 
 
-def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
-    """A BEIR-layout folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
-
-    Like BEIR, a query whose id is also a corpus id is dropped from its own ranking. Queries get a
-    deterministic train / dev / test split by query (``split_by_query``); ``all`` is every judged query.
-    """
-    root = Path(path)
-    corpus: dict[str, str] = {}
-    limit = max_text_chars()
-    for lineno, obj in read_jsonl(root / "corpus.jsonl"):
-        doc_id = beir_id(obj, root / "corpus.jsonl", lineno, corpus)
+def beir_documents(root: Path, seen: Container[str] | None = None) -> Iterator[tuple[str, str]]:
+    """(id, text) of each line of ``root/corpus.jsonl``, read one line at a time: ``title`` and ``text`` joined by a
+    space, non-empty, within the text limit; an id already in ``seen`` (the caller adds each one) is refused."""
+    path, limit, seen = root / "corpus.jsonl", max_text_chars(), {} if seen is None else seen
+    for lineno, obj in iter_jsonl(path):
+        doc_id = beir_id(obj, path, lineno, seen)
         parts = []
         for key in ("title", "text"):
             value = obj.get(key)
             if value is not None and not isinstance(value, str):
-                raise DataFormatError(root / "corpus.jsonl", lineno,
+                raise DataFormatError(path, lineno,
                                       f'"{key}" of document {doc_id!r} must be a string, got {type(value).__name__}')
             if value:
                 parts.append(value)
         text = " ".join(parts).strip()
         if not text:
-            raise DataFormatError(root / "corpus.jsonl", lineno, f"document {doc_id!r} has no title or text")
-        corpus[doc_id] = check_text(text, root / "corpus.jsonl", lineno, "document", limit)
-    queries: dict[str, str] = {}
-    for lineno, obj in read_jsonl(root / "queries.jsonl"):
-        qid = beir_id(obj, root / "queries.jsonl", lineno, queries)
+            raise DataFormatError(path, lineno, f"document {doc_id!r} has no title or text")
+        yield doc_id, check_text(text, path, lineno, "document", limit)
+
+
+def beir_queries(root: Path, seen: Container[str] | None = None) -> Iterator[tuple[str, str]]:
+    """(id, text) of each line of ``root/queries.jsonl``, one line at a time (as ``beir_documents``)."""
+    path, limit, seen = root / "queries.jsonl", max_text_chars(), {} if seen is None else seen
+    for lineno, obj in iter_jsonl(path):
+        qid = beir_id(obj, path, lineno, seen)
         value = obj.get("text")
         if not isinstance(value, str) or not value.strip():
-            raise DataFormatError(root / "queries.jsonl", lineno, f'query {qid!r} needs a non-empty "text" string')
-        queries[qid] = check_text(value.strip(), root / "queries.jsonl", lineno, "query", limit)
+            raise DataFormatError(path, lineno, f'query {qid!r} needs a non-empty "text" string')
+        yield qid, check_text(value.strip(), path, lineno, "query", limit)
+
+
+def beir_qrels(root: Path, split: str, queries: Container[str], corpus: Container[str]
+               ) -> Iterator[tuple[str, str, int]]:
+    """(query id, corpus id, label) of each row of ``root/qrels/<split>.tsv`` (a header row skipped), one line at
+    a time; both ids must be known (``queries``, ``corpus``)."""
     qrels_path = root / "qrels" / f"{split}.tsv"
-    qrels: dict[str, dict[str, int]] = defaultdict(dict)
-    for lineno, line in enumerate(read_lines(qrels_path), start=1):
+    for lineno, line in enumerate(iter_lines(qrels_path), start=1):
         cols = line.split("\t")
         if lineno == 1 and cols[0].strip().lower() in {"query-id", "query_id", "qid"}:
             continue
@@ -254,7 +262,26 @@ def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
             raise DataFormatError(qrels_path, lineno, f"query id {qid!r} is not in queries.jsonl")
         if did not in corpus:
             raise DataFormatError(qrels_path, lineno, f"corpus id {did!r} is not in corpus.jsonl")
-        qrels[qid][did] = read_label(score, qrels_path, lineno)
+        yield qid, did, read_label(score, qrels_path, lineno)
+
+
+def load_beir_folder(path: str | Path, split: str = "test") -> Dataset:
+    """A BEIR-layout folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv`` (BEIR's Quora and each
+    CQADupStack forum are such folders).
+
+    Like BEIR, a query whose id is also a corpus id is dropped from its own ranking. Queries get a
+    deterministic train / dev / test split by query (``split_by_query``); ``all`` is every judged query.
+    """
+    root = Path(path)
+    corpus: dict[str, str] = {}
+    for doc_id, text in beir_documents(root, corpus):
+        corpus[doc_id] = text
+    queries: dict[str, str] = {}
+    for qid, text in beir_queries(root, queries):
+        queries[qid] = text
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    for qid, did, label in beir_qrels(root, split, queries, corpus):
+        qrels[qid][did] = label
     judged = [q for q in queries if q in qrels]
     return Dataset(
         name=f"beir:{root}",

@@ -1,9 +1,11 @@
 """Checked reading of dataset files: UTF-8 lines (BOM dropped), texts within ``QRS_MAX_TEXT_CHARS``, labels,
-pairs TSV rows, JSONL lines, BEIR ids. Malformed input raises ``DataFormatError`` naming the file and line."""
+pairs TSV rows, JSONL lines, ids (BEIR, candidate lists, pairs). Malformed input raises ``DataFormatError``
+naming the file and line."""
 from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from core.errors import DataFormatError
@@ -35,7 +37,13 @@ def check_text(text: str, path: Path, lineno: int, what: str, limit: int | None 
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (a leading BOM is dropped), read line by line.
+    """The lines of a UTF-8 text file (a leading BOM is dropped), read line by line (``iter_lines``)."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file one at a time (a leading BOM is dropped): memory holds one line, whatever the
+    file's size.
 
     Refused with file and line: bytes that are not UTF-8, a NUL byte, and a line longer than the text
     limit allows (read no further than that: a 50 MB one-line file is not loaded into memory).
@@ -43,7 +51,7 @@ def read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise DataFormatError(path, None, "file not found")
     limit = 16 * max_text_chars() + 4096  # bytes: two texts of 4-byte characters, JSON escapes, ids
-    out: list[str] = []
+    count = 0
     try:
         handle = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as exc:
@@ -55,20 +63,20 @@ def read_lines(path: Path) -> list[str]:
             if not raw:
                 break
             if len(raw) > limit and not raw.endswith(b"\n"):
-                raise DataFormatError(path, len(out) + 1, f"the line is longer than {limit:,} bytes; texts are limited "
+                raise DataFormatError(path, count + 1, f"the line is longer than {limit:,} bytes; texts are limited "
                                       f"to {max_text_chars():,} characters (set {MAX_TEXT_ENV} to raise it)")
             if first:
                 raw, first = raw.removeprefix(b"\xef\xbb\xbf"), False
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataFormatError(path, len(out) + 1, f"not UTF-8 text ({exc.reason} at byte {exc.start} of the "
+                raise DataFormatError(path, count + 1, f"not UTF-8 text ({exc.reason} at byte {exc.start} of the "
                                       "line); save the file as UTF-8") from None
             for piece in text.splitlines():  # same line breaks as str.splitlines on the whole file
                 if "\x00" in piece:
-                    raise DataFormatError(path, len(out) + 1, "contains a NUL byte")
-                out.append(piece)
-    return out
+                    raise DataFormatError(path, count + 1, "contains a NUL byte")
+                count += 1
+                yield piece
 
 
 def read_label(value: str, path: Path, lineno: int, max_label: int | None = None) -> int:
@@ -101,7 +109,8 @@ def read_pairs_tsv(path: str | Path, require_pair_id: bool = False) -> list[tupl
             raise DataFormatError(path, lineno, "empty question text")
         check_text(t1, path, lineno, "first question", limit)
         check_text(t2, path, lineno, "second question", limit)
-        rows.append((label, t1, t2, cols[3].strip() if len(cols) > 3 else str(lineno)))
+        pair_id = check_id(cols[3].strip(), path, lineno, "pair id") if len(cols) > 3 else str(lineno)
+        rows.append((label, t1, t2, pair_id))
     if not rows:
         raise DataFormatError(path, None, "no pairs found")
     return rows
@@ -123,16 +132,32 @@ def parse_jsonl_line(path: Path, lineno: int, line: str) -> dict | None:
 
 def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) for each non-blank line of a JSON-lines file."""
-    parsed = (parse_jsonl_line(path, lineno, line) for lineno, line in enumerate(read_lines(path), start=1))
-    return [(lineno, obj) for lineno, obj in enumerate(parsed, start=1) if obj is not None]
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file, one line in memory at a time."""
+    for lineno, line in enumerate(iter_lines(path), start=1):
+        obj = parse_jsonl_line(path, lineno, line)
+        if obj is not None:
+            yield lineno, obj
+
+
+def check_id(value: str, path: Path, lineno: int | None, what: str = "id") -> str:
+    """An imported id that is printable with no whitespace (no space, tab, newline or other control character:
+    an id is written into TREC files and shown on pages as is), or ``DataFormatError`` (file, line, what)."""
+    if not value or not value.isprintable() or any(c.isspace() for c in value):
+        raise DataFormatError(path, lineno, f"the {what} {value!r} must be printable with no whitespace "
+                              "or control characters"[:200])
+    return value
 
 
 def beir_id(obj: dict, path: Path, lineno: int, seen: dict) -> str:
-    """The ``_id`` of a BEIR line as a string; a repeated id is refused (the last copy would win)."""
+    """The ``_id`` of a BEIR line as a string (``check_id``); a repeated id is refused (the last copy would win)."""
     raw = obj["_id"]
     if not isinstance(raw, (str, int)) or isinstance(raw, bool) or not str(raw).strip():
         raise DataFormatError(path, lineno, f'"_id" must be a non-empty string, got {raw!r}'[:200])
-    key = str(raw)
+    key = check_id(str(raw), path, lineno)
     if key in seen:
         raise DataFormatError(path, lineno, f"duplicate id {key!r} (already on an earlier line)")
     return key

@@ -11,14 +11,13 @@ Long questions are cut at ``max_chars`` (``None``: never).
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from core.analysis.compare import Comparison
+from core.data.cells import csv_text
 from core.judging.case_explanations import CaseExplanation
 from core.data.text import strip_control
 
@@ -234,37 +233,16 @@ CSV_FIELDS = ("dataset", "query_id", "query", "system", "rank", "doc_id", "text"
               "qrel", "user_label")
 
 
-def _cell(value: Any) -> Any:
-    """Neutralise spreadsheet formulas in text cells (OWASP CSV injection): prefix ``'``."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 def to_csv(source: CaseTable | Comparison, *, max_chars: int | None = None, dataset: str = "") -> str:
     """One row per hit (``CSV_FIELDS``); quoting by the csv module, formulas neutralised."""
     t = _as_table(source, dataset)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for col in t.columns:
-        for h in col.hits:
-            writer.writerow({k: _cell(v) for k, v in {
-                "dataset": t.dataset, "query_id": t.query_id or "", "query": truncate(t.query, max_chars),
-                "system": col.system, "rank": h.rank, "doc_id": h.doc_id, "text": truncate(h.text, max_chars),
-                "score": f"{h.score:.6g}", "relevant": int(h.relevant),
-                "qrel": "" if h.qrel is None else h.qrel,
-                "user_label": "" if h.user_label is None else h.user_label}.items()})
-    return buf.getvalue()
+    return csv_text([{
+        "dataset": t.dataset, "query_id": t.query_id or "", "query": truncate(t.query, max_chars),
+        "system": col.system, "rank": h.rank, "doc_id": h.doc_id, "text": truncate(h.text, max_chars),
+        "score": f"{h.score:.6g}", "relevant": int(h.relevant), "qrel": "" if h.qrel is None else h.qrel,
+        "user_label": "" if h.user_label is None else h.user_label} for col in t.columns for h in col.hits], CSV_FIELDS)
 
 
 def rows_csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Any list of flat dicts as CSV (chart data), formulas neutralised."""
-    if not rows:
-        return ""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(v) for k, v in row.items()})
-    return buf.getvalue()
+    """Any list of flat dicts as CSV (chart data), formulas neutralised (``core.data.cells``)."""
+    return csv_text(rows) if rows else ""

@@ -29,6 +29,7 @@ from core.systems import registration_for
 REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 PRESETS = {"quora": (3.44, 0.87), "anserini-default": (0.9, 0.4), "classic": (1.2, 0.75)}
+MMAP_FROM = 200_000  # documents from which a saved index is read memory-mapped (bm25s ``load(mmap=True)``)
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,10 @@ def is_built(dataset: Dataset, variant: str | None = None) -> bool:
     return is_current(_folder(dataset, variant) / "config.json")
 
 
-def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriever:
-    """Load the saved index; ``k1``/``b`` options re-index in memory (a second or two on 36.7k)."""
+def load(dataset: Dataset, variant: str | None = None, mmap: bool | None = None, **options) -> BM25Retriever:
+    """Load the saved index; ``k1``/``b`` options re-index in memory (a second or two on 36.7k). ``mmap``: read the
+    index's arrays memory-mapped (bm25s ``load(mmap=True)``: pages read as queries touch them, shared between
+    processes); by default from ``MMAP_FROM`` documents, a large archive's index then costs no resident copy."""
     if "k1" in options or "b" in options:
         base = BM25Config()
         cfg = BM25Config(float(options.get("k1", base.k1)), float(options.get("b", base.b)))
@@ -177,8 +180,9 @@ def load(dataset: Dataset, variant: str | None = None, **options) -> BM25Retriev
     check_stamp(raw, "the BM25 index", command)
     config = config_from_dict(BM25Config, raw)
     doc_ids = load_json(folder / "doc_ids.json", "the BM25 index", command)
+    mmap = len(dataset.corpus) >= MMAP_FROM if mmap is None else mmap
     try:
-        model = bm25s.BM25.load(str(folder / "index"))
+        model = bm25s.BM25.load(str(folder / "index"), mmap=mmap)
     except Exception as exc:
         raise MissingArtifactError("the BM25 index", command, f"corrupt ({type(exc).__name__})") from None
     if len(doc_ids) != len(dataset.corpus):
@@ -210,13 +214,17 @@ class BM25PairScorer(Reranker):
         return self._query_cache[query]
 
     def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        """Candidate texts from the index's scores; any other text (an occlusion's variant) by the same BM25 with
+        the candidate texts' statistics (``BM25Retriever.score_text_pairs``)."""
         out = np.zeros(len(queries), dtype=np.float64)
         for i, (q, d) in enumerate(zip(queries, docs)):
             row = self._row_of_text.get(d)
-            if row is None:
-                raise QueryError("BM25 here scores the dataset's own candidate texts only")
-            out[i] = self._scores(q)[row]
+            out[i] = self._scores(q)[row] if row is not None else self.retriever.score_text_pairs([q], [d])[0]
         return out
+
+    def term_contributions(self, query: str, text: str, corpus: Mapping[str, str] | None = None):
+        """The exact per-term contributions (``BM25Retriever.term_contributions``) over the candidate texts."""
+        return self.retriever.term_contributions(query, text, corpus)
 
 
 def candidate_scorer(corpus: dict[str, str], variant: str | None = None) -> BM25PairScorer:

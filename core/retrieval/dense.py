@@ -22,6 +22,7 @@ from core.artifacts import save_json
 from core.retrieval.indexing import IndexSpec, build_index, distance_counter, set_search_params
 from core.paths import artifact_dir
 from core.retrieval.base import Hits, ProgressFn, Retriever, no_progress
+from core.retrieval.vector_shards import l2_normalize  # noqa: F401 - imported from here by the dense systems
 
 
 class Encoder(Protocol):
@@ -30,12 +31,6 @@ class Encoder(Protocol):
     encoder_id: str  # names model + weights version; part of the embedding cache key
 
     def encode(self, texts: list[str], batch_size: int = 128, progress: ProgressFn = no_progress) -> np.ndarray: ...
-
-
-def l2_normalize(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.maximum(norms, 1e-12)
 
 
 def corpus_fingerprint(corpus: dict[str, str]) -> str:

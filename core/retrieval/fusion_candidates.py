@@ -17,7 +17,12 @@ from core.retrieval.base import ProgressFn, Ranking, Reranker, no_progress, vali
 
 
 class CandidateFusion(Reranker):
-    """The fused parts over each query's candidate list (a ``Reranker`` that ranks whole lists)."""
+    """The fused parts over each query's candidate list (a ``Reranker`` that ranks whole lists). ``depth`` is None:
+    every part ranks the query's whole candidate list (a collection's fusion has a number there)."""
+
+    depth: int | None = None
+    tuned: bool = False
+    tuned_on: str = "untuned defaults"
 
     def __init__(self, spec, parts: Sequence[Reranker], params: Mapping | None = None, *,  # noqa: ANN001
                  fuse: Callable[..., dict[str, list[tuple[str, float]]]]) -> None:

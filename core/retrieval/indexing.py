@@ -39,6 +39,7 @@ import numpy as np
 
 from core.artifacts import load_json, save_json
 from core.errors import MissingArtifactError, UnknownNameError
+from core.retrieval.vector_shards import ShardManifest
 
 PRESETS = {
     "flat": ("Flat", ""),
@@ -102,6 +103,39 @@ def build_index(vectors: np.ndarray, spec: IndexSpec, seed: int = 13) -> faiss.I
     return index
 
 
+TRAIN_SAMPLE = 100_000  # vectors an IVF / HNSW index built from shards is trained on at most (a seeded sample)
+
+
+def build_index_from_shards(manifest: ShardManifest, spec: IndexSpec, seed: int = 13,
+                            train_sample: int = TRAIN_SAMPLE) -> faiss.Index:
+    """An index over a collection's on-disk shards (``core.retrieval.vector_shards``), filled a shard at a time with
+    each vector's collection row as its id (``IndexIDMap2``: searches return rows, as ``build_index``'s). An index
+    that trains (IVF, PQ) is trained on a seeded sample of ``train_sample`` rows read from the shards, so memory holds
+    the index, the sample and one shard, never a second copy of the collection."""
+    base = faiss.index_factory(manifest.dim, spec.factory, METRICS[spec.metric])
+    if not base.is_trained:
+        ivf = faiss.try_extract_index_ivf(base)
+        if ivf is not None:
+            ivf.cp.seed = seed
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(manifest.count, size=min(train_sample, manifest.count), replace=False))
+        base.train(np.ascontiguousarray(manifest.gather(rows)))
+    index = faiss.IndexIDMap2(base)
+    for rows, vectors in manifest.iter_shards():
+        index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), rows)
+    set_search_params(index, spec.search_params)
+    return index
+
+
+def recall_at_k(index: faiss.Index, exact: faiss.Index, queries: np.ndarray, k: int = 10) -> float:
+    """Mean share of the exact top ``k`` that ``index`` returns for ``queries`` (faiss ``contrib`` style)."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    _, found = index.search(queries, k)
+    _, truth = exact.search(queries, k)
+    return float(np.mean([len(set(f[f >= 0]) & set(t[t >= 0])) / max(1, len(t[t >= 0]))
+                          for f, t in zip(found, truth)]))
+
+
 def set_search_params(index: faiss.Index, params: str) -> None:
     """Apply ``"nprobe=10"`` / ``"efSearch=64"`` style parameters (faiss ParameterSpace)."""
     if params:
@@ -133,9 +167,10 @@ def load_index(folder: Path, command: str) -> tuple[faiss.Index, IndexSpec, dict
 
 def distance_counter(index: faiss.Index):
     """A callable returning distance computations since the last call (IVF and HNSW stats; Flat = N)."""
-    if faiss.try_extract_index_ivf(index) is not None:
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexIDMap) else index  # from shards
+    if faiss.try_extract_index_ivf(inner) is not None:
         stats = faiss.cvar.indexIVF_stats
-    elif "HNSW" in type(index).__name__:
+    elif "HNSW" in type(inner).__name__:
         stats = faiss.cvar.hnsw_stats
     else:
         stats = None

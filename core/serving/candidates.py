@@ -1,15 +1,20 @@
 """Candidate-list datasets as first-class: every system ranks each query's own candidates.
 
 On a candidate-list dataset (TrecQA, an imported ``qid \\t query \\t docid \\t doc \\t label`` TSV) the
-candidate list stands in for the collection. Rerankers (FRM, CNN, cross-encoder) score the
-(query, candidate) pairs as they always do. First-stage scorers become pair scorers here:
+candidate list stands in for the collection. Every system ranks a query's candidates through :func:`pair_scorer`,
+the pair-scoring contract of ``core.serving.pair_scoring`` (one hook, one default):
 
-- BM25 (``core.retrieval.bm25.BM25PairScorer``, the system's own ``candidate_scorer``): the Lucene BM25 score of the query against each candidate, statistics
-  (idf, average length) over all candidate texts of the dataset (densetrans-cai2021.md §4.2.3 variant).
-- Bi-encoders (``EncoderPairScorer``: MiniLM, DenseTrans, SDML-CNN, the untrained references): the
+- rerankers (FRM, CNN, cross-encoder) score the (query, candidate) pairs as they always do;
+- BM25 declares its faster scorer as a module ``candidate_scorer`` the loader asks first
+  (``core.retrieval.bm25.BM25PairScorer``): the Lucene BM25 score of the query against each candidate, statistics
+  (idf, average length) over all candidate texts of the dataset (densetrans-cai2021.md §4.2.3 variant);
+- bi-encoders (``EncoderPairScorer``: MiniLM, DenseTrans, SDML-CNN, the untrained references): the
   encoder's own similarity, cosine for inner-product systems and −‖q − d‖² for squared-L2 ones
   (sdml-bonadiman2019.md §2.1.2). Candidate vectors come from the embedding cache (computed once per
-  (encoder, dataset)); queries are encoded once per process.
+  (encoder, dataset)); queries are encoded once per process;
+- a retriever with ``score_text_pairs``: that;
+- any other first stage (a plugin defining only ``retrieve``): the default, its own retrieval scores over the
+  candidate texts restricted to the query's candidates (``pair_scoring.RetrievalPairScores``).
 
 The one runner (``core.serving.runner``) ranks every dataset through these.
 """
@@ -79,15 +84,34 @@ class EncoderPairScorer(Reranker):
         return (q * d).sum(axis=1).astype(np.float64)
 
 
+class ScoresAsReranker(Reranker):
+    """A first stage's pair scores (``core.serving.pair_scoring.pair_scores``) as a ranker of candidate lists."""
+
+    def __init__(self, name: str, scores) -> None:  # noqa: ANN001 - a PairScores callable
+        self.name, self.scores = name, scores
+        self.scores_free_pairs = getattr(scores, "scores_free_pairs", True)
+
+    def score_pairs(self, queries: list[str], docs: list[str]) -> np.ndarray:
+        return np.asarray(self.scores(list(queries), list(docs)), dtype=np.float64)
+
+
 def pair_scorer(system, dataset: Dataset, name: str, progress: ProgressFn = no_progress) -> Reranker:
-    """A loaded system as a ranker of candidate lists: rerankers as they are, retrievers as pair scorers."""
+    """A loaded system as a ranker of candidate lists (see the module docstring): a reranker as it is, a bi-encoder
+    as an ``EncoderPairScorer`` (cached candidate vectors), any other first stage through the pair-scoring
+    contract (its ``score_text_pairs``, else its retrieval restricted to the candidates)."""
+    from core.serving.pair_scoring import pair_scores
+
     if isinstance(system, Reranker):
         return system
     encoder = getattr(system, "encoder", None)
-    if encoder is not None:
+    if encoder is not None and not callable(getattr(system, "score_text_pairs", None)):
         metric = getattr(getattr(system, "spec", None), "metric", "ip")
         return EncoderPairScorer(encoder, dataset.corpus, name, metric, progress)
-    raise StudioError(f"{name} cannot score a candidate list (it has no pair scorer or encoder)")
+    try:
+        return ScoresAsReranker(name, pair_scores(system, dataset.corpus))
+    except StudioError:
+        raise StudioError(f"{name} cannot score a candidate list: it is neither a reranker nor a first stage "
+                          "(no score_pairs, score_text_pairs, encoder or retrieve)") from None
 
 
 def rank_candidates(scorer: Reranker, dataset: Dataset, query_id: str, k: int | None = None) -> Ranking:

@@ -151,9 +151,22 @@ def _build_cheap(name: SystemName, dataset: Dataset, notice: Callable[[str], Non
     module = system_module(name.system)
     if dataset.candidates and hasattr(module, "candidate_scorer"):  # it indexes the candidates itself
         return
-    if not module.is_built(dataset, variant=name.variant):
+    if module.is_built(dataset, variant=name.variant):
+        return
+    from core.build_status import building_elsewhere, system_lock
+
+    what = "index" if spec.kind == "retriever" else "zero-shot encoding (no training)"
+    elsewhere = building_elsewhere(dataset.name, name.system, name.variant)  # the CLI or the build has it
+    if elsewhere is not None:
+        raise BuildPendingError(f"the {name.system} {what}", elsewhere)
+    with system_lock(dataset.name, name.system, name.variant) as acquired:  # the build's own lock: one encode
+        if not acquired:
+            raise BuildPendingError(f"the {name.system} {what}", building_elsewhere(dataset.name, name.system,
+                                                                                  name.variant) or
+                                    f"{name.system}: being built by another process; used from there when done.")
+        if module.is_built(dataset, variant=name.variant):  # built while this process waited for the lock
+            return
         if notice is not None:
-            what = "index" if spec.kind == "retriever" else "zero-shot encoding (no training)"
             notice(f"note: building the {name.system} {what} for {dataset.name} first ({len(dataset.corpus):,} texts)")
         module.build(dataset, variant=name.variant, progress=progress)
 

@@ -107,11 +107,15 @@ def cli(e2e_var, *argv: str) -> str:
     return out + err
 
 
-def start_streamlit(var: Path, port: int, log: Path) -> subprocess.Popen:
+def start_streamlit(var: Path, port: int, log: Path, env: dict[str, str] | None = None,
+                    append: bool = False) -> subprocess.Popen:
+    """``serve.py`` on 127.0.0.1:port with var/ as its artifacts folder and ``env`` on top; its output to ``log``
+    (appended, for a server restarted on the same log)."""
     cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
            "--browser.gatherUsageStats", "false"]
-    return subprocess.Popen(cmd, cwd=ROOT, env=server_env(var), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    return subprocess.Popen(cmd, cwd=ROOT, env={**server_env(var), **(env or {})},
+                            stdout=log.open("ab" if append else "wb"), stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
 
 

@@ -8,7 +8,6 @@ DevTools protocol; the database is SQLite (the PostgreSQL path of the same panel
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
@@ -20,20 +19,15 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from core.judging.campaign_records import CampaignSpec, ItemSpec, QuerySet  # noqa: E402
 from core.judging.campaigns import CampaignStore  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
-from tests.e2e.conftest import free_port, new_driver, server_env, stop, wait_healthy  # noqa: E402
+from tests.e2e.conftest import free_port, new_driver, start_streamlit, stop, wait_healthy  # noqa: E402
 
 HEADER, WHO, OWNER, CAMPAIGN = "X-Test-User", "ann@lab.example", "olivia@lab.example", "panel-e2e"
 WAIT = 120
 
 
 def _start(folder, port: int, db_url: str) -> subprocess.Popen:
-    env = {**server_env(folder), "QRS_DB_URL": db_url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}
-    cmd = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.address",
-           "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
-           "--browser.gatherUsageStats", "false"]
-    log = (folder / "streamlit.log").open("ab")
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return start_streamlit(folder, port, folder / "streamlit.log",
+                           {"QRS_DB_URL": db_url, "QRS_TRUSTED_HEADER": HEADER, "QRS_OWNERS": OWNER}, append=True)
 
 
 def _state(d):

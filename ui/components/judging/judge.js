@@ -1,9 +1,10 @@
 // The judging panel (Streamlit components v2): the browser holds the items and answers each key at once;
 // every label goes to the server carrying an idempotency key made here: POSTed to the app's own commit
 // endpoint when the server gave a token (data.endpoint: the store answers at once, no script run), else (or
-// when the endpoint refuses or cannot be reached) as a trigger ("ops"). Labels not yet acknowledged stay in
+// when the endpoint refuses the token) as a trigger ("ops"). Labels not yet acknowledged stay in
 // localStorage (per annotator and campaign or dataset) and are resent until the server says they are saved
-// (the endpoint's answer, or data.acked) or refused (data.failed). Nothing else is fetched: this file is the
+// (the endpoint's answer, or data.acked) or refused (data.failed); an unreachable endpoint (a restart) is
+// tried again with backoff, the token still good. Nothing else is fetched: this file is the
 // whole program. Texts are written with textContent only.
 const INSTANCES = new WeakMap();
 const RESEND_MS = 2500;
@@ -71,10 +72,15 @@ class Judge {
     this.timer = window.setInterval(() => this.resend(false), RESEND_MS);
     this.onOnline = () => this.resend(true);
     window.addEventListener("online", this.onOnline);
+    // back on the tab (a laptop woken, a tab restored): resend at once, not at the next tick
+    this.onVisible = () => { if (document.visibilityState === "visible") { this.resend(true); } };
+    document.addEventListener("visibilitychange", this.onVisible);
     this.cleanup = () => {
       window.removeEventListener("keydown", this.onKey, true);
       window.removeEventListener("online", this.onOnline);
+      document.removeEventListener("visibilitychange", this.onVisible);
       window.clearInterval(this.timer);
+      window.clearTimeout(this.retryTimer);
     };
     this.buildStatic();
   }
@@ -231,8 +237,11 @@ class Judge {
     const max = this.data.max_label === undefined ? 2 : this.data.max_label;
     const unsaved = this.outbox.length;
     const done = this.items.filter((x) => this.judged(x)).length;
+    // how many labels wait for the server, and since when (the oldest): a stall is visible, not silent
+    const since = unsaved ? Math.min(...this.outbox.map((op) => op.t || Date.now())) : 0;
+    const waiting = unsaved ? " · " + unsaved + " unsaved, waiting since " + new Date(since).toLocaleTimeString() : "";
     this.q(".qj-status").textContent = (this.data.status ? this.data.status + " · " : "") + done + " of "
-      + this.items.length + " shown judged" + (unsaved ? " · " + unsaved + " unsaved" : " · all saved")
+      + this.items.length + " shown judged" + (unsaved ? waiting : " · all saved")
       + " · " + (this.mode === "list" ? "list mode" : "item mode");
     this.root.dataset.mode = this.mode;
     this.root.dataset.unsaved = String(unsaved);
@@ -328,19 +337,33 @@ class Judge {
     headers[ep.header] = ep.token;
     window.fetch(ep.url, { method: "POST", headers, body: JSON.stringify({ ops: this.outbox.slice(0, 200) }),
       credentials: "same-origin", cache: "no-store" })
-      .then((r) => (r.ok ? r.json() : Promise.reject(new Error("HTTP " + r.status))))
+      .then((r) => {
+        if (r.ok) { return r.json(); }
+        const err = new Error("HTTP " + r.status);
+        err.status = r.status;
+        throw err;
+      })
       .then((answer) => {
         this.posting = false;
+        this.retryMs = 0;
         const acked = answer.acked || [];
         this.settleAll(acked, answer.failed || {});
         this.render();
         this.sync();
         if (acked.length && this.outbox.length) { this.send(); } // labels given meanwhile; a busy store waits
       })
-      .catch(() => { // refused, restarted or unreachable: the trigger carries the labels until a new token
+      .catch((err) => {
         this.posting = false;
-        this.endpointDown = ep.token;
-        this.send();
+        if (err && err.status && err.status < 500) { // refused: the trigger carries the labels until a new token
+          this.endpointDown = ep.token;
+          this.send();
+          return;
+        }
+        // unreachable (the server restarting) or failing: try again soon with the same token (it outlives a
+        // restart), backing off from 250 ms to RESEND_MS, so labels go as soon as the server is back
+        this.retryMs = Math.min(RESEND_MS, (this.retryMs || 125) * 2);
+        window.clearTimeout(this.retryTimer);
+        this.retryTimer = window.setTimeout(() => this.resend(true), this.retryMs);
       });
   }
 
@@ -368,7 +391,7 @@ class Judge {
     const max = this.data.max_label === undefined ? 2 : this.data.max_label;
     if (!it || !this.data.enabled || value > max) { return; }
     const before = this.view(it);
-    const op = { key: newKey(), kind: "label", uid: it.uid, item: it.id, ref: it.ref, group: it.group, label: value,
+    const op = { key: newKey(), kind: "label", uid: it.uid, item: it.id, group: it.group, label: value,
       rationale: this.draft(it) };
     this.undoStack.push({ uid: it.uid, label: before.label === undefined ? null : before.label, cant: before.cant || null });
     this.enqueue(op);
@@ -394,7 +417,7 @@ class Judge {
     const last = this.undoStack.pop();
     if (!last || !this.index.has(last.uid)) { return; }
     const it = this.items[this.index.get(last.uid)];
-    this.enqueue({ key: newKey(), kind: "undo", uid: it.uid, item: it.id, ref: it.ref, group: it.group, restore: last.label,
+    this.enqueue({ key: newKey(), kind: "undo", uid: it.uid, item: it.id, group: it.group, restore: last.label,
       restoreCant: last.cant });
     this.atEnd = false;
     this.cursor = it.uid;
@@ -460,7 +483,7 @@ class Judge {
     const text = box.value.trim() || null;
     if (text === (v.rationale || null)) { return; }
     if (this.judged(it) && !v.cant) { // an item already labelled: the rationale goes with its label again
-      this.enqueue({ key: newKey(), kind: "label", uid: it.uid, item: it.id, ref: it.ref, group: it.group, label: v.label, rationale: text });
+      this.enqueue({ key: newKey(), kind: "label", uid: it.uid, item: it.id, group: it.group, label: v.label, rationale: text });
       this.render();
       this.send();
     } else {
@@ -487,7 +510,7 @@ class Judge {
     this.q(".qj-cant").hidden = true;
     const before = this.view(it);
     this.undoStack.push({ uid: it.uid, label: before.label === undefined ? null : before.label, cant: before.cant || null });
-    this.enqueue({ key: newKey(), kind: "cant", uid: it.uid, item: it.id, ref: it.ref, group: it.group, reason, rationale: this.draft(it) });
+    this.enqueue({ key: newKey(), kind: "cant", uid: it.uid, item: it.id, group: it.group, reason, rationale: this.draft(it) });
     this.step(+1);
     this.render();
     this.focus();
