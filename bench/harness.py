@@ -215,7 +215,7 @@ def section_ann(s: Settings, ds, load: Loader) -> dict:
 
     built, _ = built_systems(ds)
     if "minilm" not in built:
-        return {"skipped": "minilm is not built (python -m core train --system minilm)"}
+        return {"skipped": "minilm is not built (python -m core build --systems minilm)"}
     minilm = load("minilm")
     vectors = np.ascontiguousarray(minilm.doc_vectors, dtype=np.float32)
     ids = [str(d) for d in minilm.doc_ids]

@@ -34,8 +34,9 @@ from core.build_status import (QUEUE_FILE, STATES, BuildStatus, _label, _raw_sta
                                write_status)
 from core.progress import ProgressFn, no_progress
 from core.errors import StudioError
-from core.registry import (SystemSpec, check_variant, get_spec, list_systems, needs_training, slug, system_dir,
-                           system_module, system_path)
+from core.data.final_test import is_marked_test, refuse_if_marked_test
+from core.registry import (SystemSpec, build_command, check_variant, get_spec, learns_from_labels, list_systems,
+                           needs_training, slug, system_dir, system_module, system_path)
 
 HELD_OUT_KEY = "held_out_lines"  # a build job's verdict lines, beside its status fields
 
@@ -100,6 +101,9 @@ def build_system(
     get_spec(name)  # unknown names raise with the list of known ones
     check_variant(name, variant)
     module = system_module(name)
+    if learns_from_labels(get_spec(name), variant) and is_marked_test(dataset.name):
+        refused = f"{dataset.name} is marked test: building {name} would choose on its labels"
+        return BuildStatus(name, "failed", message=refused, error=refused)  # nothing written
     if needs_training(get_spec(name), variant) and not dataset.pairs.get("train"):
         from core.errors import StudioError
         from core.training_data import training_data
@@ -372,10 +376,12 @@ def train_system(dataset: Dataset, system: str, variant: str | None = None, prof
     from core.training_data import training_data
 
     if not needs_training(get_spec(system), variant):
-        raise StudioError(f"{system} is not trained; build it with: python -m core build --systems {system} "
-                          f"--dataset {dataset.name}")
+        raise StudioError(f"{system} is not trained; build it with: {build_command(system, dataset.name, variant)}")
+    refuse_if_marked_test(dataset.name, f"training {system}")
     data = training_data(dataset)
     progress(0.0, data.summary())
     status = build_system(data.dataset, system, profile=profile, variant=variant, force=force, listener=progress)
     status.metrics = {**status.metrics, "split": data.sizes, "split_unit": data.unit}
+    if status.state == "ready":  # the split it was trained and chosen on, recorded with the build (its notes read it)
+        write_status(data.dataset.name, status, variant)
     return status

@@ -32,8 +32,9 @@ class MissingArtifactError(StudioError):
     """A checkpoint or index that is not built (or is corrupt); names the command that builds it."""
 
     def __init__(self, what: str, command: str, reason: str = "not built yet") -> None:
-        self.what, self.command = what, command
-        super().__init__(f"{what} is {reason}. Build it with: {command}")
+        self.what, self.command = what, command  # a command, or the choices (``core.registry.build_command``)
+        super().__init__(f"{what} is {reason}. " + (f"Build it with: {command}" if command.startswith("python ")
+                                                     else command))
 
 
 class NotReadyError(StudioError):

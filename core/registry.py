@@ -20,9 +20,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from core.data.datasets import Dataset
+from core.data.datasets import Dataset, list_datasets
 from core.errors import StudioError, UnknownNameError
-from core.paths import artifact_dir
+from core.paths import artifact_dir, var_dir
 from core.system_spec import (BUILD_THREADS, FAMILIES, LayerSource, Recipe, RegistrationError,  # noqa: F401
                               SystemProvider, SystemSpec, check_provider, check_registration)
 
@@ -264,16 +264,21 @@ class SystemName:
 
 def parse_name(name: str, variant: str | None = None) -> SystemName:
     """Split ``SYSTEM@X[@Y]``: a part that is one of SYSTEM's variants is the variant, any other part
-    names the dataset the model was trained on (dataset names never contain ``@``)."""
+    names the dataset the model was trained on (dataset names never contain ``@``). A composite system's variant may
+    name systems with ``@`` (``fusion@run+cross-encoder@qqp-bimpm:rrf``); ``@DATASET`` after it: chosen on DATASET."""
     system, *parts = name.strip().split("@")
     spec = get_spec(system)
+    whole = re.fullmatch(f"({spec.variant_pattern})(?:@([^@]+))?", name.strip()[len(system) + 1:]) if (
+        spec.composite and parts and variant is None) else None
+    if whole:  # the variant matched the spec's own pattern
+        return SystemName(system, whole.group(1), whole.group(2))
     if any(not part for part in parts):
         raise UnknownNameError("system name", name, ["SYSTEM", "SYSTEM@VARIANT", "SYSTEM@TRAINED_ON"])
     if variant is None:
         variant = next((part for part in parts if is_variant(spec, part)), None)
     others = [part for part in parts if part != variant]
     check_variant(system, variant)
-    if len(others) > 1 or (others and not needs_training(spec, variant)):  # untrained: '@X' can only be a variant
+    if len(others) > 1 or (others and not needs_training(spec, variant) and not spec.composite):  # untrained: a variant
         raise UnknownNameError(f"variant of {system}", others[-1], list(spec.variants))
     return SystemName(system, variant, others[0] if others else None)
 
@@ -348,12 +353,48 @@ def system_dir(dataset_name: str, system: str, variant: str | None = None) -> Pa
 
 def system_path(dataset_name: str, system: str, variant: str | None = None) -> Path:
     """The folder :func:`system_dir` names, without creating it (for ``is_built``: asking leaves nothing behind)."""
-    from core.paths import var_dir
-
     leaf = system if not variant else f"{system}@{slug(variant)}"
     return var_dir() / "systems" / slug(dataset_name) / leaf
 
 
+def learns_from_labels(spec: SystemSpec, variant: str | None = None) -> bool:
+    """Whether building ``spec`` (variant) reads labels: a trained model (a fixed run reads none), or a composite
+    choosing on dev (its provider's ``chooses_on_dev(variant)``; a fusion left untuned chooses nothing)."""
+    return (needs_training(spec, variant) and spec.kind_family != "run") or (spec.composite and bool(
+        getattr(system_module(spec.name), "chooses_on_dev", lambda v: True)(variant)))
+
+
+def trained_datasets(system: str, variant: str | None = None) -> list[str]:
+    """Known datasets on which ``system`` (variant) is trained (artifacts complete)."""
+    if not needs_training(get_spec(system), variant):
+        return []
+    leaf = system if not variant else f"{system}@{slug(variant)}"
+    root = var_dir() / "systems"  # look before asking is_built: system_dir() creates the folder it names
+    found = [name for name in list_datasets() if (root / slug(name) / leaf).is_dir()]
+    if not found:  # nothing to ask: the system's module (torch and its model code) is not even imported
+        return []
+    try:
+        module = system_module(system)
+    except ModuleNotFoundError:
+        return []
+    return [name for name in found
+            if module.is_built(Dataset(name=name, description="", corpus={}, queries={}, qrels={}), variant=variant)]
+
+
 def build_command(system: str, dataset_name: str, variant: str | None = None) -> str:
-    cmd = f"python -m core train --system {system} --dataset {dataset_name}"
-    return cmd + (f" --variant={variant}" if variant else "")
+    """How to get ``system`` (variant) on ``dataset_name``, honest choices first: the models trained on other datasets
+    that apply (``SYSTEM@DATASET``), then training on this dataset's train split, never a command that trains on a
+    dataset marked test (``core.data.final_test``); ``build`` for a system with nothing to learn."""
+    from core.data.final_test import is_marked_test
+
+    spec = get_spec(system)
+    named = system + (f"@{variant}" if variant else "")
+    if not learns_from_labels(spec, variant):
+        return f"python -m core build --systems {named} --dataset {dataset_name}"
+    train = f"python -m core train --system {system} --dataset {{}}" + (f" --variant={variant}" if variant else "")
+    elsewhere = [f"{named}@{d}" for d in trained_datasets(system, variant) if d != dataset_name]
+    use = f"Use a model trained elsewhere: {', '.join(elsewhere)}; or t" if elsewhere else "T"
+    if is_marked_test(dataset_name):
+        return (f"{use}rain on another dataset ({train.format('DATASET')}) and use {named}@DATASET "
+                f"({dataset_name} is marked test: nothing trains or tunes on its labels)")
+    return f"{use}rain on its own train split: {train.format(dataset_name)}" if elsewhere else train.format(dataset_name)

@@ -26,7 +26,7 @@ from core.data.datasets import Dataset, list_datasets
 from core.errors import MissingArtifactError, StudioError, UnknownNameError
 from core.paths import artifact_dir, var_dir
 from core.registry import (SystemName, build_command, get_spec, list_systems, needs_training, parse_name, slug,
-                           supports, system_module)
+                           supports, system_module, trained_datasets)
 
 FLAT_BELOW = 200_000  # exact search for target collections below this size, HNSW above
 
@@ -40,23 +40,6 @@ def _system_folder_exists(dataset_name: str, system: str, variant: str | None) -
     root = var_dir() / "systems" / slug(dataset_name)
     leaf = system if not variant else f"{system}@{slug(variant)}"
     return (root / leaf).is_dir() and any((root / leaf).iterdir())
-
-
-def trained_datasets(system: str, variant: str | None = None) -> list[str]:
-    """Known datasets on which ``system`` (variant) is trained (artifacts complete)."""
-    spec = get_spec(system)
-    if not needs_training(spec, variant):
-        return []
-    leaf = system if not variant else f"{system}@{slug(variant)}"
-    root = var_dir() / "systems"  # look before asking is_built: system_dir() creates the folder it names
-    found = [name for name in list_datasets() if (root / slug(name) / leaf).is_dir()]
-    if not found:  # nothing to ask: the system's module (torch and its model code) is not even imported
-        return []
-    try:
-        module = system_module(system)
-    except ModuleNotFoundError:
-        return []
-    return [name for name in found if module.is_built(_stub(name), variant=variant)]
 
 
 def orphaned_models() -> list[tuple[str, str]]:

@@ -69,7 +69,7 @@ def test_build_load_roundtrip_and_missing(tiny_data, fresh_var):
 
     ds = load_dataset("qqp-bimpm")
     assert not bm25.is_built(ds)
-    with pytest.raises(MissingArtifactError, match="python -m core train --system bm25"):
+    with pytest.raises(MissingArtifactError, match="python -m core build --systems bm25"):
         bm25.load(ds)
     bm25.build(ds)
     loaded = bm25.load(ds)

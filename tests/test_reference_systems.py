@@ -91,7 +91,7 @@ def test_missing_reference_artifacts_name_the_command(tiny):
 
     with pytest.raises(MissingArtifactError) as err:
         wordmean.load(tiny)
-    assert "python -m core train --system glove-mean" in str(err.value)
+    assert "python -m core build --systems glove-mean" in str(err.value)
     with pytest.raises(MissingArtifactError) as err:
         dual_encoder.load(tiny)
     assert "python -m core train --system dual-encoder" in str(err.value)

@@ -176,7 +176,7 @@ def test_tree_bert_load_without_build_names_command(tmp_path, monkeypatch):
 
     ds = dataset_from_pairs("toy", "toy", [(1, "a b", "a c", "1"), (0, "d e", "f g", "2")])
     assert not tree.is_built(ds)
-    with pytest.raises(MissingArtifactError, match="python -m core train --system tree-bert"):
+    with pytest.raises(MissingArtifactError, match="python -m core build --systems tree-bert"):
         tree.load(ds)
 
 

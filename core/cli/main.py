@@ -1,8 +1,8 @@
 """``python -m core``: one function per verb (argparse); progress bars with tqdm.
 
 Verbs: datasets, data, systems, build, train (``core.cli.systems``), eval, search (``core.cli.ranking``), then
-judgments, compare, casestudy, campaign, explain, judge when their modules are present; what the verbs share is
-``core.cli.console``. Every error a user can cause prints one clear line and exits 2 (``guarded``).
+judgments, compare, casestudy, campaign, explain, judge, experiment when their modules are present; what the verbs
+share is ``core.cli.console``. Every error a user can cause prints one clear line and exits 2 (``guarded``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from core.cli import ranking, systems
 from core.cli.console import OneLineParser, printable, printable_stdout
 from core.errors import describe_error
 
-EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign", "core.cli.explain", "core.cli.judge")
+EXTENSIONS = ("core.cli.judgments", "core.cli.casestudy", "core.cli.campaign", "core.cli.explain", "core.cli.judge",
+              "core.cli.experiment")
 
 
 def build_parser() -> argparse.ArgumentParser:

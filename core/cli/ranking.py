@@ -3,6 +3,7 @@ query), both through the one runner (registered by ``core.cli.main``)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,10 @@ from core.cli.console import TqdmProgress, backend_options, parse_options, posit
 from core.data.datasets import load_dataset
 from core.errors import StudioError
 from core.registry import default_first_stage
+
+
+CONVENTION_MEANING = {"answerable": "the mean over queries with a relevant item; the others are left out",
+                      "all": "the mean over every query; one without a relevant item scores 0"}
 
 
 def _notice(message: str) -> None:
@@ -72,6 +77,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"{len(queries):,} queries in {seconds:.1f}s ({1000 * seconds / max(1, len(queries)):.2f} ms/query)")
     _check_evaluable(qrels, rankings, args)
     result = evaluate_contract(qrels, run, metrics, queries=list(qrels), ties=args.ties, candidates=bool(ds.candidates))
+    if args.headline:  # the convention a benchmark's official figure uses (both are printed either way)
+        result = dataclasses.replace(result, headline=args.headline)
     note = " (each query removed from its own ranking)" if ds.ignore_identical_ids else ""
     form = f"; query form: {args.query_form}" if ds.tokenized and not args.run else ""
     print(f"{name} on {ds.name} [{args.split}: {len(qrels):,} queries{form}]{note}")
@@ -79,6 +86,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [[short(m), result.headline_values[m], getattr(result, other)[m]] for m in result.metrics]
     print(tabulate(rows, headers=["metric", f"{result.headline} (headline)", other], floatfmt=".4f"))
     print(result.describe())
+    print(f"headline convention: {result.headline} ({CONVENTION_MEANING[result.headline]}; "
+          f"{'chosen with --headline' if args.headline else 'the default for this kind of dataset; --headline all|answerable'})")
     from core.registry import display_name
 
     if not args.run and display_name(name).lower() != name.lower():
@@ -145,6 +154,9 @@ def add_commands(sub) -> None:  # noqa: ANN001 - argparse's private subparsers a
     p.add_argument("--milvus-index", choices=["flat", "hnsw"], default="flat", help="Milvus index (flat = exact)")
     p.add_argument("--ties", choices=["trec_eval", "run_order"], default="trec_eval",
                    help="score ties: trec_eval's order (score, then doc id descending) or the run's own order")
+    p.add_argument("--headline", choices=["answerable", "all"], default=None,
+                   help="which convention heads the table: answerable-only (candidate lists' default) or every query "
+                        "(collections' default; what a benchmark that counts every question reports)")
     p.add_argument("--query-form", choices=["tokenized", "typed"], default="tokenized",
                    help="dataset queries as stored (tokenized) or as people type them (typed: the display form)")
     p.set_defaults(func=cmd_eval)

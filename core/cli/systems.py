@@ -141,6 +141,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"{info['system']} ready on {ds.name} ({info['texts']:,} texts, {info['seconds']:.1f}s)")
         return 0
     args.system, args.variant = name.system, name.variant
+    from core.data.final_test import refuse_if_marked_test
+    from core.registry import learns_from_labels
+
+    if learns_from_labels(get_spec(args.system), args.variant):
+        refuse_if_marked_test(ds.name, f"training {name}")
     bar = TqdmProgress(f"train {args.system}{'@' + args.variant if args.variant else ''}")
     module = system_module(args.system)
     if not args.force and module.is_built(ds, variant=args.variant):

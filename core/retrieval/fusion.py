@@ -5,39 +5,32 @@ The DenseTrans paper compares against hybrids of lexical and embedding rankers
 first stages of the registry.
 
 Naming (a registry variant of system ``fusion``)
-    ``PART+PART[+PART...]:METHOD``, PART = ``system`` or ``system[variant]`` (a registry retriever;
-    brackets, not ``@``, so the name never clashes with ``SYSTEM@TRAINED_ON``), METHOD one of
-    ``FUSION_METHODS``. Examples: ``bm25+minilm:rrf``, ``bm25+densetrans:wsum``,
-    ``bm25[classic]+minilm[finetuned]+densetrans:combsum``. The run / ranking name is ``fusion@<variant>``
-    (``FusionRetriever.name``); its artifacts are in ``registry.system_dir(dataset, "fusion", variant)``.
+    ``PART+PART[+PART...]:METHOD[:untuned]``, PART any system expression: ``system``, ``system[variant]``,
+    ``SYSTEM@DATASET`` (a model trained elsewhere, ``cross-encoder@qqp-bimpm``), a run or model folder added with
+    ``core systems add``; METHOD one of ``FUSION_METHODS``. Examples: ``bm25+minilm:rrf``,
+    ``run+cross-encoder@qqp-bimpm:rrf:untuned``. ``:untuned`` = the method's defaults, nothing chosen on any
+    labels; ``fusion@VARIANT@DATASET`` applies the settings tuned on DATASET's dev split to another dataset. The run
+    name is ``fusion@<variant>``; artifacts in ``registry.system_dir(dataset, "fusion", variant)``.
     ``fusion`` without a variant is ``DEFAULT_VARIANT``.
 
 Methods (all through ``ranx.fuse``; each part contributes its top ``depth`` = 100 hits per query)
-    - ``rrf``: reciprocal rank fusion (Cormack et al. 2009), s(d) = Σ_i 1 / (k + rank_i(d)); k tuned
-      on dev with ``ranx.optimize_fusion`` (default 60 when there is no dev split).
-    - ``combsum``: CombSUM of min-max-normalised scores (Fox & Shaw 1994), s(d) = Σ_i norm_i(d).
-      Nothing to tune.
-    - ``wsum``: weighted sum of min-max-normalised scores, s(d) = Σ_i w_i · norm_i(d); the weights are
-      tuned on dev with ``ranx.optimize_fusion`` (grid step 0.1). Equal weights without a dev split.
-    Min-max normalisation is per query over the part's top ``depth``; a document missing from a
-    part's list gets 0 from it. Tuning metric: ``TUNE_METRIC`` on the dev split (QQP: each query
-    removed from its own ranking, as everywhere).
+    ``rrf`` (Cormack et al. 2009), s(d) = Σ_i 1 / (k + rank_i(d)), k tuned on dev with ``ranx.optimize_fusion``
+    (60 without a dev split); ``combsum`` (Fox & Shaw 1994), s(d) = Σ_i norm_i(d), nothing to tune; ``wsum``,
+    s(d) = Σ_i w_i · norm_i(d), weights tuned on dev (grid step 0.1; equal without a dev split). norm = min-max
+    per query over the part's top ``depth`` (missing: 0). Tuning metric: ``TUNE_METRIC`` on the dev split.
 
 Core API (for the Compare page, Error Analysis, the CLI and Annotate's pool)
     - ``parse_variant(text) -> FusionSpec``: validates a name; bad input raises one clear message.
     - ``build(dataset, variant=..., loader=...)``: tunes on dev, writes ``config.json`` + ``metrics.json``.
       ``python -m core train --system fusion --variant bm25+minilm:rrf``.
-    - ``load(dataset, variant=..., loader=...) -> FusionRetriever``: a ``Retriever``;
-      ``search(query, k, exclude=[qid])`` is one live fused query, ``search_many`` the batched form.
-      ``loader(name, variant) -> Retriever`` lets a page share its already loaded parts
-      (the one loader passes itself; ``core.serving.loader.part_loader(dataset)`` elsewhere); fusion imports no
-      serving code. ``Ranking.stats`` holds each part's seconds.
+    - ``load(dataset, variant=..., loader=...) -> FusionRetriever``: ``search(query, k, exclude=[qid])``, one live
+      fused query, ``search_many`` the batched form; ``loader(name, variant) -> Retriever`` lets a page share its
+      loaded parts (the one loader passes itself); fusion imports no serving code.
     - ``fuse_runs(runs, method, params) -> ranx.Run``: fuse stored runs (e.g. ``core.analysis.runs``) without
       loading any model (the methods and their tuning are ``core.retrieval.ranx_fusion``).
     - ``built_variants(dataset)``: the fusion variants built for a dataset (for a page's picker).
     In Compare: ``SystemChoice("fusion", variant="bm25+minilm:rrf")``; in the CLI:
-    ``python -m core eval --system fusion --variant bm25+minilm:rrf --split test`` and
-    ``python -m core search --system fusion --variant bm25+minilm:wsum "query"``.
+    ``python -m core eval --system fusion --variant bm25+minilm:rrf --split test``.
 """
 from __future__ import annotations
 
@@ -55,15 +48,16 @@ from core.errors import MissingArtifactError, StudioError
 from core.paths import artifact_dir
 from core.registry import build_command, slug, system_dir
 from core.retrieval.base import Hits, ProgressFn, Ranking, Retriever, no_progress, validate_query
-from core.retrieval.ranx_fusion import (FUSION_METHODS, RRF_K_DEFAULT, TUNE_METRIC, fuse_dicts, fuse_runs,  # noqa: F401
-                                        ranx_run, tune)
+from core.retrieval.ranx_fusion import (FUSION_METHODS, RRF_K_DEFAULT, TUNE_METRIC, default_params,  # noqa: F401
+                                        fuse_dicts, fuse_runs, ranx_run, tune)
 from core.systems import registration_for
 
 REGISTRATION = registration_for(__name__)  # this system's SystemSpec (its module in core.systems)
 
 DEFAULT_VARIANT = "bm25+minilm:rrf"
 VARIANTS = tuple(f"{parts}:{m}" for parts in ("bm25+minilm", "bm25+densetrans") for m in FUSION_METHODS)
-VARIANT_PATTERN = r"[^:@]+\+[^:@]+:[a-z]+"
+VARIANT_PATTERN = r"[^:]+\+[^:]+:[a-z]+(?::untuned)?"
+UNTUNED = ":untuned"  # a variant's suffix: the method's defaults (RRF k = 60, equal weights), chosen on no labels
 DEPTH = 100
 
 Loader = Callable[[str, "str | None"], Retriever]
@@ -75,6 +69,7 @@ class FusionSpec:
 
     parts: tuple[tuple[str, str | None], ...]
     method: str
+    untuned: bool = False  # the method's defaults, nothing chosen on any labels
 
     @property
     def part_labels(self) -> list[str]:
@@ -82,7 +77,7 @@ class FusionSpec:
 
     @property
     def variant(self) -> str:
-        return "+".join(self.part_labels) + f":{self.method}"
+        return "+".join(self.part_labels) + f":{self.method}" + (UNTUNED if self.untuned else "")
 
 
 @dataclass
@@ -100,9 +95,11 @@ class FusionConfig:
 
 def parse_variant(text: str | None) -> FusionSpec:
     """``bm25+minilm:rrf`` -> FusionSpec; raises ``StudioError`` naming what is wrong (nothing is run)."""
-    from core.registry import get_spec
+    from core.registry import get_spec, parse_name
 
     text = (text or DEFAULT_VARIANT).strip()
+    untuned = text.endswith(UNTUNED)
+    text = text.removesuffix(UNTUNED)
     if ":" not in text:
         raise StudioError(f"fusion name {text!r}: expected PART+PART:METHOD, e.g. {DEFAULT_VARIANT} "
                           f"(methods: {', '.join(FUSION_METHODS)})")
@@ -116,14 +113,21 @@ def parse_variant(text: str | None) -> FusionSpec:
     if len(set(labels)) != len(labels):
         raise StudioError(f"fusion name {text!r}: a first stage is named twice")
     parts = []
-    for name, variant in labels:
+    for name, variant in labels:  # a part is any system expression: SYSTEM[VARIANT], SYSTEM@VARIANT, SYSTEM@DATASET
         spec = get_spec(name)  # UnknownNameError lists the systems
         if spec.composite:
             raise StudioError(f"{name} cannot be a part of a fusion (it is one)")
         if variant and variant not in spec.variants:
             raise StudioError(f"{name} has no variant {variant!r}; known: {', '.join(spec.variants) or 'none'}")
+        if "@" in name:
+            parse_name(name, variant or None)  # an unknown variant or training dataset: one line
         parts.append((name, variant or None))
-    return FusionSpec(tuple(parts), method)
+    return FusionSpec(tuple(parts), method, untuned)
+
+
+def chooses_on_dev(variant: str | None) -> bool:
+    """Whether building ``variant`` chooses its settings on a dataset's dev labels (an untuned fusion does not)."""
+    return not parse_variant(variant).untuned
 
 
 def parts(variant: str | None) -> list[tuple[str, str | None]]:
@@ -152,7 +156,13 @@ def fuse_stored(dataset: Dataset, variant: str | None, part_run: Callable[[str, 
 
 
 def _folder(dataset_name: str, variant: str | None) -> Path:
-    return system_dir(dataset_name, "fusion", parse_variant(variant).variant)
+    """The variant's folder on ``dataset_name``; a part pinned there (``X@dataset_name``) is the part ``X`` itself."""
+    from core.registry import parse_name
+
+    spec = parse_variant(variant)
+    native = [(n.system, n.variant) if n.trained_on in (None, dataset_name) else (p, v)
+              for (p, v), n in ((part, parse_name(*part)) for part in spec.parts)]
+    return system_dir(dataset_name, "fusion", FusionSpec(tuple(native), spec.method, spec.untuned).variant)
 
 
 # ----------------------------------------------------------------------------- retriever
@@ -268,12 +278,12 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
     spec = parse_variant(variant)
     start = time.perf_counter()
     parts = _parts(dataset, spec, loader)
-    params: dict = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
-    if spec.method == "wsum":
-        params = {"weights": [round(1.0 / len(parts), 6)] * len(parts)}
-    qrels, dev_runs = _dev_parts(dataset, parts, progress)
+    params = default_params(spec.method, len(parts))
+    qrels, dev_runs = ({}, []) if spec.untuned else _dev_parts(dataset, parts, progress)
     metrics: dict = {"profile": profile, "variant": spec.variant, "dev_queries": len(qrels)}
-    if qrels:
+    if spec.untuned:
+        tuned_on = "untuned: the method's defaults, nothing chosen on any labels"
+    elif qrels:
         progress(0.85, f"fusion {spec.variant}: tuning on {len(qrels):,} dev queries")
         tuned = tune(qrels, dev_runs, spec.method)
         params.update(tuned)
@@ -294,27 +304,45 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
     return metrics
 
 
-def is_built(dataset: Dataset, variant: str | None = None) -> bool:
-    """The tuned config exists and every part is built."""
-    from core.registry import system_module
+def _part_built(dataset: Dataset, name: str, variant: str | None) -> bool:
+    """A part is built here, or (``SYSTEM@DATASET``) trained on the dataset it names."""
+    from core.registry import parse_name, system_module, trained_datasets
 
+    parsed = parse_name(name, variant)
+    if parsed.trained_on and parsed.trained_on != dataset.name:
+        return parsed.trained_on in trained_datasets(parsed.system, parsed.variant)
+    return system_module(parsed.system).is_built(dataset, variant=parsed.variant)
+
+
+def _pinned(part: str, variant: str | None, dataset_name: str) -> tuple[str, str | None]:
+    from core.registry import SystemName, get_spec, learns_from_labels, parse_name
+
+    name = parse_name(part, variant)
+    learns = name.trained_on is None and learns_from_labels(get_spec(name.system), name.variant)
+    return (str(SystemName(name.system, name.variant, dataset_name)), None) if learns else (part, variant)
+
+
+def is_built(dataset: Dataset, variant: str | None = None) -> bool:
+    """The tuned config exists (an untuned variant needs none) and every part is built."""
     try:
         spec = parse_variant(variant)
     except StudioError:
         return False
-    if not is_current(_folder(dataset.name, spec.variant) / "config.json"):  # tuned on parts of this pipeline
-        return False
+    if not spec.untuned and not is_current(_folder(dataset.name, spec.variant) / "config.json"):
+        return False  # tuned on parts of this pipeline
     try:
-        return all(system_module(name).is_built(dataset, variant=v) for name, v in spec.parts)
-    except ModuleNotFoundError:
+        return all(_part_built(dataset, name, v) for name, v in spec.parts)
+    except (ModuleNotFoundError, StudioError):
         return False
 
 
-def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
-    """The tuned ``FusionConfig`` of a built variant (``MissingArtifactError`` names the build command)."""
+def load_config(dataset: Dataset, variant: str | None = None, tuned_on: str | None = None) -> FusionConfig:
+    """The tuned ``FusionConfig`` of a built variant, tuned on ``dataset`` or on the dataset named ``tuned_on``
+    (``MissingArtifactError`` names the build command)."""
     spec = parse_variant(variant)
-    command = build_command("fusion", dataset.name, spec.variant)
-    raw = load_json(_folder(dataset.name, spec.variant) / "config.json", f"the fusion {spec.variant}", command)
+    source = tuned_on or dataset.name
+    command = build_command("fusion", source, spec.variant)
+    raw = load_json(_folder(source, spec.variant) / "config.json", f"the fusion {spec.variant} tuned on {source}", command)
     check_stamp(raw, f"the fusion {spec.variant}", command)
     try:
         return FusionConfig(**{k: v for k, v in raw.items() if k != "text_pipeline"})
@@ -322,30 +350,31 @@ def load_config(dataset: Dataset, variant: str | None = None) -> FusionConfig:
         raise MissingArtifactError(f"the fusion {spec.variant}", command, "corrupt config.json") from None
 
 
-def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, **options):
-    """The fused retriever of a built variant (``MissingArtifactError`` names the build command).
-
-    ``options`` ``depth=N`` overrides how many hits each part contributes (default: the built depth);
-    On a candidate-list dataset it is a ``CandidateFusion`` (``core.retrieval.fusion_candidates``): the parts'
-    rankings of each query's own candidates, fused. ``untuned_ok=True`` fuses a variant not built yet live with the untuned defaults (RRF k = 60, equal
-    weights) instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
+def load(dataset: Dataset, variant: str | None = None, *, loader: Loader, tuned_on: str | None = None, **options):
+    """The fused retriever of a built variant (``MissingArtifactError`` names the build command); ``depth=N``: hits
+    per part. On candidate lists a ``CandidateFusion`` (``core.retrieval.fusion_candidates``). ``tuned_on=NAME`` applies the settings chosen on another
+    dataset's dev split (``fusion@VARIANT@NAME``: the parts rank this dataset). A ``...:untuned`` variant fuses with the
+    method's defaults (RRF k = 60, equal weights), nothing chosen on any labels; ``untuned_ok=True`` does the same
+    for a variant not tuned yet instead of raising. ``retriever.tuned`` / ``retriever.tuned_on`` say which it is.
     """
     spec = parse_variant(variant)
-    try:
-        config = load_config(dataset, spec.variant)
-    except MissingArtifactError:
-        if not options.get("untuned_ok"):
-            raise
-        parts = _parts(dataset, spec, loader)
-        params = {"k": RRF_K_DEFAULT} if spec.method == "rrf" else {}
-        if spec.method == "wsum":
-            params = {"weights": [1.0 / len(parts)] * len(parts)}
-        retriever = _retriever(dataset, spec, parts, params)
+    if tuned_on:  # the fusion as built there: a learning part that names no dataset is the model trained there
+        spec = FusionSpec(tuple(_pinned(p, v, tuned_on) for p, v in spec.parts), spec.method, spec.untuned)
+    config = None
+    if not spec.untuned:
+        try:
+            config = load_config(dataset, spec.variant, tuned_on)
+        except MissingArtifactError:
+            if not options.get("untuned_ok"):
+                raise
+    parts = _parts(dataset, spec, loader)
+    if config is None:
+        retriever = _retriever(dataset, spec, parts, default_params(spec.method, len(parts)))
         retriever.tuned, retriever.tuned_on = False, "untuned defaults"
         return retriever
-    parts = _parts(dataset, spec, loader)
     retriever = _retriever(dataset, spec, parts, config.params, int(options.get("depth", config.depth)))
-    retriever.tuned, retriever.tuned_on = True, "tuned on dev"
+    source = tuned_on or dataset.name
+    retriever.tuned, retriever.tuned_on = True, "tuned on dev" if source == dataset.name else f"tuned on the dev of {source}"
     return retriever
 
 

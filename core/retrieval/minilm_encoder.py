@@ -46,6 +46,44 @@ def length_order(tokenizer, texts: list[str], max_length: int) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
 
 
+TRUNCATION_COUNT_LIMIT = 200_000  # texts counted at most (a larger collection: its queries and a seeded sample)
+
+
+def truncation_counts(dataset, max_length: int = 64) -> dict:
+    """How many of ``dataset``'s queries and texts are longer than ``max_length`` word pieces (special tokens
+    included), i.e. what MiniLM cuts; counted once and kept in ``var/truncation/<dataset>.json``. A collection larger
+    than ``TRUNCATION_COUNT_LIMIT`` is counted on a seeded sample of that size (``sampled``)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from core.paths import artifact_dir
+    from core.registry import slug
+
+    path = artifact_dir("truncation") / f"{slug(dataset.name)}@{max_length}.json"
+    key = [len(dataset.queries), len(dataset.corpus)]
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("key") == key:
+            return cached
+    except (OSError, ValueError):
+        pass
+    tokenizer = AutoTokenizer.from_pretrained(model_path(), local_files_only=True)
+    texts = list(dataset.corpus.values())
+    sampled = len(texts) > TRUNCATION_COUNT_LIMIT
+    if sampled:
+        texts = [texts[i] for i in np.sort(np.random.default_rng(0).choice(len(texts), TRUNCATION_COUNT_LIMIT, False))]
+
+    def longer(items: list[str]) -> int:
+        return sum(len(ids) > max_length for ids in tokenizer(items, add_special_tokens=True)["input_ids"]) if items else 0
+
+    counts = {"key": key, "max_length": max_length, "queries": len(dataset.queries),
+              "long_queries": longer(list(dataset.queries.values())), "texts": len(texts), "long_texts": longer(texts),
+              "sampled": sampled}
+    path.write_text(json.dumps(counts), encoding="utf-8")
+    return counts
+
+
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 TOKENS_PER_BATCH = 4096  # rows x length of one forward pass (128 rows of 32 tokens)
 

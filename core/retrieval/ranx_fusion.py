@@ -114,3 +114,10 @@ def tune(qrels: Mapping[str, Mapping[str, int]], parts: Sequence[Mapping[str, Ma
     if method == "wsum":
         return {"weights": [float(w) for w in best["weights"]]}
     return {"k": int(best["k"])}
+
+
+def default_params(method: str, n_parts: int) -> dict:
+    """A method's untuned parameters (nothing chosen on any labels): RRF k = 60, equal weights, none for CombSUM."""
+    if method == "wsum":
+        return {"weights": [round(1.0 / n_parts, 6)] * n_parts}
+    return {"k": RRF_K_DEFAULT} if method == "rrf" else {}

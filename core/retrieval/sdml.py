@@ -259,7 +259,10 @@ def build(dataset: Dataset, profile: str = "quick", progress: ProgressFn = no_pr
     progress(0.95, "measuring the test queries (trained, untrained, mean GloVe)")
     row = {t: i for i, t in enumerate(dataset.corpus.values())}
     vectors = retriever.doc_vectors
-    test = retrieval_scores(lambda texts: vectors[[row[t] for t in texts]], dataset, "test", "all", metrics=TEST_METRICS)
+    def stored_or_encoded(texts: list[str]) -> np.ndarray:  # queries outside the collection are encoded
+        return vectors[[row[t] for t in texts]] if all(t in row for t in texts) else retriever.encoder.encode(texts)
+
+    test = retrieval_scores(stored_or_encoded, dataset, "test", "all", metrics=TEST_METRICS)
     vocab = retriever.encoder.vocab
     untrained = _encoder(new_model(cfg, vocab).to(device()), vocab, cfg, "sdml-untrained")
     untrained_test = retrieval_scores(untrained.encode, dataset, "test", "all", metrics=TEST_METRICS)

@@ -57,7 +57,8 @@ def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "sp
                      metrics=(DEV_METRIC,), metric: str = "l2") -> dict[str, float]:
     """Metrics (ranx, core.evaluation) of the queries of ``split`` by exact search against the questions
     of that split (``collection="split"``, the dev collection) or the whole collection (``"all"``);
-    each query dropped from its own ranking. ``encode(texts) -> vectors``."""
+    each query dropped from its own ranking. A query that is not an item of that collection (a BEIR query, a
+    candidate list's question) is encoded beside it. ``encode(texts) -> vectors``."""
     from core.evaluation import evaluate_run
 
     doc_ids = split_collection(dataset, split) if collection == "split" else list(dataset.corpus)
@@ -69,7 +70,14 @@ def retrieval_scores(encode, dataset: Dataset, split: str, collection: str = "sp
     qids = list(qrels)
     vecs = encode([dataset.corpus[d] for d in doc_ids])
     row = {d: i for i, d in enumerate(doc_ids)}
-    query_vecs = vecs[[row[q] for q in qids]]
+    outside = [q for q in qids if q not in row]  # queries that are not collection items (BEIR, candidate lists)
+    if outside:
+        extra = encode([dataset.corpus[q] for q in outside])
+        vecs_all = np.concatenate([vecs, extra])
+        row_all = {**row, **{q: len(doc_ids) + i for i, q in enumerate(outside)}}
+        query_vecs = vecs_all[[row_all[q] for q in qids]]
+    else:
+        query_vecs = vecs[[row[q] for q in qids]]
     return evaluate_run(qrels, exact_rankings(query_vecs, qids, vecs, doc_ids, k, metric), list(metrics))
 
 

@@ -96,6 +96,11 @@ def _load(name: str, dataset: Dataset, variant: str | None, progress: ProgressFn
                           "candidate lists, where each question ranks its own candidates")
     if parsed.trained_on == dataset.name:
         parsed = SystemName(parsed.system, parsed.variant)
+    if spec.composite and parsed.trained_on is not None:  # settings chosen on another dataset; parts rank this one
+        options.setdefault("loader", lambda part, v: load(part, dataset, v, progress, notice))
+        system = system_module(parsed.system).load(dataset, variant=parsed.variant, tuned_on=parsed.trained_on, **options)
+        system.name = str(parsed)
+        return system
     if parsed.trained_on is None:
         _build_cheap(parsed, dataset, notice, options, progress)
         if spec.composite:  # a fusion's parts come through this loader too

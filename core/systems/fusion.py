@@ -8,7 +8,7 @@ REGISTRATION = SystemSpec(
     "densetrans-cai2021.md §4.2.1 (hybrids of BM25 and embeddings); ranx fuse: RRF, CombSUM, weighted sum",
     variants=("bm25+minilm:rrf", "bm25+minilm:combsum", "bm25+minilm:wsum", "bm25+densetrans:rrf",
               "bm25+densetrans:combsum", "bm25+densetrans:wsum"),
-    datasets=("*",), variant_pattern=r"[^:@]+\+[^:@]+:[a-z]+",
+    datasets=("*",), variant_pattern=r"[^:]+\+[^:]+:[a-z]+(?::untuned)?",
     note="variant PART+PART:METHOD, e.g. bm25+minilm:rrf; weights tuned on the dev split; on candidate "
          "lists every part (any system, a run file too) scores the query's own candidates",
     family="fusion", composite=True,
