@@ -113,7 +113,7 @@ def test_minilm_build_load_search(tmp_path, monkeypatch, minilm):
 
     ds = toy_dataset()
     assert not bert.is_built(ds, "mean")
-    with pytest.raises(MissingArtifactError, match="--system minilm"):
+    with pytest.raises(MissingArtifactError, match="--systems minilm"):
         bert.load(ds, "mean")
     metrics = bert.build(ds, variant="mean")
     assert metrics["texts"] == len(ds.corpus) and bert.is_built(ds, "mean")

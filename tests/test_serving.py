@@ -65,7 +65,7 @@ def test_artifact_from_another_pipeline_is_refused_with_one_line(tiny_data, fres
             system.load(ds)
         line = describe_error(err.value)
         assert "\n" not in line and "whitespace-v0" in line and PIPELINE_VERSION in line
-        assert "python -m core train --system" in line
+        assert f"python -m core build --systems {name.split('/')[0]}" in line  # nothing to train: a build
 
 
 def test_imported_raw_text_is_tokenized_like_the_bundled_text(tiny_data, fresh_var, tmp_path):

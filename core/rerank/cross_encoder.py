@@ -86,6 +86,8 @@ PROFILES = {
     "quick": {"head": "segments", "lr": 5e-5, "head_lr": 5e-4, "max_steps": 250, "eval_every": 50, "dev_pairs": 512},
     "full": {"head": "segments", "lr": 5e-5, "head_lr": 5e-4, "epochs": 4, "eval_every": 100, "patience": 4,
              "checkpoint": True},
+    # smoke: a wiring check on the fixtures (a few steps on a few dev pairs): nothing it builds is a measurement
+    "smoke": {"head": "segments", "lr": 5e-5, "head_lr": 5e-4, "max_steps": 4, "eval_every": 2, "dev_pairs": 32},
 }
 
 
